@@ -1,0 +1,15 @@
+"""mechbook: the helper package every chapter of the book imports.
+
+Heavy modules (torch models, TransformerLens, Altair) are imported lazily by the chapters that use
+them, so ``import mechbook`` stays cheap. What lives here:
+
+- ``record`` / ``read_records`` (:mod:`mechbook.records`): a chapter's headline numbers.
+- ``PROFILES`` / ``resolve_profile`` (:mod:`mechbook.profiles`): smoke, cpu and paper.
+- ``default_device`` (:mod:`mechbook.device`): CUDA when present, else CPU.
+"""
+
+from mechbook.device import default_device
+from mechbook.profiles import PROFILES, resolve_profile
+from mechbook.records import read_records, record
+
+__all__ = ["PROFILES", "default_device", "read_records", "record", "resolve_profile"]

@@ -1,0 +1,19 @@
+"""Where tensors live: CUDA when present, otherwise the CPU (every chapter)."""
+
+from __future__ import annotations
+
+import os
+
+
+def default_device() -> str:
+    """Return ``"cuda"`` when a GPU is visible to torch, else ``"cpu"``.
+
+    ``MECHBOOK_DEVICE`` overrides the choice (e.g. ``MECHBOOK_DEVICE=cpu`` on a GPU machine
+    to reproduce the CPU numbers exactly).
+    """
+    forced = os.environ.get("MECHBOOK_DEVICE")
+    if forced:
+        return forced
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
