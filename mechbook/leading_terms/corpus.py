@@ -1,0 +1,77 @@
+"""The TinyStories corpus of Part I at each profile's size (chapters 1-5 share these settings).
+
+``CORPUS_PROFILES`` is what the training chapters (2-5) use; ``MAPS_PROFILES`` is chapter 1's
+own, with a larger vocabulary at the ``cpu`` size so that its association tables are readable.
+:func:`load_corpus` turns a :class:`CorpusConfig` into a fitted tokenizer and the training
+sequences, cached on disk.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from mechbook.cache import cached, code_version
+from mechbook.data import data_fingerprint, load_stories
+from mechbook.leading_terms import tokenize
+from mechbook.leading_terms.tokenize import BPETokenizer, NaturalTokenizer, SequenceSet, Tokenizer, make_sequences
+
+TOKENIZERS = {"natural": NaturalTokenizer, "bpe": BPETokenizer}
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Which text and how it becomes sequences.
+
+    ``n_stories``: the first n TinyStories stories (None: all available text); ``vocab_size``:
+    |V| (``<unk>`` included when ``policy == "unk"``); ``context``: T, predicted positions per
+    sequence; ``policy``: ``"unk"`` or the paper's ``"drop"`` (see :func:`make_sequences`);
+    ``tokenizer``: ``"natural"`` or ``"bpe"``; ``split``: TinyStories split when downloading.
+    """
+
+    vocab_size: int
+    context: int
+    policy: str = "unk"
+    n_stories: int | None = None
+    tokenizer: str = "natural"
+    split: str = "valid"
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
+        if self.policy not in tokenize.POLICIES:
+            raise ValueError(f"policy must be one of {tokenize.POLICIES}, got {self.policy!r}")
+        if self.n_stories is not None and self.n_stories < 1:
+            raise ValueError(f"n_stories must be >= 1 or None (all stories), got {self.n_stories}")
+
+
+CORPUS_PROFILES: dict[str, CorpusConfig] = {
+    "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500),
+    "cpu": CorpusConfig(vocab_size=256, context=64, policy="unk"),
+    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop"),
+}
+
+MAPS_PROFILES: dict[str, CorpusConfig] = {
+    "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500),
+    "cpu": CorpusConfig(vocab_size=1000, context=64, policy="unk"),
+    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop"),
+}
+
+
+def corpus_stories(cfg: CorpusConfig) -> list[str]:
+    """The stories ``cfg`` selects (see :func:`mechbook.data.load_stories` for where they come from)."""
+    return load_stories(split=cfg.split, max_stories=cfg.n_stories)
+
+
+def build_corpus(cfg: CorpusConfig, stories: list[str]) -> tuple[Tokenizer, SequenceSet]:
+    """Fit ``cfg``'s tokenizer on ``stories`` and cut them into sequences of T+1 tokens."""
+    cls = TOKENIZERS[cfg.tokenizer]
+    tok = cls.fit(stories, cfg.vocab_size, unk=cfg.policy == "unk" and cls is NaturalTokenizer)
+    return tok, make_sequences(stories, tok, cfg.context, cfg.policy)
+
+
+def load_corpus(cfg: CorpusConfig) -> tuple[Tokenizer, SequenceSet]:
+    """Tokenizer and sequences for ``cfg``, cached by config, text fingerprint and code version."""
+    stories = corpus_stories(cfg)
+    key = {"cfg": cfg, "data": data_fingerprint(stories), "code": code_version(tokenize, sys.modules[__name__])}
+    return cached("leading_terms/corpus", key, lambda: build_corpus(cfg, stories))
