@@ -40,6 +40,8 @@ def record(name: str, value: Any) -> Any:
 
     ``value`` must be JSON-like (numbers, strings, booleans, None, lists, dicts); numpy and torch
     scalars are converted. Outside a notebook kernel this only validates and returns the value.
+    Record each name once per notebook: the site build (myst-nb) treats a repeated name as an
+    error.
     """
     if not name or not name.replace("_", "").replace(".", "").isalnum():
         raise ValueError(f"record name {name!r} must be letters, digits, '_' or '.'")
@@ -51,8 +53,10 @@ def record(name: str, value: Any) -> Any:
         return plain
     if get_ipython() is None:
         return plain
+    # nbformat requires string data for mime types that do not end in "json" after the prefix
+    # (papermill refuses to save a notebook holding a dict there), hence the JSON text.
     bundle = {
-        GLUE_PREFIX + "application/json": {"value": plain},
+        GLUE_PREFIX + "application/json": json.dumps({"value": plain}),
         GLUE_PREFIX + "text/plain": repr(plain),
     }
     display(bundle, raw=True, metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})

@@ -1,0 +1,63 @@
+"""The command line: ``python -m mechbook execute|build|check|bench`` (see README.md).
+
+- ``execute --profile P [--only STEM ...] [--force]``: run chapters with papermill.
+- ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs tests/thresholds.
+- ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mechbook.profiles import PROFILES
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mechbook", description="Build, check and benchmark the book.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("execute", "run the chapters with papermill into _build/executed/<profile>"),
+        ("build", "execute the chapters, then build the HTML site into _build/html"),
+        ("check", "compare the executed chapters' records with tests/thresholds/<stem>.yml"),
+    ):
+        cmd = sub.add_parser(name, help=text, description=text)
+        cmd.add_argument("--profile", choices=PROFILES, default="cpu")
+        cmd.add_argument("--only", nargs="+", default=[], metavar="STEM", help="only these chapters (notebook stems)")
+        if name != "check":
+            cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
+    bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
+    bench.add_argument("name")
+    bench.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; the exit status is non-zero when a chapter, a check or a build fails."""
+    args = _parser().parse_args(argv)
+    if args.command == "bench":
+        from mechbook.benchmarks import run
+
+        return run(args.name, args.args)
+
+    from mechbook import execute
+
+    cfg = execute.ExecuteConfig(profile=args.profile, only=tuple(args.only), force=getattr(args, "force", False))
+    if args.command == "check":
+        problems = execute.check_book(cfg)
+        for line in problems:
+            print(f"FAIL {line}")
+        print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
+        return 1 if problems else 0
+    failed = execute.failures(execute.execute_book(cfg))
+    if args.command == "build":
+        html = execute.build_site(cfg)
+        print(f"site: {html / 'index.html'} (serve it with: python -m http.server -d {html})")
+    for line in failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Shared fixtures: the repository root, tiny notebooks, and the book executed once per session
+in the smoke profile (``_build/executed/smoke``) for the chapter, site and browser tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+
+def make_notebook(path: Path, cells: list[tuple[str, str]], parameters: str | None = 'profile = "cpu"') -> Path:
+    """Write a notebook of ``(kind, source)`` cells (kind ``code`` or ``md``) with a parameters cell
+    first when ``parameters`` is given."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+    if parameters is not None:
+        nb.cells.append(nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}))
+    for kind, source in cells:
+        nb.cells.append(nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def smoke_book():
+    """Execute every chapter of ``_toc.yml`` in the smoke profile once per session (cached runs
+    are reused) and return the results."""
+    from mechbook.execute import ExecuteConfig, execute_book
+
+    os.environ.setdefault("MECHBOOK_TINYSTORIES", str(ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+    cfg = ExecuteConfig(profile="smoke", root=ROOT)
+    return cfg, execute_book(cfg)
+
+
+@pytest.fixture(scope="session")
+def built_site(smoke_book):
+    """The HTML site built from the smoke execution (Sphinx warnings are errors)."""
+    from mechbook.execute import build_site
+
+    cfg, _ = smoke_book
+    return build_site(cfg)
