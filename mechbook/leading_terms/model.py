@@ -1,0 +1,201 @@
+"""The paper's attention-only transformer on one-hot tokens (chapters 2-5).
+
+    h^(0) = X                                        (one-hot rows, |V| wide)
+    h^(l) = h^(l-1) + softmax(Mask(h^(l-1) W^(l) h^(l-1)^T + DM(P^(l)))) h^(l-1) V^(l)
+    logits = h^(L) W_O
+
+W^(l), V^(l), W_O are |V| x |V| (rows of W: query tokens, columns: key tokens), P^(l) has length T
+and DM(P)[t, j] = P[t - j] for j <= t. Every parameter starts at exactly zero; there is no scaling,
+LayerNorm, MLP or bias. Hook points follow TransformerLens names so ``run_with_cache`` works:
+``hook_embed``, ``blocks.{l}.hook_resid_pre``, ``blocks.{l}.attn.hook_attn_scores`` (pre-softmax,
+position bias and mask included), ``blocks.{l}.attn.hook_pattern``, ``blocks.{l}.hook_attn_out``,
+``blocks.{l}.hook_resid_post``.
+
+Layer 0 never multiplies by the one-hot matrix: h^(0) W h^(0)^T is the gather W[x_t, x_j] and
+h^(0) V is V[x]. :func:`dense_reference_logits` is the literal formulation (one-hot matmuls, a
+position bias built in a Python loop), kept as the oracle for tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from mechbook.device import default_device
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Size of the attention-only model: vocabulary |V|, context T, layers L, parameter dtype."""
+
+    vocab_size: int
+    context: int
+    n_layers: int = 3
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context", "n_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        if self.vocab_size < 2:
+            raise ValueError(f"ModelConfig.vocab_size must be at least 2, got {self.vocab_size}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"ModelConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+def relative_position_index(context: int) -> torch.Tensor:
+    """The (T, T) index t - j, clamped to 0 above the diagonal (those entries are masked anyway),
+    so that ``P[index]`` is DM(P)."""
+    t = torch.arange(context)
+    return (t[:, None] - t[None, :]).clamp(min=0)
+
+
+class Attention(nn.Module):
+    """One attention layer: key-query W, value V, relative-position bias P (all zero at init)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        v, t, dt = cfg.vocab_size, cfg.context, cfg.torch_dtype
+        self.W = nn.Parameter(torch.zeros(v, v, dtype=dt))
+        self.V = nn.Parameter(torch.zeros(v, v, dtype=dt))
+        self.P = nn.Parameter(torch.zeros(t, dtype=dt))
+        self.register_buffer("pos_index", relative_position_index(t), persistent=False)
+        self.register_buffer("causal", torch.ones(t, t, dtype=torch.bool).tril(), persistent=False)
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+
+    def forward(self, resid: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention output softmax(Mask(h W h^T + DM(P))) h V, shape (batch, T, |V|).
+
+        With ``tokens`` given, ``resid`` is their one-hot and the products become gathers.
+        """
+        n = resid.shape[1]
+        if tokens is not None:
+            scores = self.W[tokens[:, :, None], tokens[:, None, :]]
+            values = self.V[tokens]
+        else:
+            scores = (resid @ self.W) @ resid.transpose(1, 2)
+            values = resid @ self.V
+        scores = scores + self.P[self.pos_index[:n, :n]]
+        scores = scores.masked_fill(~self.causal[:n, :n], float("-inf"))
+        pattern = self.hook_pattern(torch.softmax(self.hook_attn_scores(scores), dim=-1))
+        return pattern @ values
+
+
+class Block(nn.Module):
+    """Residual update h^(l) = h^(l-1) + Attention(h^(l-1))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.attn = Attention(cfg)
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+
+    def forward(self, resid: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        resid = self.hook_resid_pre(resid)
+        out = self.hook_attn_out(self.attn(resid, tokens))
+        return self.hook_resid_post(resid + out)
+
+
+class AttentionModel(HookedRootModule):
+    """The paper's L-layer attention-only model (chapters 2-5); ``forward`` returns logits."""
+
+    def __init__(self, cfg: ModelConfig, device: str | torch.device | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.hook_embed = HookPoint()
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.W_O = nn.Parameter(torch.zeros(cfg.vocab_size, cfg.vocab_size, dtype=cfg.torch_dtype))
+        self.setup()
+        self.to(device or default_device())
+
+    def _check_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.ndim != 2:
+            raise ValueError(f"tokens must have shape (batch, positions), got {tuple(tokens.shape)}")
+        if tokens.shape[1] > self.cfg.context:
+            raise ValueError(f"{tokens.shape[1]} positions exceed the model's context {self.cfg.context}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}); re-tokenize with this vocabulary")
+        return tokens.to(device=self.W_O.device, dtype=torch.long)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, T, |V|) for integer ``tokens`` (batch, T)."""
+        tokens = self._check_tokens(tokens)
+        resid = self.hook_embed(F.one_hot(tokens, self.cfg.vocab_size).to(self.W_O.dtype))
+        for i, block in enumerate(self.blocks):
+            resid = block(resid, tokens if i == 0 else None)
+        return resid @ self.W_O
+
+    def loss(self, sequences: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy over every (sequence, position) of ``sequences`` (batch, T+1)."""
+        return sequence_loss(self(sequences[:, :-1]), sequences)
+
+    def load_checkpoint(self, state: Mapping[str, torch.Tensor]) -> "AttentionModel":
+        """Load a state dict, with a clear error when its names or shapes do not fit the config."""
+        own = self.state_dict()
+        missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+        if missing or extra:
+            raise ValueError(
+                f"checkpoint does not fit this model: missing {missing}, unexpected {extra}; "
+                f"was it saved from a model with n_layers={self.cfg.n_layers}?"
+            )
+        for name, tensor in own.items():
+            if tuple(state[name].shape) != tuple(tensor.shape):
+                raise ValueError(
+                    f"checkpoint {name} has shape {tuple(state[name].shape)}, this model expects "
+                    f"{tuple(tensor.shape)} (vocab_size={self.cfg.vocab_size}, context={self.cfg.context}); "
+                    "build the model with the config the checkpoint was trained with"
+                )
+        self.load_state_dict({k: state[k].to(own[k].dtype) for k in own})
+        return self
+
+
+def sequence_loss(logits: torch.Tensor, sequences: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` (batch, T, |V|) against the next tokens ``sequences[:, 1:]``."""
+    targets = sequences[:, 1:].to(device=logits.device, dtype=torch.long)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def dense_reference_logits(model: AttentionModel, tokens: torch.Tensor) -> torch.Tensor:
+    """The literal formulation of the model, for tests and the benchmark (slow on purpose).
+
+    Every layer multiplies the dense residual (one-hot at layer 0) by W and V, and DM(P) is filled
+    entry by entry, DM[t, j] = P[t - j] for j <= t, in a Python loop.
+    """
+    tokens = model._check_tokens(tokens)
+    n = tokens.shape[1]
+    resid = F.one_hot(tokens, model.cfg.vocab_size).to(model.W_O.dtype)
+    mask = torch.full((n, n), float("-inf"), dtype=resid.dtype, device=resid.device).triu(1)
+    for block in model.blocks:
+        attn = block.attn
+        rows = []
+        for t in range(n):
+            row = [attn.P[t - j] if j <= t else attn.P.new_zeros(()) for j in range(n)]
+            rows.append(torch.stack(row))
+        dm = torch.stack(rows)
+        scores = resid @ attn.W @ resid.transpose(1, 2) + dm + mask
+        resid = resid + torch.softmax(scores, dim=-1) @ (resid @ attn.V)
+    return resid @ model.W_O
+
+
+def parameter_names(cfg: ModelConfig) -> list[str]:
+    """Names of the trainable matrices in a fixed order: W_O, then W, V, P of each layer."""
+    names = ["W_O"]
+    for layer in range(cfg.n_layers):
+        names += [f"blocks.{layer}.attn.{m}" for m in ("W", "V", "P")]
+    return names
+

@@ -1,0 +1,159 @@
+"""Plain SGD from zero for the attention-only model, logging each matrix against its leading term
+(chapter 3 trains with it; chapter 2's autograd check runs it full-batch in float64).
+
+Loss: mean cross-entropy over every (sequence, position). Optimiser: ``torch.optim.SGD`` with no
+momentum, weight decay or schedule. Mini-batches come from a seeded ``torch.Generator`` (a fresh
+permutation each epoch), so a run is deterministic for its seed on the CPU. At every logged step the
+history holds the loss of the batch at the current weights and, for every matrix M, its norm
+||M||_F and cos(M, leading basis) in float64: W_O ~ B, V^(l) ~ (B Phi)^T, W^(l) ~ Q, P^(l) ~ P.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mechbook.cache import cached, code_version, fingerprint
+from mechbook.leading_terms import leading, model as model_module
+from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
+from mechbook.progress import progress
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """SGD run: learning rate, number of steps, batch size (None: full batch), seed, log interval."""
+
+    lr: float
+    steps: int
+    batch_size: int | None = None
+    seed: int = 0
+    log_every: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"TrainConfig.lr must be positive, got {self.lr}")
+        if not isinstance(self.steps, int) or self.steps < 0:
+            raise ValueError(f"TrainConfig.steps must be a non-negative integer, got {self.steps!r}")
+        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
+            raise ValueError(f"TrainConfig.batch_size must be a positive integer or None (full batch), got {self.batch_size!r}")
+        if not isinstance(self.log_every, int) or self.log_every < 1:
+            raise ValueError(f"TrainConfig.log_every must be a positive integer, got {self.log_every!r}")
+
+
+@dataclass
+class TrainResult:
+    """What a run leaves: the history (one row per logged step and matrix) and the final weights."""
+
+    history: pd.DataFrame
+    state: dict[str, torch.Tensor]
+    model_cfg: ModelConfig
+    train_cfg: TrainConfig
+
+    def model(self, device: str | None = None) -> AttentionModel:
+        """A fresh :class:`AttentionModel` holding the final weights."""
+        return AttentionModel(self.model_cfg, device=device).load_checkpoint(self.state)
+
+
+@contextlib.contextmanager
+def deterministic() -> Iterator[None]:
+    """Run the block with ``torch.use_deterministic_algorithms(True)``, restoring the old setting."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor | None]:
+    """Yield, without end, the sequence indices of each step's batch (None for full batch).
+
+    Each epoch is a fresh permutation drawn from a ``torch.Generator`` seeded with ``cfg.seed``; a
+    last partial batch is dropped so every step sees ``batch_size`` sequences.
+    """
+    if cfg.batch_size is not None and cfg.batch_size > n_sequences:
+        raise ValueError(f"batch_size {cfg.batch_size} exceeds the {n_sequences} sequences; lower it or use None (full batch)")
+    if cfg.batch_size is None or cfg.batch_size == n_sequences:
+        while True:
+            yield None
+    gen = torch.Generator().manual_seed(cfg.seed)
+    while True:
+        order = torch.randperm(n_sequences, generator=gen)
+        for b in range(n_sequences // cfg.batch_size):
+            yield order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
+
+
+def snapshot(model: AttentionModel, bases: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Rows (matrix, kind, layer, norm, cosine with its leading basis) for the model's weights."""
+    rows = []
+    for name in parameter_names(model.cfg):
+        kind, layer = leading.kind_of(name)
+        weight = model.get_parameter(name).detach().cpu().double().numpy()
+        rows.append(
+            {"matrix": name, "kind": kind, "layer": layer, "norm": float(np.linalg.norm(weight)), "cosine": leading.cosine(weight, bases[kind])}
+        )
+    return rows
+
+
+def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, device: str | None = None) -> TrainResult:
+    """Train from zero with plain SGD on ``tokens`` (N, T+1) and log against ``stats``' leading terms.
+
+    ``stats`` is the corpus's CorpusStats (attributes B, BPhi_T, Q, P as float64 arrays). Logged
+    steps: 0, every ``log_every``-th, and the last.
+    """
+    tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
+    if tokens.ndim != 2 or tokens.shape[1] != model_cfg.context + 1:
+        raise ValueError(f"tokens must have shape (N, context+1) = (N, {model_cfg.context + 1}), got {tuple(tokens.shape)}")
+    bases = leading.bases(stats)
+    if bases["W_O"].shape != (model_cfg.vocab_size, model_cfg.vocab_size) or bases["P"].shape != (model_cfg.context,):
+        raise ValueError("stats do not match the model config: compute them from the same tokens and vocabulary")
+    torch.manual_seed(train_cfg.seed)
+    net = AttentionModel(model_cfg, device=device)
+    tokens = tokens.to(net.W_O.device)
+    opt = torch.optim.SGD(net.parameters(), lr=train_cfg.lr, momentum=0.0, weight_decay=0.0)
+    rows: list[dict[str, Any]] = []
+    batches = batch_indices(tokens.shape[0], train_cfg)
+    with deterministic():
+        for step in progress(range(train_cfg.steps + 1), desc=f"SGD lr={train_cfg.lr}"):
+            idx = next(batches)
+            loss = net.loss(tokens if idx is None else tokens[idx.to(tokens.device)])
+            if step % train_cfg.log_every == 0 or step == train_cfg.steps:
+                rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases))
+            if step < train_cfg.steps:
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+    history = pd.DataFrame(rows)
+    history["lr"] = train_cfg.lr
+    history["eta_s"] = train_cfg.lr * history["step"]
+    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    return TrainResult(history=history, state=state, model_cfg=model_cfg, train_cfg=train_cfg)
+
+
+def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
+    """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
+
+    Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the code
+    version of the model, training and leading-term modules.
+    """
+    tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+    bases = leading.bases(stats)
+    key = {
+        "model": model_cfg,
+        "train": train_cfg,
+        "tokens": fingerprint(tokens),
+        "bases": fingerprint(*(bases[k] for k in sorted(bases))),
+        "code": code_version(model_module, leading, sys.modules[__name__]),
+    }
+    payload = cached(
+        "leading_terms_train",
+        key,
+        lambda: vars(train(tokens, stats, model_cfg, train_cfg)),
+    )
+    return TrainResult(**payload)

@@ -1,0 +1,96 @@
+"""The attention-only model of chapters 2-5: fast form vs the literal one, hooks, checkpoints."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits, relative_position_index
+
+
+def random_model(vocab=11, context=7, layers=3, seed=0, scale=0.7):
+    torch.manual_seed(seed)
+    model = AttentionModel(ModelConfig(vocab, context, layers, dtype="float64"), device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, scale)
+    return model
+
+
+def test_fresh_model_is_all_zero_and_predicts_uniformly():
+    model = AttentionModel(ModelConfig(13, 5), device="cpu")
+    assert all((p == 0).all() for p in model.parameters())
+    seqs = torch.randint(0, 13, (3, 6))
+    assert model.loss(seqs).item() == pytest.approx(np.log(13), rel=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 1000), batch=st.integers(1, 4), length=st.integers(1, 7))
+def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, length):
+    model = random_model(seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    seqs = torch.randint(0, 11, (batch, length + 1), generator=gen)
+    targets = seqs[:, 1:].reshape(-1)
+    fast = model(seqs[:, :-1])
+    slow = dense_reference_logits(model, seqs[:, :-1])
+    torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
+    g_fast = torch.autograd.grad(torch.nn.functional.cross_entropy(fast.reshape(-1, 11), targets), list(model.parameters()))
+    g_slow = torch.autograd.grad(torch.nn.functional.cross_entropy(slow.reshape(-1, 11), targets), list(model.parameters()))
+    for a, b in zip(g_fast, g_slow):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_position_index_builds_dm_by_its_definition():
+    T = 9
+    p = torch.randn(T, dtype=torch.float64)
+    dm = p[relative_position_index(T)]
+    for t in range(T):
+        for j in range(t + 1):
+            assert dm[t, j] == p[t - j]
+
+
+def test_run_with_cache_gives_the_documented_hooks():
+    model = random_model(vocab=10, context=6, layers=2)
+    tokens = torch.randint(0, 10, (3, 6))
+    logits, cache = model.run_with_cache(tokens)
+    expected = {"hook_embed": (3, 6, 10)}
+    for l in range(2):
+        expected |= {
+            f"blocks.{l}.hook_resid_pre": (3, 6, 10),
+            f"blocks.{l}.attn.hook_attn_scores": (3, 6, 6),
+            f"blocks.{l}.attn.hook_pattern": (3, 6, 6),
+            f"blocks.{l}.hook_attn_out": (3, 6, 10),
+            f"blocks.{l}.hook_resid_post": (3, 6, 10),
+        }
+    assert {k: tuple(v.shape) for k, v in cache.items()} == expected
+    torch.testing.assert_close(cache["hook_embed"], torch.nn.functional.one_hot(tokens, 10).double())
+    pattern = cache["blocks.1.attn.hook_pattern"]
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(3, 6, dtype=torch.float64))
+    assert (pattern.triu(1) == 0).all()
+    assert torch.isinf(cache["blocks.0.attn.hook_attn_scores"].triu(1)[..., 0, 1:]).all()
+    resid = cache["blocks.1.hook_resid_post"]
+    torch.testing.assert_close(resid, cache["blocks.1.hook_resid_pre"] + cache["blocks.1.hook_attn_out"])
+    torch.testing.assert_close(logits, resid @ model.W_O)
+
+
+def test_checkpoint_round_trip_and_clear_errors():
+    model = random_model()
+    other = AttentionModel(ModelConfig(11, 7, 3, dtype="float64"), device="cpu").load_checkpoint(model.state_dict())
+    tokens = torch.randint(0, 11, (2, 7))
+    torch.testing.assert_close(other(tokens), model(tokens))
+    with pytest.raises(ValueError, match="vocab_size=12"):
+        AttentionModel(ModelConfig(12, 7, 3), device="cpu").load_checkpoint(model.state_dict())
+    with pytest.raises(ValueError, match="n_layers=2"):
+        AttentionModel(ModelConfig(11, 7, 2), device="cpu").load_checkpoint(model.state_dict())
+
+
+def test_bad_config_and_inputs_say_what_to_do():
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer"):
+        ModelConfig(0, 5)
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        ModelConfig(5, 5, dtype="float16")
+    model = AttentionModel(ModelConfig(5, 4), device="cpu")
+    with pytest.raises(ValueError, match="exceed the model's context"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="re-tokenize"):
+        model(torch.full((1, 3), 5))

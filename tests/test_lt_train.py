@@ -1,0 +1,92 @@
+"""Chapter 3's SGD loop: determinism, batches, the logged history, the cache."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from lt_standin import literal_stats, markov_tokens
+from mechbook.leading_terms.leading import cosine
+from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.train import TrainConfig, batch_indices, train, trained_model
+
+VOCAB, LENGTH = 9, 7
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    tokens = markov_tokens(n=24, length=LENGTH, vocab=VOCAB, seed=3)
+    return tokens, literal_stats(tokens, VOCAB)
+
+
+MODEL = ModelConfig(VOCAB, LENGTH - 1, n_layers=2)
+
+
+def test_same_seed_same_run_other_seed_other_run(corpus):
+    tokens, stats = corpus
+    cfg = TrainConfig(lr=0.5, steps=12, batch_size=8, seed=4, log_every=4)
+    a, b = train(tokens, stats, MODEL, cfg, device="cpu"), train(tokens, stats, MODEL, cfg, device="cpu")
+    c = train(tokens, stats, MODEL, TrainConfig(lr=0.5, steps=12, batch_size=8, seed=5, log_every=4), device="cpu")
+    for k in a.state:
+        assert torch.equal(a.state[k], b.state[k])
+    assert not torch.equal(a.state["W_O"], c.state["W_O"])
+
+
+def test_history_logs_loss_and_cosines_of_every_matrix(corpus):
+    tokens, stats = corpus
+    res = train(tokens, stats, MODEL, TrainConfig(lr=2.0, steps=30, log_every=10), device="cpu")
+    hist = res.history
+    assert sorted(hist["step"].unique()) == [0, 10, 20, 30]
+    assert len(hist) == 4 * (1 + 3 * MODEL.n_layers)
+    loss = hist.groupby("step")["loss"].first()
+    assert loss[0] == pytest.approx(np.log(VOCAB), rel=1e-6)
+    assert loss[30] < loss[0] - 0.05
+    final = hist[hist["step"] == 30].set_index("matrix")
+    assert final.loc["W_O", "cosine"] == pytest.approx(cosine(res.state["W_O"].numpy(), stats.B))
+    assert final.loc["blocks.1.attn.W", "cosine"] == pytest.approx(cosine(res.state["blocks.1.attn.W"].numpy(), stats.Q))
+    assert final.loc["blocks.0.attn.P", "norm"] == pytest.approx(float(res.state["blocks.0.attn.P"].norm()), rel=1e-6)
+
+
+@given(n=st.integers(1, 40), batch=st.integers(1, 40), seed=st.integers(0, 99))
+def test_each_epoch_visits_distinct_sequences(n, batch, seed):
+    cfg = TrainConfig(lr=0.1, steps=1, batch_size=batch, seed=seed)
+    if batch > n:
+        with pytest.raises(ValueError, match="exceeds"):
+            next(batch_indices(n, cfg))
+        return
+    gen = batch_indices(n, cfg)
+    per_epoch = n // batch
+    for _ in range(2):
+        epoch = [next(gen) for _ in range(per_epoch)]
+        if batch == n:
+            assert epoch == [None] * per_epoch
+            continue
+        seen = torch.cat(epoch)
+        assert len(seen) == per_epoch * batch == len(set(seen.tolist()))
+        assert 0 <= int(seen.min()) and int(seen.max()) < n
+
+
+def test_cached_run_equals_fresh_run(corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    tokens, stats = corpus
+    cfg = TrainConfig(lr=1.0, steps=5, batch_size=12)
+    first = trained_model(tokens, stats, MODEL, cfg)
+    assert len(list(tmp_path.rglob("*.pt"))) == 1
+    again = trained_model(tokens, stats, MODEL, cfg)
+    fresh = train(tokens, stats, MODEL, cfg, device="cpu")
+    for k in fresh.state:
+        assert torch.equal(first.state[k].cpu(), fresh.state[k]) and torch.equal(again.state[k].cpu(), fresh.state[k])
+    assert again.history.equals(first.history)
+    torch.testing.assert_close(again.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])), fresh.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])))
+
+
+def test_bad_train_inputs_say_what_to_do(corpus):
+    tokens, stats = corpus
+    with pytest.raises(ValueError, match="lr must be positive"):
+        TrainConfig(lr=0, steps=3)
+    with pytest.raises(ValueError, match="batch_size must be"):
+        TrainConfig(lr=0.1, steps=3, batch_size=0)
+    with pytest.raises(ValueError, match="context\\+1"):
+        train(tokens[:, :-1], stats, MODEL, TrainConfig(lr=0.1, steps=1), device="cpu")
+    with pytest.raises(ValueError, match="stats do not match"):
+        train(tokens, stats, ModelConfig(VOCAB + 1, LENGTH - 1), TrainConfig(lr=0.1, steps=1), device="cpu")
