@@ -1,0 +1,97 @@
+"""Ranked association tables and heatmap frames of Part I."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.leading_terms.associations import FUNCTION_WORDS, content_words, matrix_frame, rank_of, top_k
+from mechbook.leading_terms.tokenize import UNK, NaturalTokenizer, is_word
+
+STORIES = [
+    "The dog ran to the park. The dog saw a red ball and a big tree.",
+    "The cat sat on the mat. The cat saw the dog. The bird sang in the tree.",
+    "A duck swam in the pond with a fish. The fish was happy, the duck was happy too!",
+]
+
+
+@pytest.fixture(scope="module")
+def tok() -> NaturalTokenizer:
+    return NaturalTokenizer.fit(STORIES, 24, unk=True)
+
+
+def _slow_top_k(matrix, tok, k, row, exclude, exclude_self):
+    """Reference: sort (-score, id) pairs in Python."""
+    a = tok.token_to_id[row]
+    banned = {tok.token_to_id[t] for t in exclude if t in tok.token_to_id} | ({a} if exclude_self else set())
+    cands = sorted((-matrix[a, c], c) for c in range(tok.vocab_size) if c not in banned)
+    return [tok.id_to_token[c] for _, c in cands[:k]], [-s for s, _ in cands[:k]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(1, 30), st.booleans(), st.booleans())
+def test_top_k_matches_a_slow_sort(tok, seed, k, exclude_self, ties):
+    rng = np.random.default_rng(seed)
+    V = tok.vocab_size
+    matrix = rng.integers(0, 3, size=(V, V)).astype(float) if ties else rng.normal(size=(V, V))
+    rows = ["dog", "the", "."]
+    table = top_k(matrix, tok, k=k, rows=rows, exclude=(UNK, "a"), exclude_self=exclude_self)
+    assert list(table.columns) == ["row", "rank", "token", "score"]
+    for row in rows:
+        got = table[table["row"] == row]
+        tokens, scores = _slow_top_k(matrix, tok, k, row, (UNK, "a"), exclude_self)
+        assert got["token"].tolist() == tokens
+        assert got["score"].tolist() == scores
+        assert got["rank"].tolist() == list(range(1, len(tokens) + 1))
+
+
+def test_rank_of_agrees_with_top_k(tok):
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(tok.vocab_size, tok.vocab_size))
+    table = top_k(matrix, tok, k=tok.vocab_size, rows=["cat"])
+    for _, line in table.iterrows():
+        assert rank_of(matrix, tok, "cat", line["token"]) == line["rank"]
+    with pytest.raises(ValueError, match="excluded"):
+        rank_of(matrix, tok, "cat", UNK)
+
+
+def test_content_words_are_frequent_non_function_words(tok):
+    words = content_words(tok, n=5)
+    assert len(words) == 5
+    assert all(is_word(w) and w not in FUNCTION_WORDS for w in words)
+    counts = [tok.counts[tok.token_to_id[w]] for w in words]
+    assert counts == sorted(counts, reverse=True)
+    skipped = [w for w in tok.id_to_token if is_word(w) and w not in FUNCTION_WORDS and w not in words]
+    assert all(tok.counts[tok.token_to_id[w]] <= counts[-1] for w in skipped)
+
+
+def test_top_k_defaults_to_content_words(tok):
+    matrix = np.eye(tok.vocab_size)
+    table = top_k(matrix, tok, k=1)
+    assert table["row"].tolist() == content_words(tok)
+    assert (table["row"] == table["token"]).all()
+
+
+def test_matrix_frame_holds_the_entries(tok):
+    rng = np.random.default_rng(1)
+    matrix = rng.normal(size=(tok.vocab_size, tok.vocab_size))
+    rows, cols = ["dog", "cat"], ["tree", "park", "dog"]
+    frame = matrix_frame(matrix, tok, rows, cols, name="B")
+    assert len(frame) == 6
+    for _, line in frame.iterrows():
+        assert line["B"] == matrix[tok.token_to_id[line["row"]], tok.token_to_id[line["column"]]]
+    assert frame["row"].tolist() == ["dog"] * 3 + ["cat"] * 3 and frame["column"].tolist() == cols * 2
+
+
+def test_bad_input_is_a_clear_error(tok):
+    V = tok.vocab_size
+    with pytest.raises(ValueError, match=f"expected \\({V}, {V}\\)"):
+        top_k(np.zeros((V, V + 1)), tok)
+    with pytest.raises(ValueError, match="'zebra'.*not in the vocabulary"):
+        top_k(np.zeros((V, V)), tok, rows=["zebra"])
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        top_k(np.zeros((V, V)), tok, k=0)
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        matrix_frame(np.zeros((V, V)), tok, ["dog"], ["unicorn"])
