@@ -134,8 +134,8 @@ def literal_stats(tokens: np.ndarray, vocab_size: int) -> CorpusStats:
     X = eye[tokens[:, :-1]]  # (N, T, V) one-hot of x_t
     R = eye[tokens[:, 1:]] - 1.0 / V  # (N, T, V) r_t
     A_bar = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
-    B = np.einsum("ntv,ntc->vc", X, R) / (N * T)
-    Phi = np.einsum("ntc,tj,njv->cv", R, A_bar, X) / (N * T)
+    B = np.tensordot(X, R, axes=([0, 1], [0, 1])) / (N * T)  # sum_{n,t} e_{x_t} r_t^T
+    Phi = np.tensordot(R, A_bar @ X, axes=([0, 1], [0, 1])) / (N * T)  # sum_{n,t} r_t (A_bar X)_t^T
     Sigma_B, BPhi_T, G = _derived(B, Phi)
     J = softmax_jacobian_tensor(T)
     Q = np.zeros((V, V))
