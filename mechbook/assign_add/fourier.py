@@ -1,0 +1,149 @@
+"""Fourier features of the layer-2 MLP, the adder (chapter 9).
+
+Feed every query ``+ n m =`` (PAD x 12 in front) and read the layer-2 MLP pre-activations at '='.
+Each neuron gives a map ``A[n, m]`` on Z_N x Z_N. For a frequency ``k`` the two-cosine form
+
+    A[n, m] ~ c + a cos(2 pi k n / N + alpha) + b cos(2 pi k m / N + beta)
+
+is the projection of the centred map onto span{cos, sin}(2 pi k n / N), {cos, sin}(2 pi k m / N).
+These four functions (for all k = 1 .. (N-1)/2 together) are orthogonal on the grid, so the
+variance a frequency explains is the squared norm of that projection over the squared norm of the
+centred map, and all frequencies come out of one matrix product.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def fourier_basis(modulus: int) -> tuple[np.ndarray, np.ndarray]:
+    """The orthonormal real Fourier basis of the non-constant functions on Z_N (N odd).
+
+    Returns ``(B, ks)``: ``B`` has shape ``(N, 2K)`` with ``K = (N-1)/2``; column ``2(k-1)`` is
+    ``sqrt(2/N) cos(2 pi k n/N)`` and column ``2(k-1)+1`` is ``sqrt(2/N) sin(2 pi k n/N)``;
+    ``ks = [1, ..., K]``.
+    """
+    if modulus < 3 or modulus % 2 == 0:
+        raise ValueError(f"modulus must be an odd number >= 3 (the task uses 59), got {modulus}")
+    n = np.arange(modulus)
+    ks = np.arange(1, (modulus - 1) // 2 + 1)
+    angles = 2 * math.pi * np.outer(n, ks) / modulus
+    basis = np.empty((modulus, 2 * len(ks)))
+    basis[:, 0::2] = np.cos(angles)
+    basis[:, 1::2] = np.sin(angles)
+    return basis * math.sqrt(2 / modulus), ks
+
+
+def _check_maps(maps: np.ndarray) -> np.ndarray:
+    maps = np.asarray(maps, dtype=np.float64)
+    if maps.ndim == 2:
+        maps = maps[None]
+    if maps.ndim != 3 or maps.shape[1] != maps.shape[2]:
+        raise ValueError(f"maps must have shape (neurons, N, N) or (N, N), got {maps.shape}")
+    return maps
+
+
+def marginal_coefficients(maps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coefficients of each centred map on the orthonormal grid functions ``B[n, j] / sqrt(N)``
+    (functions of n alone) and ``B[m, j] / sqrt(N)`` (functions of m alone).
+
+    Returns ``(coef_n, coef_m, total)`` with ``coef_*`` of shape ``(neurons, 2K)`` and ``total``
+    the squared norm of each centred map, shape ``(neurons,)``.
+    """
+    maps = _check_maps(maps)
+    modulus = maps.shape[1]
+    basis, _ = fourier_basis(modulus)
+    centred = maps - maps.mean(axis=(1, 2), keepdims=True)
+    coef_n = np.einsum("inm,nj->ij", centred, basis) / math.sqrt(modulus)
+    coef_m = np.einsum("inm,mj->ij", centred, basis) / math.sqrt(modulus)
+    total = (centred**2).sum(axis=(1, 2))
+    return coef_n, coef_m, total
+
+
+def frequency_fve(maps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fraction of each neuron's variance explained by the two-cosine form at each frequency.
+
+    ``fve[i, k-1] = (|<A_i, cos_k(n)>|^2 + |<A_i, sin_k(n)>|^2 + same for m) / ||A_i - mean||^2``
+    with orthonormal grid functions. Returns ``(fve (neurons, K), ks)``; a constant map gets 0.
+    """
+    coef_n, coef_m, total = marginal_coefficients(maps)
+    energy = coef_n[:, 0::2] ** 2 + coef_n[:, 1::2] ** 2 + coef_m[:, 0::2] ** 2 + coef_m[:, 1::2] ** 2
+    safe = np.where(total > 0, total, 1.0)
+    fve = np.where(total[:, None] > 0, energy / safe[:, None], 0.0)
+    return fve, fourier_basis(maps.shape[-1])[1]
+
+
+def neuron_frequency_table(maps: np.ndarray) -> pd.DataFrame:
+    """One row per neuron: its best frequency ``k``, the variance that frequency explains
+    (``fve``), and the fitted form ``a cos(2 pi k n/N + alpha) + b cos(2 pi k m/N + beta)``
+    (columns ``a``, ``alpha``, ``b``, ``beta``, angles in radians in (-pi, pi]), plus ``std``,
+    the standard deviation of the map (dead neurons have 0)."""
+    maps = _check_maps(maps)
+    modulus = maps.shape[1]
+    coef_n, coef_m, _ = marginal_coefficients(maps)
+    fve, ks = frequency_fve(maps)
+    best = fve.argmax(axis=1)
+    rows = np.arange(len(maps))
+    scale = math.sqrt(2 / modulus) / math.sqrt(modulus)
+
+    def amp_phase(coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c, s = coef[rows, 2 * best] * scale, coef[rows, 2 * best + 1] * scale
+        # c cos(t) + s sin(t) = A cos(t + alpha) with A = hypot(c, s), alpha = -atan2(s, c)
+        return np.hypot(c, s), -np.arctan2(s, c)
+
+    a, alpha = amp_phase(coef_n)
+    b, beta = amp_phase(coef_m)
+    return pd.DataFrame(
+        {
+            "neuron": rows,
+            "k": ks[best],
+            "fve": fve[rows, best],
+            "a": a,
+            "alpha": alpha,
+            "b": b,
+            "beta": beta,
+            "std": maps.std(axis=(1, 2)),
+        }
+    )
+
+
+def two_cosine_fit(grid_map: np.ndarray, k: int) -> np.ndarray:
+    """The two-cosine fit of one ``(N, N)`` map at frequency ``k``: its mean plus its projection
+    onto span{cos, sin}(2 pi k n/N), {cos, sin}(2 pi k m/N) (chapter 9's neuron gallery)."""
+    grid_map = np.asarray(grid_map, dtype=np.float64)
+    modulus = grid_map.shape[0]
+    basis, ks = fourier_basis(modulus)
+    if k not in ks:
+        raise ValueError(f"k must be in 1..{ks[-1]} for N={modulus}, got {k}")
+    cols = basis[:, 2 * (k - 1) : 2 * k]  # (N, 2): cos_k, sin_k, orthonormal
+    centred = grid_map - grid_map.mean()
+    row_part = cols @ (cols.T @ centred.mean(axis=1))  # projection of the n-marginal
+    col_part = cols @ (cols.T @ centred.mean(axis=0))
+    return grid_map.mean() + row_part[:, None] + col_part[None, :]
+
+
+def key_frequencies(table: pd.DataFrame, min_fve: float = 0.9) -> pd.DataFrame:
+    """How many neurons have each best frequency among those whose fve >= ``min_fve``,
+    most common first (columns ``k``, ``neurons``)."""
+    good = table[table["fve"] >= min_fve]
+    counts = good["k"].value_counts().rename_axis("k").reset_index(name="neurons")
+    return counts.sort_values(["neurons", "k"], ascending=[False, True], ignore_index=True)
+
+
+def output_fourier_norms(W_out: np.ndarray, W_U: np.ndarray) -> pd.DataFrame:
+    """Fourier norms of ``W_out W_U`` (neurons x residues) along the residue axis.
+
+    For each frequency ``k = 0 .. K``, ``norm_k = sqrt(sum_i <row_i, cos_k>^2 + <row_i, sin_k>^2)``
+    over all neurons ``i`` (orthonormal basis; k = 0 is the constant). A few large k are the
+    frequencies the adder writes the answer with.
+    """
+    W = np.asarray(W_out, dtype=np.float64) @ np.asarray(W_U, dtype=np.float64)
+    modulus = W.shape[1]
+    basis, ks = fourier_basis(modulus)
+    coef = W @ basis
+    norms = np.sqrt((coef[:, 0::2] ** 2 + coef[:, 1::2] ** 2).sum(axis=0))
+    const = np.sqrt(((W.sum(axis=1) / math.sqrt(modulus)) ** 2).sum())
+    return pd.DataFrame({"k": np.concatenate([[0], ks]), "norm": np.concatenate([[const], norms])})

@@ -1,0 +1,82 @@
+"""How much data generalisation needs: the r and f sweeps (chapter 11).
+
+Each sweep point is a full training run (``train.load_or_train``, cached per configuration) with
+one knob of the task changed:
+
+- ``r`` = ``TaskConfig.two_var_fraction`` (share of eligible 2-var training rows kept), scored on
+  the 2-var generalisation union (held-out pairs, one and both variables misplaced);
+- ``f`` = ``TaskConfig.train_pair_fraction`` (share of the N^2 pairs used for training), scored on
+  0-var held-out pairs.
+
+The threshold of a sweep is the smallest knob value whose score reaches ``level``, linearly
+interpolated between the last point below and the first point at or above it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from mechbook.assign_add.task import GENERALISATION_UNION
+from mechbook.assign_add.train import TrainConfig, load_or_train, with_overrides
+from mechbook.progress import progress
+
+KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
+"""Sweep name -> the TaskConfig field it changes."""
+
+
+def point_config(base: TrainConfig, knob: str, value: float) -> TrainConfig:
+    """``base`` with the task's ``r`` (two_var_fraction) or ``f`` (train_pair_fraction) set to ``value``."""
+    if knob not in KNOBS:
+        raise ValueError(f"knob must be one of {sorted(KNOBS)} (r: 2-var fraction, f: training-pair fraction), got {knob!r}")
+    return with_overrides(base, **{f"task__{KNOBS[knob]}": float(value)})
+
+
+def final_accuracies(history: pd.DataFrame) -> dict[str, float]:
+    """``{pool: accuracy}`` at the last evaluated step of a training history."""
+    last = history[history["step"] == history["step"].max()]
+    return {str(p): float(a) for p, a in zip(last["pool"], last["accuracy"])}
+
+
+def score(knob: str, accuracies: dict[str, float]) -> float:
+    """The sweep's score: mean accuracy over the 2-var generalisation pools (``r``; equal pool
+    sizes, so this is the accuracy on their union) or 0-var held-out accuracy (``f``)."""
+    if knob == "r":
+        return float(np.mean([accuracies[p] for p in GENERALISATION_UNION]))
+    if knob == "f":
+        return float(accuracies["0var_heldout"])
+    raise ValueError(f"knob must be 'r' or 'f', got {knob!r}")
+
+
+def run_sweep(base: TrainConfig, knob: str, values: Sequence[float]) -> pd.DataFrame:
+    """Train (or load from the cache) one model per value and score it: columns ``knob``,
+    ``value``, ``score`` and one column per evaluation pool (final accuracies)."""
+    rows = []
+    for value in progress(list(values), desc=f"{knob} sweep"):
+        result = load_or_train(point_config(base, knob, value))
+        accs = final_accuracies(result.history)
+        rows.append({"knob": knob, "value": float(value), "score": score(knob, accs), **accs})
+    return pd.DataFrame(rows)
+
+
+def threshold(values: Sequence[float], scores: Sequence[float], level: float = 0.9) -> float:
+    """Smallest value whose score reaches ``level``, interpolated linearly between the point
+    before it and that point; the first value if the first point already reaches it; NaN if no
+    point does. ``values`` must be increasing."""
+    x = np.asarray(values, dtype=np.float64)
+    y = np.asarray(scores, dtype=np.float64)
+    if x.shape != y.shape or x.ndim != 1 or len(x) == 0:
+        raise ValueError(f"values and scores must be equal-length 1-D sequences, got {x.shape} and {y.shape}")
+    if np.any(np.diff(x) <= 0):
+        raise ValueError("values must be strictly increasing; sort the sweep points first")
+    above = np.nonzero(y >= level)[0]
+    if len(above) == 0:
+        return math.nan
+    i = int(above[0])
+    if i == 0:
+        return float(x[0])
+    x0, x1, y0, y1 = x[i - 1], x[i], y[i - 1], y[i]
+    return float(x0 + (level - y0) * (x1 - x0) / (y1 - y0))

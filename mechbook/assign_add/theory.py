@@ -1,0 +1,90 @@
+"""Why the variable lookup composes: the gradient on the layer-2 query-key form (chapter 10).
+
+Write layer-2 attention scores as a bilinear form of the residual stream after layer 1,
+``s_qk = x_q^T M x_k`` with ``M = W_Q W_K^T / sqrt(d_head)``. At ``M = 0`` attention is uniform
+over the allowed keys. The gradient of the loss with respect to ``M`` there is
+
+    dL/dM = sum_b sum_k  (dL/ds_{b,k}) x_{b,q} x_{b,k}^T,
+    dL/ds_{b,k} = a_k (g_b . v_{b,k} - sum_j a_j g_b . v_{b,j}),
+
+with ``a`` the uniform pattern, ``v_k = x_k OV2`` what key ``k`` would write and ``g_b`` the
+gradient of the loss at the layer-2 attention output: keys whose value helps the correct logit
+get pulled towards the query. We compute it with autograd by replacing the layer-2 scores with
+``x_q^T M x_k`` for a leaf tensor ``M`` (so it does not depend on how ``M`` is factored into
+``W_Q`` and ``W_K``), and read its restriction to the variable subspace ``U = E_var OV1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mechbook.assign_add.circuits import variable_directions
+from mechbook.assign_add.task import TaskConfig
+
+SCORES_HOOK = "blocks.1.attn.hook_attn_scores"
+RESID_HOOK = "blocks.1.hook_resid_pre"
+
+
+def loss_with_qk2(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy at '=' when the layer-2 scores are ``x_q^T M x_k`` (causal mask kept),
+    ``x`` the residual stream entering layer 2; everything else is the model's own weights."""
+    stored: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor, hook: object) -> torch.Tensor:
+        stored["x"] = x
+        return x
+
+    def replace(scores: torch.Tensor, hook: object) -> torch.Tensor:
+        x = stored["x"]
+        n_q, n_k = scores.shape[-2], scores.shape[-1]
+        xq = x[:, n_k - n_q :]
+        new = torch.einsum("bqd,de,bke->bqk", xq, M, x)[:, None]
+        q_abs = torch.arange(n_k - n_q, n_k)[:, None]
+        allowed = torch.arange(n_k)[None, :] <= q_abs
+        return new.masked_fill(~allowed, float("-inf"))
+
+    logits = model.run_with_hooks(
+        torch.as_tensor(tokens), fwd_hooks=[(RESID_HOOK, keep), (SCORES_HOOK, replace)], last_only=True
+    )
+    return torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long))
+
+
+def qk2_gradient(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, M: torch.Tensor | None = None) -> torch.Tensor:
+    """``dL/dM`` (d_model x d_model) at ``M`` (default 0: uniform layer-2 attention) on a batch.
+    The model's own parameters are left untouched (no ``.grad`` is accumulated on them)."""
+    d = model.cfg.d_model
+    dtype = model.embed.W_E.dtype
+    M = torch.zeros(d, d, dtype=dtype) if M is None else M.detach().clone().to(dtype)
+    M.requires_grad_(True)
+    with torch.enable_grad():
+        for p in model.parameters():
+            p.requires_grad_(False)
+        try:
+            loss = loss_with_qk2(model, tokens, labels, M)
+            (grad,) = torch.autograd.grad(loss, M)
+        finally:
+            for p in model.parameters():
+                p.requires_grad_(True)
+    return grad.detach()
+
+
+def gradient_variable_block(model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """The descent direction on the variable subspace: ``-U (dL/dM) U^T`` (n_vars x n_vars) with
+    ``U = E_var OV1``, at uniform layer-2 attention. Row = query operand variable, column = key
+    variable; the theory predicts an identity-like block."""
+    U = variable_directions(model, task_cfg)
+    grad = qk2_gradient(model, tokens, labels)
+    return (-(U @ grad @ U.T)).numpy().astype(np.float64)
+
+
+def block_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine between two blocks after removing each one's mean (a correlation of the entries):
+    1 when they share their pattern up to scale and offset."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    a, b = a - a.mean(), b - b.mean()
+    denom = np.linalg.norm(a) * np.linalg.norm(b)
+    if denom == 0:
+        raise ValueError("a constant block has no pattern to compare")
+    return float(a @ b / denom)

@@ -1,0 +1,159 @@
+"""Attention and composition analyses (mechbook.assign_add.circuits, chapter 9), checked on a
+small randomly initialised model against literal per-entry computations."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.assign_add import circuits as C
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.task import Task, TaskConfig
+
+CFG = ModelConfig(d_model=16, d_head=8, d_mlp=32, seed=3)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return AssignAddModel(CFG).eval()
+
+
+@pytest.fixture(scope="module")
+def task():
+    return Task(TaskConfig())
+
+
+def test_attention_patterns_are_causal_distributions(model, task):
+    tokens = torch.from_numpy(task.sample(8, np.random.default_rng(0))[0])
+    pat = C.attention_patterns(model, tokens)
+    assert pat.shape == (2, 8, 16, 16)
+    torch.testing.assert_close(pat.sum(-1), torch.ones(2, 8, 16))
+    assert torch.all(pat.triu(1) == 0)
+
+
+def test_positional_qk_matches_a_literal_loop(model):
+    scores = C.positional_qk(model, 0)
+    P = model.pos_embed.W_pos.detach()
+    W_Q, W_K = model.blocks[0].attn.W_Q[0].detach(), model.blocks[0].attn.W_K[0].detach()
+    for q in range(16):
+        for k in range(16):
+            if k > q:
+                assert math.isnan(scores[q, k])
+            else:
+                ref = float((P[q] @ W_Q) @ (P[k] @ W_K) / math.sqrt(CFG.d_head))
+                assert scores[q, k] == pytest.approx(ref, rel=1e-4, abs=1e-6)
+
+
+def test_positional_qk_predicts_the_layer1_pattern_of_a_position_only_input(model):
+    """With the token embedding zeroed, layer-1 scores are exactly P QK P^T."""
+    tokens = torch.zeros(1, 16, dtype=torch.long)
+    with torch.no_grad():
+        saved = model.embed.W_E.clone()
+        model.embed.W_E.zero_()
+        try:
+            _, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.0.attn.hook_attn_scores")
+        finally:
+            model.embed.W_E.copy_(saved)
+    got = cache["blocks.0.attn.hook_attn_scores"][0, 0].numpy()
+    np.testing.assert_allclose(np.nan_to_num(C.positional_qk(model, 0), nan=-np.inf), got, rtol=1e-4, atol=1e-6)
+
+
+def test_previous_token_share_on_a_planted_matrix():
+    scores = np.full((6, 6), np.nan)
+    for q in range(6):
+        scores[q, : q + 1] = 0.0
+        if q >= 1:
+            scores[q, q - 1] = 1.0
+    scores[5, 5] = 2.0  # one query prefers itself
+    assert C.previous_token_share(scores, range(1, 6)) == pytest.approx(0.8)
+    with pytest.raises(ValueError):
+        C.previous_token_share(scores, [0])
+
+
+def test_variable_qk_block_matches_a_literal_loop(model, task):
+    block = C.variable_qk_block(model, task.cfg)
+    a0, a1 = model.blocks[0].attn, model.blocks[1].attn
+    E = model.embed.W_E.detach()
+    for i in range(12):
+        for j in range(12):
+            ui = E[62 + i] @ a0.W_V[0] @ a0.W_O[0]
+            uj = E[62 + j] @ a0.W_V[0] @ a0.W_O[0]
+            ref = float(((ui @ a1.W_Q[0]) @ (uj @ a1.W_K[0])).detach() / math.sqrt(CFG.d_head))
+            assert block[i, j] == pytest.approx(ref, rel=1e-4, abs=1e-7)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 12), seed=st.integers(0, 1000), boost=st.floats(2.0, 10.0))
+def test_block_diagonality_of_identity_plus_noise(n, seed, boost):
+    noise = np.random.default_rng(seed).uniform(-1, 1, size=(n, n))
+    stats = C.block_diagonality(noise + boost * np.eye(n))
+    assert stats["rows_diag_max"] == 1.0 and stats["margin"] > 0
+    assert stats["ratio"] > 1
+    literal_off = np.mean([abs(noise[i, j]) for i in range(n) for j in range(n) if i != j])
+    assert stats["offdiag_abs_mean"] == pytest.approx(literal_off)
+    assert stats["diag_mean"] == pytest.approx(np.trace(noise) / n + boost)
+
+
+def test_block_diagonality_rejects_non_square():
+    with pytest.raises(ValueError, match="square"):
+        C.block_diagonality(np.zeros((3, 4)))
+
+
+def test_direct_sequences_layout(task):
+    tokens, labels = C.direct_sequences(task.cfg)
+    assert tokens.shape == (59 * 59, 16)
+    assert torch.all(tokens[:, :12] == task.cfg.pad)
+    i = 5 * 59 + 57
+    assert tokens[i, 12:].tolist() == [task.cfg.plus, 5, 57, task.cfg.eq] and labels[i] == (5 + 57) % 59
+
+
+@pytest.mark.parametrize("kind", ["1var_left", "1var_right", "2var"])
+def test_variable_sequences_ask_the_same_sum(task, kind):
+    tokens, labels = C.variable_sequences(task, kind, seed=1)
+    n, m = C.all_pairs(59)
+    np.testing.assert_array_equal(labels.numpy(), (n + m) % 59)
+    tokens = tokens.numpy()
+    for i in range(0, len(tokens), 97):
+        values = []
+        for slot in (13, 14):
+            t = tokens[i, slot]
+            if t >= task.cfg.var0:
+                pos = list(tokens[i, :12]).index(t)
+                values.append(tokens[i, pos + 1])
+            else:
+                values.append(t)
+        assert values == [n[i], m[i]]
+        if kind == "2var":
+            assert tokens[i, 13] >= task.cfg.var0 and tokens[i, 14] >= task.cfg.var0
+    with pytest.raises(ValueError, match="kind"):
+        C.variable_sequences(task, "3var")
+
+
+def test_mismatched_partners_have_another_sum():
+    n, m = C.all_pairs(59)
+    partner = C.mismatched_partner(59, seed=4)
+    assert np.all((n + m) % 59 != (n[partner] + m[partner]) % 59)
+
+
+def test_composition_cosines_of_a_model_with_itself(model, task):
+    df = C.composition_cosines(model, task, "2var")
+    assert len(df) == 59 * 59 and df[["matched", "mismatched"]].abs().le(1 + 1e-6).all().all()
+
+
+def test_adder_alone_logits_match_the_model_at_equals(model, task):
+    tokens, _ = C.direct_sequences(task.cfg)
+    tokens = tokens[:50]
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.1.hook_resid_mid")
+    torch.testing.assert_close(C.mlp2_logits(model, cache["blocks.1.hook_resid_mid"][:, -1]), logits[:, -1], rtol=1e-4, atol=1e-5)
+
+
+def test_ov2_sum_is_the_attention_output_when_attention_reads_two_embeddings(model):
+    n, m = np.array([3, 10]), np.array([7, 58])
+    E = model.embed.W_E.detach()
+    a1 = model.blocks[1].attn
+    literal = torch.stack([(E[i] @ a1.W_V[0] @ a1.W_O[0]) + (E[j] @ a1.W_V[0] @ a1.W_O[0]) for i, j in zip(n, m)]).detach()
+    torch.testing.assert_close(C.ov2_sum(model, n, m), literal)

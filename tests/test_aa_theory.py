@@ -1,0 +1,81 @@
+"""The QK2 gradient at uniform attention (mechbook.assign_add.theory, chapter 10)."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.assign_add.circuits import qk
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.task import Task
+from mechbook.assign_add.theory import block_similarity, gradient_variable_block, loss_with_qk2, qk2_gradient
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model = AssignAddModel(ModelConfig(d_model=6, d_head=4, d_mlp=8, seed=1)).double().eval()
+    tokens, labels = Task().sample(24, np.random.default_rng(0))
+    return model, torch.from_numpy(tokens), torch.from_numpy(labels)
+
+
+def test_replaced_scores_with_the_models_own_form_give_the_models_loss(tiny):
+    model, tokens, labels = tiny
+    with torch.no_grad():
+        plain = torch.nn.functional.cross_entropy(model(tokens, last_only=True), labels)
+        replaced = loss_with_qk2(model, tokens, labels, qk(model, 1))
+    assert replaced.item() == pytest.approx(plain.item(), rel=1e-10)
+
+
+def test_zero_form_is_uniform_attention(tiny):
+    model, tokens, labels = tiny
+    saved = model.blocks[1].attn.W_Q.detach().clone()
+    with torch.no_grad():
+        model.blocks[1].attn.W_Q.zero_()
+        try:
+            zero_q = torch.nn.functional.cross_entropy(model(tokens, last_only=True), labels)
+        finally:
+            model.blocks[1].attn.W_Q.copy_(saved)
+        at_zero = loss_with_qk2(model, tokens, labels, torch.zeros(6, 6, dtype=torch.float64))
+    assert at_zero.item() == pytest.approx(zero_q.item(), rel=1e-10)
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 100))
+def test_gradient_matches_central_finite_differences(tiny, seed):
+    model, tokens, labels = tiny
+    rng = np.random.default_rng(seed)
+    M = torch.from_numpy(rng.normal(scale=0.3, size=(6, 6)))
+    grad = qk2_gradient(model, tokens, labels, M)
+    eps = 1e-6
+    for i, j in rng.integers(0, 6, size=(4, 2)):
+        up, down = M.clone(), M.clone()
+        up[i, j] += eps
+        down[i, j] -= eps
+        with torch.no_grad():
+            fd = (loss_with_qk2(model, tokens, labels, up) - loss_with_qk2(model, tokens, labels, down)).item() / (2 * eps)
+        assert grad[i, j].item() == pytest.approx(fd, rel=1e-5, abs=1e-9)
+
+
+def test_gradient_leaves_the_model_untouched(tiny):
+    model, tokens, labels = tiny
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    qk2_gradient(model, tokens, labels)
+    assert all(p.grad is None and p.requires_grad for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_gradient_block_is_square_in_variables(tiny):
+    model, tokens, labels = tiny
+    block = gradient_variable_block(model, Task().cfg, tokens, labels)
+    assert block.shape == (12, 12) and np.isfinite(block).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 1000), scale=st.floats(0.1, 10), shift=st.floats(-5, 5))
+def test_block_similarity_ignores_scale_and_offset(seed, scale, shift):
+    a = np.random.default_rng(seed).normal(size=(5, 5))
+    assert block_similarity(a, scale * a + shift) == pytest.approx(1.0)
+    assert block_similarity(a, -a) == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="constant"):
+        block_similarity(a, np.ones((5, 5)))
