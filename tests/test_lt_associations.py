@@ -7,7 +7,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechbook.leading_terms.associations import FUNCTION_WORDS, content_words, matrix_frame, rank_of, top_k
+from mechbook.leading_terms.associations import (
+    FUNCTION_WORDS,
+    class_purity,
+    content_words,
+    cosine_normalise,
+    labelled_words,
+    matrix_frame,
+    pair_ranks,
+    rank_of,
+    readable_exclusions,
+    top_k,
+)
 from mechbook.leading_terms.tokenize import UNK, NaturalTokenizer, is_word
 
 STORIES = [
@@ -45,6 +56,13 @@ def test_top_k_matches_a_slow_sort(tok, seed, k, exclude_self, ties):
         assert got["token"].tolist() == tokens
         assert got["score"].tolist() == scores
         assert got["rank"].tolist() == list(range(1, len(tokens) + 1))
+
+
+def test_positive_keeps_only_scores_above_zero(tok):
+    matrix = np.full((tok.vocab_size, tok.vocab_size), -1.0)
+    matrix[tok.token_to_id["dog"], [tok.token_to_id["ran"], tok.token_to_id["saw"]]] = [0.5, 0.25]
+    table = top_k(matrix, tok, k=10, rows=["dog", "cat"], positive=True)
+    assert table["token"].tolist() == ["ran", "saw"] and table["row"].tolist() == ["dog", "dog"]
 
 
 def test_rank_of_agrees_with_top_k(tok):
@@ -95,3 +113,63 @@ def test_bad_input_is_a_clear_error(tok):
         top_k(np.zeros((V, V)), tok, k=0)
     with pytest.raises(ValueError, match="not in the vocabulary"):
         matrix_frame(np.zeros((V, V)), tok, ["dog"], ["unicorn"])
+
+
+CLASSES = {"animal": ("dog", "cat", "bird", "fish", "duck"), "place": ("park", "tree", "pond", "mat"), "verb": ("ran", "sat", "swam", "saw")}
+
+
+def test_class_purity_against_a_slow_count(tok):
+    rng = np.random.default_rng(5)
+    sim = rng.normal(size=(tok.vocab_size, tok.vocab_size))
+    words = labelled_words(tok, CLASSES)
+    assert set(words["word"]) <= set(tok.id_to_token) and len(words) >= 8
+    purity, chance = class_purity(sim, tok, k=2, classes=CLASSES)
+    same, n = 0, len(words)
+    for _, w in words.iterrows():
+        a = tok.token_to_id[w["word"]]
+        others = sorted((-sim[a, tok.token_to_id[o["word"]]], j, o["class"]) for j, o in words.iterrows() if o["word"] != w["word"])
+        same += sum(c == w["class"] for _, _, c in others[:2])
+    assert purity == pytest.approx(same / (2 * n))
+    counts = words["class"].value_counts()
+    assert chance == pytest.approx(sum(counts[c] * (counts[c] - 1) for c in counts.index) / (n * (n - 1)))
+
+
+def test_class_purity_is_one_for_a_block_similarity(tok):
+    words = labelled_words(tok, CLASSES)
+    sim = np.zeros((tok.vocab_size, tok.vocab_size))
+    for c in CLASSES:
+        ids = [tok.token_to_id[w] for w in words.loc[words["class"] == c, "word"]]
+        sim[np.ix_(ids, ids)] = 1.0
+    sizes = words["class"].map(words["class"].value_counts())
+    best = float(np.mean(np.minimum(sizes - 1, 2) / 2))  # a class of n words offers n - 1 neighbours
+    assert class_purity(sim, tok, k=2, classes=CLASSES)[0] == pytest.approx(best)
+    assert class_purity(-sim, tok, k=2, classes=CLASSES)[0] == 0.0
+    with pytest.raises(ValueError, match="labelled words"):
+        class_purity(sim, tok, classes={"animal": ("dog", "cat")})
+
+
+def test_cosine_normalise_is_the_cosine_of_columns():
+    rng = np.random.default_rng(6)
+    B = rng.normal(size=(7, 5))
+    B[:, 2] = 0.0
+    cos = cosine_normalise(B.T @ B)
+    for a in range(5):
+        for b in range(5):
+            na, nb = np.linalg.norm(B[:, a]), np.linalg.norm(B[:, b])
+            expected = B[:, a] @ B[:, b] / (na * nb) if na > 0 and nb > 0 else 0.0
+            assert cos[a, b] == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(ValueError, match="square"):
+        cosine_normalise(np.zeros((2, 3)))
+
+
+def test_pair_ranks_are_readable_ranks(tok):
+    rng = np.random.default_rng(7)
+    maps = {"X": rng.normal(size=(tok.vocab_size, tok.vocab_size)), "Y": rng.normal(size=(tok.vocab_size, tok.vocab_size))}
+    pairs = [("dog", "park"), ("fish", "pond"), ("dog", "zebra")]
+    ranks = pair_ranks(maps, tok, pairs)
+    assert ranks[["row", "column"]].values.tolist() == [["dog", "park"], ["fish", "pond"]]
+    excl = readable_exclusions(tok)
+    assert "the" in excl and "." in excl and UNK in excl and "dog" not in excl
+    for _, line in ranks.iterrows():
+        for name, m in maps.items():
+            assert line[name] == rank_of(m, tok, line["row"], line["column"], exclude=excl, exclude_self=True)

@@ -50,12 +50,14 @@ def top_k(
     rows: Sequence[str] | None = None,
     exclude: Iterable[str] = (UNK,),
     exclude_self: bool = False,
+    positive: bool = False,
 ) -> pd.DataFrame:
     """For each row token, its ``k`` highest-scoring column tokens.
 
     ``rows`` defaults to the ten most frequent content words (:func:`content_words`). Columns
     named in ``exclude`` (default ``<unk>``) and, with ``exclude_self``, the row token itself are
-    skipped. Returns a tidy frame with columns ``row``, ``rank`` (1 = strongest), ``token``,
+    skipped; with ``positive`` only scores > 0 are kept (for the centred maps B and Phi: above the
+    uniform baseline 1/|V|), so a row may have fewer than ``k``. Returns a tidy frame with columns ``row``, ``rank`` (1 = strongest), ``token``,
     ``score``; ties are broken by token id.
     """
     matrix = np.asarray(matrix)
@@ -74,6 +76,8 @@ def top_k(
         allowed[banned] = False
         if exclude_self:
             allowed[a] = False
+        if positive:
+            allowed &= score > 0
         cand = np.flatnonzero(allowed)
         best = cand[np.lexsort((cand, -score[cand]))][:k]
         records += [{"row": name, "rank": r + 1, "token": tokenizer.id_to_token[c], "score": float(score[c])} for r, c in enumerate(best)]
@@ -98,3 +102,86 @@ def matrix_frame(matrix: np.ndarray, tokenizer: Tokenizer, rows: Sequence[str], 
     return pd.DataFrame(
         {"row": np.repeat(list(rows), len(columns)), "column": np.tile(list(columns), len(rows)), name: sub.ravel().astype(float)}
     )
+
+
+WORD_CLASSES: dict[str, tuple[str, ...]] = {
+    "noun": tuple(
+        "dog cat bird ball car tree house box park toy room garden sky sun fish boat cake door mom dad girl boy "
+        "man friend water flower book".split()
+    ),
+    "verb": tuple(
+        "saw went ran looked found played took gave told heard jumped smiled laughed asked wanted loved liked "
+        "decided tried started came made felt thought".split()
+    ),
+    "adjective": tuple(
+        "big little happy sad good new old pretty scared excited small red blue green beautiful shiny kind brave "
+        "funny angry hungry tired".split()
+    ),
+}
+"""A small hand-labelled lexicon of frequent TinyStories words (verbs in the past tense, as the
+stories are told), to check that the interchangeability map groups words of one class (chapter 1)."""
+
+CONTEXT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("fish", "pond"), ("fish", "water"), ("duck", "pond"), ("boat", "water"), ("bird", "sky"), ("bird", "tree"),
+    ("cake", "birthday"), ("ball", "play"), ("park", "play"), ("toy", "play"), ("sun", "sky"), ("tree", "climb"),
+    ("flower", "garden"), ("book", "read"), ("snow", "cold"), ("bed", "sleep"), ("sand", "beach"),
+)
+"""(entity, surrounding) pairs: words that share a scene without being neighbours in the text, the
+paper's "fish" -> "pond" kind of association (chapter 1)."""
+
+
+def readable_exclusions(tokenizer: Tokenizer) -> list[str]:
+    """Vocabulary tokens left out of readable tables: punctuation, digits, ``<unk>`` and
+    :data:`FUNCTION_WORDS`."""
+    return [t for t in tokenizer.id_to_token if not is_word(t) or t in FUNCTION_WORDS]
+
+
+def cosine_normalise(gram: np.ndarray) -> np.ndarray:
+    """M[a, b] / sqrt(M[a, a] M[b, b]) for a Gram matrix such as Sigma_B = B^T B: the cosine of the
+    columns of B, which removes the weight of frequent tokens (0 where a diagonal entry is 0)."""
+    gram = np.asarray(gram, dtype=np.float64)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1]:
+        raise ValueError(f"expected a square Gram matrix, got shape {gram.shape}")
+    d = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+    scale = np.outer(d, d)
+    return np.divide(gram, scale, out=np.zeros_like(gram), where=scale > 0)
+
+
+def labelled_words(tokenizer: Tokenizer, classes: dict[str, Sequence[str]] = WORD_CLASSES) -> pd.DataFrame:
+    """The words of ``classes`` that are in the vocabulary: columns ``word``, ``class``."""
+    rows = [(w, c) for c, words in classes.items() for w in words if w in tokenizer.token_to_id]
+    return pd.DataFrame(rows, columns=["word", "class"])
+
+
+def class_purity(similarity: np.ndarray, tokenizer: Tokenizer, k: int = 3, classes: dict[str, Sequence[str]] = WORD_CLASSES) -> tuple[float, float]:
+    """(purity, chance) of a similarity map over the labelled words in the vocabulary.
+
+    For each labelled word, take its ``k`` most similar other labelled words; purity is the share
+    of them in the word's own class. Chance is the expected share when the k neighbours are drawn
+    at random: the mean over words of (n_class - 1) / (n - 1).
+    """
+    words = labelled_words(tokenizer, classes)
+    n = len(words)
+    if n <= k or words["class"].nunique() < 2:
+        raise ValueError(f"only {n} labelled words of {words['class'].nunique()} class(es) are in the vocabulary; use a larger vocabulary")
+    ids = [tokenizer.token_to_id[w] for w in words["word"]]
+    labels = words["class"].to_numpy()
+    sub = np.asarray(similarity, dtype=np.float64)[np.ix_(ids, ids)]
+    np.fill_diagonal(sub, -np.inf)
+    order = np.lexsort((np.broadcast_to(np.arange(n), sub.shape), -sub), axis=1)[:, :k]
+    purity = float((labels[order] == labels[:, None]).mean())
+    sizes = words["class"].map(words["class"].value_counts()).to_numpy()
+    return purity, float(np.mean((sizes - 1) / (n - 1)))
+
+
+def pair_ranks(maps: dict[str, np.ndarray], tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]] = CONTEXT_PAIRS) -> pd.DataFrame:
+    """Rank of each pair's second word in the row of its first word, for every map in ``maps``,
+    among readable tokens (:func:`readable_exclusions`, the row word itself excluded); pairs with a
+    word outside the vocabulary are skipped. Columns: ``row``, ``column``, one rank per map."""
+    exclude = readable_exclusions(tokenizer)
+    present = [(a, b) for a, b in pairs if a in tokenizer.token_to_id and b in tokenizer.token_to_id]
+    records = [
+        {"row": a, "column": b, **{name: rank_of(m, tokenizer, a, b, exclude=exclude, exclude_self=True) for name, m in maps.items()}}
+        for a, b in present
+    ]
+    return pd.DataFrame.from_records(records, columns=["row", "column", *maps])

@@ -1,7 +1,10 @@
 """The TinyStories corpus of Part I at each profile's size (chapters 1-5 share these settings).
 
 ``CORPUS_PROFILES`` is what the training chapters (2-5) use; ``MAPS_PROFILES`` is chapter 1's
-own, with a larger vocabulary at the ``cpu`` size so that its association tables are readable.
+own, with larger vocabularies so that its association tables are readable. Its ``smoke`` corpus
+is 5,000 stories rather than a few hundred: tokenising them takes about a second, and with fewer
+the context map has too few co-occurrences to show anything (e.g. "fish" and "pond" do not both
+make a 200-token vocabulary of 500 stories).
 :func:`load_corpus` turns a :class:`CorpusConfig` into a fitted tokenizer and the training
 sequences, cached on disk.
 """
@@ -52,7 +55,7 @@ CORPUS_PROFILES: dict[str, CorpusConfig] = {
 }
 
 MAPS_PROFILES: dict[str, CorpusConfig] = {
-    "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500),
+    "smoke": CorpusConfig(vocab_size=400, context=32, policy="unk", n_stories=5000),
     "cpu": CorpusConfig(vocab_size=1000, context=64, policy="unk"),
     "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop"),
 }
