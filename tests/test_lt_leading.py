@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from lt_standin import literal_stats, markov_tokens
+from lt_markov import markov_tokens
+from mechbook.leading_terms.stats import corpus_stats
 from mechbook.leading_terms.leading import CheckConfig, autograd_check, coefficient, cosine, kind_of, leading_term
 
 VOCAB = 8
@@ -13,7 +14,7 @@ VOCAB = 8
 @pytest.fixture(scope="module")
 def corpus():
     tokens = markov_tokens(n=30, length=8, vocab=VOCAB, seed=1)
-    return tokens, literal_stats(tokens, VOCAB)
+    return tokens, corpus_stats(tokens, VOCAB)
 
 
 @pytest.fixture(scope="module")

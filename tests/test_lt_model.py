@@ -94,3 +94,18 @@ def test_bad_config_and_inputs_say_what_to_do():
         model(torch.zeros(1, 5, dtype=torch.long))
     with pytest.raises(ValueError, match="re-tokenize"):
         model(torch.full((1, 3), 5))
+
+
+def test_hooks_see_and_edit_layer_zero_like_any_other():
+    model = random_model()
+    tokens = torch.randint(0, 11, (2, 7))
+    plain = model(tokens)
+    seen = {}
+    model.add_hook("hook_embed", lambda act, hook: seen.setdefault("embed", act.clone()))
+    torch.testing.assert_close(model(tokens), plain, rtol=1e-10, atol=1e-10)
+    model.reset_hooks()
+    model.add_hook("blocks.0.hook_resid_pre", lambda act, hook: torch.zeros_like(act))
+    zeroed = model(tokens)
+    model.reset_hooks()
+    assert "embed" in seen and torch.equal(zeroed, torch.zeros_like(zeroed))
+    torch.testing.assert_close(model(tokens), plain)

@@ -5,7 +5,8 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from lt_standin import literal_stats, markov_tokens
+from lt_markov import markov_tokens
+from mechbook.leading_terms.stats import corpus_stats
 from mechbook.leading_terms.leading import cosine
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import TrainConfig, batch_indices, train, trained_model
@@ -16,7 +17,7 @@ VOCAB, LENGTH = 9, 7
 @pytest.fixture(scope="module")
 def corpus():
     tokens = markov_tokens(n=24, length=LENGTH, vocab=VOCAB, seed=3)
-    return tokens, literal_stats(tokens, VOCAB)
+    return tokens, corpus_stats(tokens, VOCAB)
 
 
 MODEL = ModelConfig(VOCAB, LENGTH - 1, n_layers=2)

@@ -11,8 +11,8 @@ LayerNorm, MLP or bias. Hook points follow TransformerLens names so ``run_with_c
 position bias and mask included), ``blocks.{l}.attn.hook_pattern``, ``blocks.{l}.hook_attn_out``,
 ``blocks.{l}.hook_resid_post``.
 
-Layer 0 never multiplies by the one-hot matrix: h^(0) W h^(0)^T is the gather W[x_t, x_j] and
-h^(0) V is V[x]. :func:`dense_reference_logits` is the literal formulation (one-hot matmuls, a
+In training (no hooks attached) layer 0 never multiplies by the one-hot matrix: h^(0) W h^(0)^T is
+the gather W[x_t, x_j] and h^(0) V is V[x]. :func:`dense_reference_logits` is the literal formulation (one-hot matmuls, a
 position bias built in a Python loop), kept as the oracle for tests and the benchmark.
 """
 
@@ -77,26 +77,16 @@ class Attention(nn.Module):
         self.hook_attn_scores = HookPoint()
         self.hook_pattern = HookPoint()
 
-    def forward(self, resid: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
-        """Attention output softmax(Mask(h W h^T + DM(P))) h V, shape (batch, T, |V|).
-
-        With ``tokens`` given, ``resid`` is their one-hot and the products become gathers.
-        """
-        n = resid.shape[1]
-        if tokens is not None:
-            scores = self.W[tokens[:, :, None], tokens[:, None, :]]
-            values = self.V[tokens]
-        else:
-            scores = (resid @ self.W) @ resid.transpose(1, 2)
-            values = resid @ self.V
+    def pattern(self, scores: torch.Tensor) -> torch.Tensor:
+        """softmax(Mask(scores + DM(P))) for token-token ``scores`` h W h^T of shape (batch, T, T)."""
+        n = scores.shape[-1]
         scores = scores + self.P[self.pos_index[:n, :n]]
         scores = scores.masked_fill(~self.causal[:n, :n], float("-inf"))
-        pattern = self.hook_pattern(torch.softmax(self.hook_attn_scores(scores), dim=-1))
-        return pattern @ values
+        return self.hook_pattern(torch.softmax(self.hook_attn_scores(scores), dim=-1))
 
 
 class Block(nn.Module):
-    """Residual update h^(l) = h^(l-1) + Attention(h^(l-1))."""
+    """Layer l: its attention and the residual hook points around it (h^(l) = h^(l-1) + attn_out)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -105,14 +95,14 @@ class Block(nn.Module):
         self.hook_attn_out = HookPoint()
         self.hook_resid_post = HookPoint()
 
-    def forward(self, resid: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
-        resid = self.hook_resid_pre(resid)
-        out = self.hook_attn_out(self.attn(resid, tokens))
-        return self.hook_resid_post(resid + out)
-
 
 class AttentionModel(HookedRootModule):
-    """The paper's L-layer attention-only model (chapters 2-5); ``forward`` returns logits."""
+    """The paper's L-layer attention-only model (chapters 2-5); ``forward`` returns logits.
+
+    Without hooks, layer 0 reads the tokens directly: h^(0) W h^(0)^T is the gather W[x_t, x_j] and
+    h^(0) V is V[x]. With any hook attached, layer 0 multiplies the (possibly edited) one-hot
+    residual like every other layer, so hooks see and change exactly what the definition says.
+    """
 
     def __init__(self, cfg: ModelConfig, device: str | torch.device | None = None) -> None:
         super().__init__()
@@ -132,12 +122,26 @@ class AttentionModel(HookedRootModule):
             raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}); re-tokenize with this vocabulary")
         return tokens.to(device=self.W_O.device, dtype=torch.long)
 
+    def _hooked(self) -> bool:
+        """True when any hook point carries a forward or backward hook."""
+        return any(hp._forward_hooks or hp._forward_pre_hooks or hp._backward_hooks for hp in self.hook_dict.values())
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (batch, T, |V|) for integer ``tokens`` (batch, T)."""
         tokens = self._check_tokens(tokens)
+        fast = not self._hooked()
         resid = self.hook_embed(F.one_hot(tokens, self.cfg.vocab_size).to(self.W_O.dtype))
-        for i, block in enumerate(self.blocks):
-            resid = block(resid, tokens if i == 0 else None)
+        for layer, block in enumerate(self.blocks):
+            resid = block.hook_resid_pre(resid)
+            attn = block.attn
+            if fast and layer == 0:
+                scores = attn.W[tokens[:, :, None], tokens[:, None, :]]
+                values = attn.V[tokens]
+            else:
+                scores = (resid @ attn.W) @ resid.transpose(1, 2)
+                values = resid @ attn.V
+            out = block.hook_attn_out(attn.pattern(scores) @ values)
+            resid = block.hook_resid_post(resid + out)
         return resid @ self.W_O
 
     def loss(self, sequences: torch.Tensor) -> torch.Tensor:

@@ -155,5 +155,6 @@ def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_
         "leading_terms_train",
         key,
         lambda: vars(train(tokens, stats, model_cfg, train_cfg)),
+        refresh=refresh,
     )
     return TrainResult(**payload)

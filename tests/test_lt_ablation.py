@@ -1,0 +1,78 @@
+"""Chapter 5: removing leading components, and splitting the logits into paths."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from lt_markov import markov_tokens
+from mechbook.leading_terms.ablation import ablation_table, evaluate_loss, remove_projection
+from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
+from mechbook.leading_terms.model import AttentionModel, ModelConfig
+from mechbook.leading_terms.stats import corpus_stats
+
+VOCAB, LENGTH = 9, 7
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    tokens = markov_tokens(n=20, length=LENGTH, vocab=VOCAB, seed=7)
+    return tokens, corpus_stats(tokens, VOCAB)
+
+
+def random_state(seed, layers=2):
+    model = AttentionModel(ModelConfig(VOCAB, LENGTH - 1, layers, dtype="float64"), device="cpu")
+    gen = torch.Generator().manual_seed(seed)
+    return model, {k: torch.randn(v.shape, generator=gen, dtype=v.dtype) * 0.5 for k, v in model.state_dict().items()}
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 10_000), c=st.floats(-5, 5))
+def test_projection_removes_exactly_the_term(seed, c):
+    rng = np.random.default_rng(seed)
+    term, other = rng.normal(size=(5, 5)), rng.normal(size=(5, 5))
+    weight = torch.as_tensor(c * term + other)
+    out = remove_projection(weight, term).numpy()
+    assert abs((out * term).sum()) < 1e-9 * (1 + np.abs(weight.numpy()).sum() * np.abs(term).sum())
+    np.testing.assert_allclose(remove_projection(torch.as_tensor(out), term).numpy(), out, atol=1e-12)
+    np.testing.assert_allclose(remove_projection(torch.as_tensor(c * term), term).numpy(), 0, atol=1e-12)
+
+
+def test_ablating_a_pure_leading_term_equals_zeroing_it(corpus):
+    tokens, stats = corpus
+    model, state = random_state(0)
+    state["W_O"] = torch.as_tensor(3.0 * stats.B)
+    table = ablation_table(state, model, stats, tokens).set_index("ablation")
+    model.load_checkpoint({**state, "W_O": torch.zeros(VOCAB, VOCAB, dtype=torch.float64)})
+    assert table.loc["remove leading term of W_O", "loss"] == pytest.approx(evaluate_loss(model, tokens), rel=1e-9)
+    assert table.loc["remove leading term of W_O", "cosine"] == pytest.approx(1.0)
+    assert table.loc["zero model", "loss"] == pytest.approx(np.log(VOCAB))
+    assert len(table) == 1 + 1 + 3 * 2 + 2
+    model.load_checkpoint(state)
+    assert table.loc["full model", "loss"] == pytest.approx(evaluate_loss(model, tokens, batch_size=3))
+    assert torch.equal(model.W_O, state["W_O"]), "the table must leave the model as it found it"
+
+
+def test_logit_paths_add_up_to_the_centred_logit(corpus):
+    tokens, _ = corpus
+    model, state = random_state(1, layers=3)
+    model.load_checkpoint(state)
+    paths = logit_paths(model, tokens[:3])
+    assert set(paths["path"]) == {RESIDUAL, "attention, layer 0", "attention, layer 1", "attention, layer 2"}
+    total = paths.groupby(["sequence", "position"])["contribution"].sum().to_numpy()
+    with torch.no_grad():
+        logits = model(torch.as_tensor(tokens[:3, :-1])).double()
+    y = torch.as_tensor(tokens[:3, 1:])
+    centred = (logits.gather(-1, y[..., None])[..., 0] - logits.mean(-1)).reshape(-1).numpy()
+    np.testing.assert_allclose(total, centred, rtol=1e-9, atol=1e-9)
+    resid = paths[paths["path"] == RESIDUAL]
+    W_O = state["W_O"].numpy()
+    expected = W_O[resid["token"], resid["next_token"]] - W_O[resid["token"]].mean(1)
+    np.testing.assert_allclose(resid["contribution"], expected, atol=1e-12)
+
+
+def test_bad_projection_inputs_say_what_to_do():
+    with pytest.raises(ValueError, match="shape"):
+        remove_projection(torch.ones(3, 3), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="zero"):
+        remove_projection(torch.ones(3, 3), np.zeros((3, 3)))
