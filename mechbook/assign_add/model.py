@@ -1,0 +1,188 @@
+"""The two-layer attention model of Assign and Add (chapters 8-11).
+
+One head per layer, ``d_model = d_head = 128``, a ReLU MLP (``d_mlp = 512``) in layer 2 only,
+learned absolute positions, causal mask, scale ``1/sqrt(d_head)``, untied embed/unembed, no
+biases and no LayerNorm. With residual stream ``x``:
+
+    x_0 = W_E[t] + W_pos
+    x_1 = x_0 + Attn_1(x_0)
+    x_2 = x_1 + Attn_2(x_1)
+    logits = (x_2 + W_out^T ReLU(W_in^T x_2)) W_U          (at '=' only in training)
+
+Parameters and hook points carry TransformerLens names (``blocks.1.attn.W_Q``,
+``blocks.0.attn.hook_pattern`` ...), so ``run_with_cache`` and hooks work as in the library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of the model; ``init_std`` is computed as ``0.8 / sqrt(d_model)`` (spec section 3)."""
+
+    d_vocab: int = 74
+    d_out: int = 59
+    n_ctx: int = 16
+    d_model: int = 128
+    d_head: int = 128
+    d_mlp: int = 512
+    n_layers: int = 2
+    seed: int = 42
+    init_std: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("d_vocab", "d_out", "n_ctx", "d_model", "d_head", "d_mlp"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.n_layers != 2:
+            raise ValueError(f"this model has exactly 2 layers (MLP in layer 2 only), got n_layers={self.n_layers}")
+        object.__setattr__(self, "init_std", 0.8 / math.sqrt(self.d_model))
+
+
+class Attention(nn.Module):
+    """One causal attention head: ``softmax(q k^T / sqrt(d_head)) v W_O`` with TL-shaped weights."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.scale = 1.0 / math.sqrt(cfg.d_head)
+        self.W_Q = nn.Parameter(torch.empty(1, cfg.d_model, cfg.d_head))
+        self.W_K = nn.Parameter(torch.empty(1, cfg.d_model, cfg.d_head))
+        self.W_V = nn.Parameter(torch.empty(1, cfg.d_model, cfg.d_head))
+        self.W_O = nn.Parameter(torch.empty(1, cfg.d_head, cfg.d_model))
+        self.hook_q = HookPoint()
+        self.hook_k = HookPoint()
+        self.hook_v = HookPoint()
+        self.hook_attn_scores = HookPoint()
+        self.hook_pattern = HookPoint()
+        self.hook_z = HookPoint()
+        self.register_buffer("mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)), persistent=False)
+
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """Attention output (B, P, d_model) for ``x`` (B, P, d_model); with ``last_only`` only the
+        last position queries (output (B, 1, d_model)). Shapes at hooks: q/k/v/z (B, P, 1, d_head),
+        scores/pattern (B, 1, P_q, P)."""
+        n_pos = x.shape[1]
+        xq = x[:, -1:] if last_only else x
+        q = self.hook_q(torch.einsum("bpd,hde->bphe", xq, self.W_Q))
+        k = self.hook_k(torch.einsum("bpd,hde->bphe", x, self.W_K))
+        v = self.hook_v(torch.einsum("bpd,hde->bphe", x, self.W_V))
+        scores = torch.einsum("bqhe,bkhe->bhqk", q, k) * self.scale
+        mask = self.mask[n_pos - 1 : n_pos, :n_pos] if last_only else self.mask[:n_pos, :n_pos]
+        scores = self.hook_attn_scores(scores.masked_fill(~mask, float("-inf")))
+        pattern = self.hook_pattern(scores.softmax(dim=-1))
+        z = self.hook_z(torch.einsum("bhqk,bkhe->bqhe", pattern, v))
+        return torch.einsum("bqhe,hed->bqd", z, self.W_O)
+
+
+class MLP(nn.Module):
+    """``W_out^T ReLU(W_in^T x)`` without biases (layer 2 only)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.hook_pre = HookPoint()
+        self.hook_post = HookPoint()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        post = self.hook_post(torch.relu(self.hook_pre(x @ self.W_in)))
+        return post @ self.W_out
+
+
+class Block(nn.Module):
+    """A residual block: attention, then (layer 2 only) the MLP."""
+
+    def __init__(self, cfg: ModelConfig, has_mlp: bool) -> None:
+        super().__init__()
+        self.attn = Attention(cfg)
+        self.mlp = MLP(cfg) if has_mlp else None
+        self.hook_resid_pre = HookPoint()
+        self.hook_attn_out = HookPoint()
+        self.hook_resid_post = HookPoint()
+        if has_mlp:
+            self.hook_resid_mid = HookPoint()
+            self.hook_mlp_out = HookPoint()
+
+    def forward(self, x: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
+        attn = self.hook_attn_out(self.attn(x, last_only=last_only))
+        x = (x[:, -1:] if last_only else x) + attn
+        if self.mlp is not None:
+            x = self.hook_resid_mid(x)
+            x = x + self.hook_mlp_out(self.mlp(x))
+        return self.hook_resid_post(x)
+
+
+class Embed(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.W_E = nn.Parameter(torch.empty(cfg.d_vocab, cfg.d_model))
+
+
+class PosEmbed(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.W_pos = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model))
+
+
+class Unembed(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.W_U = nn.Parameter(torch.empty(cfg.d_model, cfg.d_out))
+
+
+class AssignAddModel(HookedRootModule):
+    """The Assign-and-Add transformer (about 281k parameters at the paper's size)."""
+
+    def __init__(self, cfg: ModelConfig = ModelConfig()) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embed(cfg)
+        self.pos_embed = PosEmbed(cfg)
+        self.blocks = nn.ModuleList([Block(cfg, has_mlp=False), Block(cfg, has_mlp=True)])
+        self.unembed = Unembed(cfg)
+        self.hook_embed = HookPoint()
+        self.hook_pos_embed = HookPoint()
+        gen = torch.Generator().manual_seed(cfg.seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.normal_(0.0, cfg.init_std, generator=gen)
+        self.setup()
+
+    def forward(self, tokens: torch.Tensor, last_only: bool = False) -> torch.Tensor:
+        """Logits over the ``d_out`` residues: (B, d_out) at the last position if ``last_only``
+        (layer-2 query, MLP and unembedding computed there only), else (B, P, d_out)."""
+        if tokens.ndim != 2 or tokens.shape[1] > self.cfg.n_ctx:
+            raise ValueError(f"tokens must be (batch, positions <= {self.cfg.n_ctx}), got shape {tuple(tokens.shape)}")
+        n_pos = tokens.shape[1]
+        x = self.hook_embed(self.embed.W_E[tokens]) + self.hook_pos_embed(self.pos_embed.W_pos[:n_pos])
+        x = self.blocks[0](x)
+        x = self.blocks[1](x, last_only=last_only)
+        logits = x @ self.unembed.W_U
+        return logits[:, -1] if last_only else logits
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):  # type: ignore[override]
+        """Load weights, with a clear error when they come from a model of another configuration."""
+        own = self.state_dict()
+        wrong = [
+            f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+            for k, v in state_dict.items()
+            if k in own and tuple(v.shape) != tuple(own[k].shape)
+        ]
+        missing = sorted(set(own) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(own))
+        if wrong or (strict and (missing or unexpected)):
+            details = "; ".join(wrong + [f"missing {missing}"] * bool(missing) + [f"unexpected {unexpected}"] * bool(unexpected))
+            raise ValueError(
+                f"this checkpoint was saved from a model with another configuration ({details}); "
+                f"build AssignAddModel with the ModelConfig it was trained with (this model: {self.cfg})"
+            )
+        return super().load_state_dict({k: v.to(own[k].dtype) for k, v in state_dict.items()}, strict=strict, assign=assign)

@@ -1,0 +1,83 @@
+"""The Assign-and-Add model (chapters 8-11): shapes, hooks, the fast path, a literal reference."""
+
+import math
+
+import pytest
+import torch
+
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
+
+SMALL = ModelConfig(d_model=32, d_head=32, d_mlp=64)
+
+
+def reference_logits(model: AssignAddModel, tokens: torch.Tensor) -> torch.Tensor:
+    """Slow literal forward pass, one sequence and one query position at a time."""
+    sd = {k: v.double() for k, v in model.state_dict().items()}
+    out = []
+    for seq in tokens:
+        x = sd["embed.W_E"][seq] + sd["pos_embed.W_pos"][: len(seq)]
+        for layer in (0, 1):
+            p = f"blocks.{layer}."
+            q, k, v = (x @ sd[p + f"attn.W_{n}"][0] for n in "QKV")
+            new = []
+            for i in range(len(seq)):
+                scores = torch.stack([q[i] @ k[j] / math.sqrt(q.shape[1]) for j in range(i + 1)])
+                w = torch.softmax(scores, 0)
+                new.append(x[i] + sum(w[j] * v[j] for j in range(i + 1)) @ sd[p + "attn.W_O"][0])
+            x = torch.stack(new)
+        x = x + torch.relu(x @ sd["blocks.1.mlp.W_in"]) @ sd["blocks.1.mlp.W_out"]
+        out.append(x @ sd["unembed.W_U"])
+    return torch.stack(out)
+
+
+def test_parameter_count_and_names_match_the_paper():
+    model = AssignAddModel()
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert sum(p.numel() for p in model.parameters()) == 281_216
+    assert shapes["blocks.0.attn.W_Q"] == (1, 128, 128) and shapes["blocks.1.attn.W_O"] == (1, 128, 128)
+    assert shapes["blocks.1.mlp.W_in"] == (128, 512) and shapes["unembed.W_U"] == (128, 59)
+    assert not any(n.startswith("blocks.0.mlp") for n in shapes)
+    assert not any("b_" in n or "ln" in n for n in shapes)
+    std = torch.cat([p.flatten() for p in model.parameters()]).std().item()
+    assert abs(std - 0.8 / math.sqrt(128)) < 0.002
+
+
+def test_forward_matches_literal_reference_and_fast_path():
+    model = AssignAddModel(SMALL)
+    tokens = torch.randint(0, 74, (3, 16))
+    full = model(tokens)
+    assert full.shape == (3, 16, 59)
+    torch.testing.assert_close(full.double(), reference_logits(model, tokens), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model(tokens, last_only=True), full[:, -1], rtol=1e-5, atol=1e-6)
+
+
+def test_causal_mask_later_tokens_do_not_change_earlier_logits():
+    model = AssignAddModel(SMALL)
+    a = torch.randint(0, 74, (2, 16))
+    b = a.clone()
+    b[:, 10:] = torch.randint(0, 74, (2, 6))
+    torch.testing.assert_close(model(a)[:, :10], model(b)[:, :10])
+
+
+def test_run_with_cache_exposes_transformerlens_hooks():
+    model = AssignAddModel(SMALL)
+    _, cache = model.run_with_cache(torch.randint(0, 74, (2, 16)))
+    assert cache["blocks.0.attn.hook_pattern"].shape == (2, 1, 16, 16)
+    torch.testing.assert_close(cache["blocks.1.attn.hook_pattern"].sum(-1), torch.ones(2, 1, 16))
+    assert cache["blocks.1.mlp.hook_post"].shape == (2, 16, 64)
+    resid = cache["blocks.0.hook_resid_post"]
+    torch.testing.assert_close(resid, cache["hook_embed"] + cache["hook_pos_embed"] + cache["blocks.0.hook_attn_out"])
+
+
+def test_same_seed_same_weights():
+    a, b = AssignAddModel(SMALL), AssignAddModel(SMALL)
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ValueError, match="exactly 2 layers"):
+        ModelConfig(n_layers=3)
+    with pytest.raises(ValueError, match="positions <= 16"):
+        AssignAddModel(SMALL)(torch.zeros(2, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="another configuration"):
+        AssignAddModel(SMALL).load_state_dict(AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=64)).state_dict())

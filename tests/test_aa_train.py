@@ -1,0 +1,106 @@
+"""Training loop of chapter 8: determinism, resume after interruption, cache, bad input."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+import mechbook.assign_add.train as train_mod
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.task import POOL_NAMES, TaskConfig
+from mechbook.assign_add.train import TrainConfig, load_model, load_or_train, train, with_overrides
+
+TINY = TrainConfig(
+    steps=40, batch_size=32, eval_every=10, eval_per_pool=16, keep_every=20, resume_every=10,
+    model=ModelConfig(d_model=16, d_head=16, d_mlp=32),
+)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_history_has_every_pool_at_every_eval_and_is_deterministic():
+    a, b = train(TINY, device="cpu"), train(TINY, device="cpu")
+    steps = sorted(a.history.step.unique())
+    assert steps == [0, 10, 20, 30, 40]
+    assert set(a.history.pool) == set(POOL_NAMES) | {"train"}
+    assert a.history.accuracy.between(0, 1).all()
+    assert _same(a.final_state, b.final_state)
+    assert a.history.equals(b.history)
+    assert {0, 20, 40} <= set(a.checkpoints)
+    assert all(v.dtype == torch.float16 for v in a.checkpoints[40].values())
+    diff = (load_model(a).embed.W_E - load_model(a, 40).embed.W_E).abs().max()
+    assert 0 < diff < 1e-3  # float16 copy of the same final weights
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resume_after_interrupt_gives_identical_weights(tmp_path, monkeypatch):
+    straight = train(TINY, device="cpu")
+    real_progress = train_mod.progress
+
+    def interrupting(*args, **kwargs):
+        bar = real_progress(*args, **kwargs)
+        original = bar.update
+        count = {"n": kwargs.get("initial", 0)}
+
+        def update(n=1):
+            count["n"] += n
+            if count["n"] == 23:
+                raise Interrupt()
+            return original(n)
+
+        bar.update = update
+        return bar
+
+    monkeypatch.setattr(train_mod, "progress", interrupting)
+    with pytest.raises(Interrupt):
+        train(TINY, resume_dir=tmp_path, device="cpu")
+    assert (tmp_path / "state.pt").exists()
+    monkeypatch.setattr(train_mod, "progress", real_progress)
+    resumed = train(TINY, resume_dir=tmp_path, device="cpu")
+    assert _same(straight.final_state, resumed.final_state)
+    assert straight.history.equals(resumed.history)
+    assert set(straight.checkpoints) == set(resumed.checkpoints)
+
+
+def test_resume_dir_of_another_config_is_refused(tmp_path):
+    short = dataclasses.replace(TINY, steps=20)
+    train(dataclasses.replace(short, steps=30), resume_dir=tmp_path, device="cpu")
+    with pytest.raises(ValueError, match="another TrainConfig"):
+        train(short, resume_dir=tmp_path, device="cpu")
+
+
+def test_load_or_train_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    cfg = dataclasses.replace(TINY, steps=10)
+    first = load_or_train(cfg, device="cpu")
+    calls = []
+    monkeypatch.setattr(train_mod, "Task", lambda *a, **k: calls.append(1))  # training would call it
+    again = load_or_train(cfg, device="cpu")
+    assert not calls
+    assert _same(first.final_state, again.final_state)
+    assert not train_mod.resume_folder(cfg, "cpu").exists()
+
+
+def test_model_must_fit_task():
+    with pytest.raises(ValueError, match="does not fit the task"):
+        TrainConfig(task=TaskConfig(modulus=7))
+    ok = with_overrides(TrainConfig(), task__modulus=7, model__d_vocab=7 + 3 + 12, model__d_out=7)
+    assert ok.task.modulus == 7 and ok.model.d_out == 7
+
+
+def test_checkpoint_from_another_config_is_a_clear_error():
+    small = AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=32))
+    with pytest.raises(ValueError, match="another configuration"):
+        AssignAddModel(ModelConfig(d_model=32, d_head=32, d_mlp=32)).load_state_dict(small.state_dict())
+
+
+def test_missing_checkpoint_step_names_the_nearest():
+    result = train(dataclasses.replace(TINY, steps=20), device="cpu")
+    with pytest.raises(KeyError, match="nearest"):
+        load_model(result, 15)
