@@ -271,19 +271,18 @@ def stage_site(cfg: ExecuteConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(cfg.root / name, out / name)
+    listed = set(toc_notebooks(cfg.root))
     for path in sorted((cfg.root / "book").rglob("*")):
         rel = path.relative_to(cfg.root)
-        if not path.is_file() or ".ipynb_checkpoints" in rel.parts:
+        if not path.is_file() or ".ipynb_checkpoints" in rel.parts or (path.suffix == ".ipynb" and rel not in listed):
             continue
         target = out / rel
-        if path.suffix == ".ipynb":
-            if not target.exists():
-                print(f"note: {rel} has not been executed for profile {cfg.profile}; its page has no outputs")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
-            continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+        if path.suffix != ".ipynb":
+            shutil.copy2(path, target)
+        elif not target.exists():
+            print(f"note: {rel} has not been executed for profile {cfg.profile}; its page has no outputs")
+            shutil.copy2(path, target)
     return out
 
 
@@ -298,6 +297,7 @@ def build_site(cfg: ExecuteConfig) -> Path:
         html,
         noconfig=True,
         path_config=str(src / "_config.yml"),
+        confoverrides={"external_toc_path": str(src / "_toc.yml"), "latex_individualpages": False},
         doctreedir=cfg.root / "_build" / ".doctrees" / cfg.profile,
         warningiserror=True,
         keep_going=True,

@@ -1,0 +1,27 @@
+"""Every chapter of _toc.yml executes under papermill in the smoke profile (through the executor,
+shared with the site tests) and its records meet tests/thresholds/<stem>.yml."""
+
+from __future__ import annotations
+
+import pytest
+
+from mechbook.execute import check_thresholds, load_thresholds, read_records, toc_notebooks
+
+pytestmark = pytest.mark.book
+
+
+def test_every_chapter_has_smoke_thresholds(root):
+    for nb in toc_notebooks(root):
+        smoke = load_thresholds(nb.stem, root).get("smoke")
+        assert smoke, f"tests/thresholds/{nb.stem}.yml needs at least one smoke bound"
+
+
+def test_chapters_execute_and_meet_smoke_thresholds(smoke_book, root):
+    _, results = smoke_book
+    failed = [f"{r.source}: {r.failure}" for r in results if r.failure]
+    assert not failed, "chapters failed:\n" + "\n".join(failed)
+    problems = []
+    for r in results:
+        bounds = load_thresholds(r.source.stem, root)["smoke"]
+        problems += [f"{r.source.stem}: {p}" for p in check_thresholds(read_records(r.output), bounds)]
+    assert not problems, "\n".join(problems)
