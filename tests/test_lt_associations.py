@@ -14,6 +14,7 @@ from mechbook.leading_terms.associations import (
     cosine_normalise,
     labelled_words,
     matrix_frame,
+    ranked_words,
     pair_ranks,
     rank_of,
     readable_exclusions,
@@ -101,6 +102,27 @@ def test_matrix_frame_holds_the_entries(tok):
     for _, line in frame.iterrows():
         assert line["B"] == matrix[tok.token_to_id[line["row"]], tok.token_to_id[line["column"]]]
     assert frame["row"].tolist() == ["dog"] * 3 + ["cat"] * 3 and frame["column"].tolist() == cols * 2
+    for _, group in frame.groupby("row"):
+        values = group["B"].to_numpy()
+        peak = values.max() if values.max() > 0 else np.abs(values).max()
+        assert np.allclose(group["relative"], np.clip(values / peak, -1, 1))
+    negative = matrix_frame(-np.abs(matrix), tok, rows, cols)
+    assert (negative["relative"] < 0).all() and np.isclose(negative["relative"].min(), -1.0)
+    zero = matrix_frame(np.zeros_like(matrix), tok, rows, cols)
+    assert (zero["relative"] == 0).all()
+    assert frame["row_order"].tolist() == [0, 0, 0, 1, 1, 1] and frame["column_order"].tolist() == [0, 1, 2] * 2
+
+
+def test_ranked_words_is_the_table_by_rank(tok):
+    rng = np.random.default_rng(8)
+    matrix = rng.normal(size=(tok.vocab_size, tok.vocab_size))
+    matrix[tok.token_to_id["cat"]] = -1.0
+    matrix[tok.token_to_id["cat"], tok.token_to_id["dog"]] = 1.0
+    table = top_k(matrix, tok, k=3, rows=["the", "cat"], positive=True)
+    wide = ranked_words(table)
+    assert wide.index.tolist() == ["the", "cat"] and wide.columns.tolist() == ["1", "2", "3"]
+    assert wide.loc["the"].tolist() == table.loc[table["row"] == "the", "token"].tolist()
+    assert wide.loc["cat"].tolist() == ["dog", "", ""]
 
 
 def test_bad_input_is_a_clear_error(tok):

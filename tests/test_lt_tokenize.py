@@ -17,6 +17,7 @@ from mechbook.leading_terms.tokenize import (
     join_natural,
     make_sequences,
     natural_tokens,
+    policy_survivors,
 )
 
 STORIES = [
@@ -186,3 +187,16 @@ def test_make_sequences_errors_are_clear():
     strict = NaturalTokenizer.fit(STORIES, 20, unk=False)
     with pytest.raises(ValueError, match="no <unk>"):
         make_sequences(STORIES, strict, 4, "unk")
+
+
+def test_policy_survivors_count_what_each_policy_keeps():
+    stories = STORIES + [" ".join(["the", "pond", "."] * 4), "the pond."]
+    strict = NaturalTokenizer.fit(stories, 30, unk=False)
+    with_unk = NaturalTokenizer.fit(stories, 31, unk=True)
+    T = 5
+    for tok in (strict, with_unk):
+        counts = policy_survivors(stories, tok, T)
+        assert counts["stories"] == len(stories)
+        assert counts["long_enough"] == sum(len(natural_tokens(s)) >= T + 1 for s in stories)
+        assert counts["in_vocabulary"] == make_sequences(stories, strict, T, "drop").n_kept == 1
+    assert make_sequences(stories, with_unk, T, "unk").n_kept == policy_survivors(stories, with_unk, T)["long_enough"]

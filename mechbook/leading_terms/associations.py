@@ -94,14 +94,37 @@ def rank_of(matrix: np.ndarray, tokenizer: Tokenizer, row: str, column: str, exc
 
 
 def matrix_frame(matrix: np.ndarray, tokenizer: Tokenizer, rows: Sequence[str], columns: Sequence[str], name: str = "score") -> pd.DataFrame:
-    """Tidy frame (``row``, ``column``, ``name``) of ``matrix`` restricted to the given tokens, for
-    Altair heatmaps; rows and columns keep the order given."""
+    """Tidy frame of ``matrix`` restricted to the given tokens, for Altair heatmaps: columns
+    ``row``, ``column``, ``name``, ``relative`` (the entry over the largest entry of its row in the
+    block, clipped to [-1, 1]; over the largest |entry| for a row with no positive entry: each
+    row's strongest association is 1 whatever the token's frequency, and maps of different scales
+    share one colour scale) and ``row_order`` / ``column_order`` (positions in the lists given, to
+    sort the axes)."""
     r_ids = _ids(tokenizer, rows, "matrix_frame rows")
     c_ids = _ids(tokenizer, columns, "matrix_frame columns")
-    sub = np.asarray(matrix)[np.ix_(r_ids, c_ids)]
+    sub = np.asarray(matrix, dtype=np.float64)[np.ix_(r_ids, c_ids)]
+    top = sub.max(axis=1, keepdims=True)
+    peak = np.where(top > 0, top, np.abs(sub).max(axis=1, keepdims=True))
+    relative = np.clip(np.divide(sub, peak, out=np.zeros_like(sub), where=peak > 0), -1.0, 1.0)
     return pd.DataFrame(
-        {"row": np.repeat(list(rows), len(columns)), "column": np.tile(list(columns), len(rows)), name: sub.ravel().astype(float)}
+        {
+            "row": np.repeat(list(rows), len(columns)),
+            "column": np.tile(list(columns), len(rows)),
+            name: sub.ravel(),
+            "relative": relative.ravel(),
+            "row_order": np.repeat(np.arange(len(rows)), len(columns)),
+            "column_order": np.tile(np.arange(len(columns)), len(rows)),
+        }
     )
+
+
+def ranked_words(table: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`top_k` table as one line per row token, its ranked tokens in columns 1..k
+    (empty where a row has fewer), rows in their original order."""
+    wide = table.pivot(index="row", columns="rank", values="token").reindex(pd.unique(table["row"]))
+    wide.columns = [str(c) for c in wide.columns]
+    wide.index.name = None
+    return wide.fillna("")
 
 
 WORD_CLASSES: dict[str, tuple[str, ...]] = {

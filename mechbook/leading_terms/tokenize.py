@@ -304,3 +304,20 @@ def make_sequences(stories: Sequence[str], tokenizer: Tokenizer, context: int, p
     tokens = np.stack(rows).astype(np.int64)
     unk_fraction = float((tokens == tokenizer.unk_id).mean()) if tokenizer.unk_id is not None else 0.0
     return SequenceSet(tokens, unk_fraction, len(stories), len(rows), policy, n_long)
+
+
+def policy_survivors(stories: Sequence[str], tokenizer: Tokenizer, context: int) -> dict[str, int]:
+    """How many stories each vocabulary policy keeps at context T (chapter 1).
+
+    ``stories``: all; ``long_enough``: with at least T+1 tokens (what ``"unk"`` keeps);
+    ``in_vocabulary``: long enough and with every token in the vocabulary's real tokens (what the
+    paper's ``"drop"`` keeps).
+    """
+    _check_corpus(stories, "policy_survivors")
+    long_enough = in_vocabulary = 0
+    for story in stories:
+        ids = tokenizer.lookup(story)
+        if len(ids) >= context + 1:
+            long_enough += 1
+            in_vocabulary += bool((ids >= 0).all())
+    return {"stories": len(stories), "long_enough": long_enough, "in_vocabulary": in_vocabulary}
