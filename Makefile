@@ -1,14 +1,26 @@
 # The book in two commands: `make book` and `make test` (see README.md).
+#   make book [PROFILE=smoke|cpu|paper] [ONLY=<notebook stem>]   execute + site in _build/html
+#   make test                                                    the whole test suite
 PROFILE ?= cpu
 ONLY ?=
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MATHJAX := node_modules/mathjax/es5/tex-mml-chtml.js
+
+# Without MECHBOOK_TINYSTORIES the book downloads TinyStories once; beside this checkout there may
+# be an offline sample, used when present and nothing else was chosen.
+SAMPLE := $(abspath ../shared/data/tinystories/tinystories-sample.txt)
+ifeq ($(origin MECHBOOK_TINYSTORIES),undefined)
+ifneq ($(wildcard $(SAMPLE)),)
+export MECHBOOK_TINYSTORIES := $(SAMPLE)
+endif
+endif
 
 .PHONY: book test venv clean
 
-venv: $(STAMP)
+venv: $(STAMP) $(MATHJAX)
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +29,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
+
+# MathJax for the offline site, pinned by package-lock.json.
+$(MATHJAX): package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $(MATHJAX)
 
 book: venv
 	$(PY) -m mechbook build --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))

@@ -33,9 +33,10 @@ class TinyStoriesUnavailable(RuntimeError):
     """Neither a local file nor the network could provide TinyStories."""
 
 
-def hub_reachable(timeout: float = 3.0, host: str = HUB_HOST) -> bool:
-    """True if a TCP connection to the Hub opens within ``timeout`` seconds (and offline mode is
-    not forced with ``HF_HUB_OFFLINE=1`` or ``MECHBOOK_OFFLINE=1``)."""
+def hub_reachable(timeout: float = 3.0, host: str | None = None) -> bool:
+    """True if a TCP connection to ``host`` (default :data:`HUB_HOST`) opens within ``timeout``
+    seconds (and offline mode is not forced with ``HF_HUB_OFFLINE=1`` or ``MECHBOOK_OFFLINE=1``)."""
+    host = host or HUB_HOST
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or os.environ.get("MECHBOOK_OFFLINE", "") not in ("", "0"):
         return False
     try:
@@ -76,7 +77,10 @@ def download(split: str = "valid", timeout: float = 10.0) -> Path:
     import urllib.request
 
     url = hf_hub_url(REPO_ID, FILES[split], repo_type="dataset")
-    meta = get_hf_file_metadata(url, timeout=timeout)
+    try:
+        meta = get_hf_file_metadata(url, timeout=timeout)
+    except Exception as exc:  # a network that opens sockets but cannot reach the Hub (DNS, proxy, HTTP)
+        raise TinyStoriesUnavailable(f"{_unavailable_message(split)} (the Hub did not answer: {exc})") from exc
     target = _cached_file(split)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
