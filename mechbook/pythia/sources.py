@@ -185,10 +185,12 @@ class PythiaSource:
 
 
 def _key(source: CheckpointSource, features: LeadingFeatures, **extra: Any) -> dict[str, Any]:
+    import mechbook.pythia.sources as this
+
     return {
         "source": source.identity(),
         "features": fingerprint(features.token_ids, features.BPhi_T, features.Q),
-        "code": code_version(analysis, similarity),
+        "code": code_version(analysis, similarity, this),
         **extra,
     }
 
