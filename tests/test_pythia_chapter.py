@@ -92,3 +92,34 @@ def test_unknown_profile_is_explained():
 
     with pytest.raises(ValueError, match="choose one of"):
         mechbook.resolve_profile(CONFIGS, "gpu")
+
+
+def test_a_failing_pythia_download_falls_back_or_raises(monkeypatch, tmp_path):
+    from mechbook.pythia import hub
+
+    def no_text(*args, **kwargs):
+        raise OSError("simulated download failure")
+
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    if not os.environ.get("MECHBOOK_TINYSTORIES"):
+        monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    monkeypatch.setattr(hub, "hub_available", lambda deadline: True)
+    monkeypatch.setattr(hub, "openwebtext_texts", no_text)
+    monkeypatch.setattr(hub, "pythia_tokenizer", lambda size, deduped: None)
+    choice = build_source(Chapter6Config(source="auto", top_k=8, n_stories=300, miniature=TINY))
+    assert choice.kind == "miniature" and "simulated download failure" in choice.reason
+    with pytest.raises(OSError, match="simulated"):
+        build_source(Chapter6Config(source="pythia", top_k=8, n_stories=300, miniature=TINY))
+
+
+def test_hf_sequences_keeps_the_first_tokens_of_long_texts():
+    from mechbook.pythia.hub import hf_sequences
+
+    class Words:
+        def __call__(self, text, add_special_tokens):
+            return {"input_ids": [len(w) for w in text.split()]}
+
+    got = hf_sequences(["a bb ccc dddd", "a b", "aaaaa bb c"], Words(), 2)
+    assert got.tolist() == [[1, 2, 3], [5, 2, 1]] and got.dtype == np.int64
+    with pytest.raises(ValueError, match="shorter context"):
+        hf_sequences(["a b"], Words(), 5)
