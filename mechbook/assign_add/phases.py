@@ -1,0 +1,133 @@
+"""The three phases of training, detected from the accuracy curves (chapter 8; chapter 10 uses
+the phase-2 step). Rules, never hard-coded steps:
+
+1. *Modular addition*: the first evaluation where ``0var_train`` accuracy reaches 0.9.
+2. *Variable binding*: the sharpest rise of ``1var_train`` accuracy between two consecutive
+   evaluations; its size is reported as the largest rise within ``jump_window`` steps around it.
+3. *Refinement*: after phase 2, a misplaced-variable pool whose (smoothed) accuracy stays within
+   ``2 * plateau_tol`` for at least ``plateau_len`` steps below ``plateau_max`` (a plateau), then
+   rises more than ``rise`` above the plateau level; phase 3 is the first step past that level.
+   If no pool plateaus, phase 3 is *absent*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+MISPLACED_POOLS: tuple[str, ...] = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
+
+
+@dataclass(frozen=True)
+class PhaseRules:
+    """Thresholds of the three detection rules (chapter 8 prints them next to the marks)."""
+
+    phase1_pool: str = "0var_train"
+    phase1_level: float = 0.9
+    phase2_pool: str = "1var_train"
+    jump_window: int = 500
+    phase3_pools: tuple[str, ...] = MISPLACED_POOLS
+    plateau_len: int = 1000
+    plateau_tol: float = 0.05
+    plateau_max: float = 0.9
+    rise: float = 0.2
+    smooth: int = 3
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Detected phase steps (None when a rule does not fire) and what supports them."""
+
+    phase1: int | None
+    phase2: int | None
+    phase2_jump: float | None
+    phase3: int | None
+    phase3_status: str
+    phase3_pool: str | None
+    plateau: tuple[int, int, float] | None
+
+    def marks(self) -> pd.DataFrame:
+        """Rows ``(phase, step, rule)`` for the phases that were detected (chart rules)."""
+        rows = [
+            ("phase 1: addition", self.phase1),
+            ("phase 2: binding", self.phase2),
+            ("phase 3: refinement", self.phase3),
+        ]
+        return pd.DataFrame([{"phase": p, "step": s} for p, s in rows if s is not None], columns=["phase", "step"])
+
+
+def _curve(history: pd.DataFrame, pool: str) -> tuple[np.ndarray, np.ndarray]:
+    if not {"step", "pool", "accuracy"} <= set(history.columns):
+        raise ValueError("history needs columns step, pool and accuracy (TrainResult.history)")
+    part = history[history.pool == pool].sort_values("step")
+    if part.empty:
+        raise ValueError(f"history has no pool {pool!r}; it has {sorted(history.pool.unique())}")
+    return part.step.to_numpy(), part.accuracy.to_numpy(dtype=float)
+
+
+def first_crossing(steps: np.ndarray, acc: np.ndarray, level: float) -> int | None:
+    """The first step where ``acc >= level`` (None if never)."""
+    hit = np.nonzero(acc >= level)[0]
+    return int(steps[hit[0]]) if hit.size else None
+
+
+def sharpest_rise(steps: np.ndarray, acc: np.ndarray, window: int) -> tuple[int | None, float | None]:
+    """``(step, jump)``: the end of the largest rise ``acc[i] - acc[i-1]`` and the largest
+    ``acc[j] - acc[i]`` with ``i < k <= j``, ``steps[j] - steps[i] <= window`` around it."""
+    if len(acc) < 2:
+        return None, None
+    k = int(np.argmax(np.diff(acc))) + 1
+    jump = max(
+        acc[j] - acc[i]
+        for i in range(k)
+        for j in range(k, len(acc))
+        if steps[j] - steps[i] <= window
+    ) if steps[k] - steps[k - 1] <= window else float(acc[k] - acc[k - 1])
+    return int(steps[k]), float(jump)
+
+
+def find_plateau_and_rise(
+    steps: np.ndarray, acc: np.ndarray, rules: PhaseRules, after: int
+) -> tuple[tuple[int, int, float] | None, int | None]:
+    """The first plateau that starts at or after ``after`` (smoothed accuracy within
+    ``2 * plateau_tol`` for ``plateau_len`` steps, mean below ``plateau_max``) and the first later
+    step where the smoothed accuracy exceeds its level by ``rise`` (None if it never does)."""
+    smooth = pd.Series(acc).rolling(rules.smooth, center=True, min_periods=1).mean().to_numpy()
+    first_plateau = None
+    for a in np.nonzero(steps >= after)[0]:
+        b, low, high = a, smooth[a], smooth[a]
+        while b + 1 < len(smooth) and max(high, smooth[b + 1]) - min(low, smooth[b + 1]) <= 2 * rules.plateau_tol:
+            b += 1
+            low, high = min(low, smooth[b]), max(high, smooth[b])
+        level = float(smooth[a : b + 1].mean())
+        if steps[b] - steps[a] < rules.plateau_len or level > rules.plateau_max:
+            continue
+        plateau = (int(steps[a]), int(steps[b]), level)
+        first_plateau = first_plateau or plateau
+        later = np.nonzero((steps > steps[b]) & (smooth > level + rules.rise))[0]
+        if later.size:
+            return plateau, int(steps[later[0]])
+    return first_plateau, None
+
+
+def detect_phases(history: pd.DataFrame, rules: PhaseRules = PhaseRules()) -> Phases:
+    """Apply the three rules to a training history (``TrainResult.history``)."""
+    phase1 = first_crossing(*_curve(history, rules.phase1_pool), rules.phase1_level)
+    steps2, acc2 = _curve(history, rules.phase2_pool)
+    phase2, jump = sharpest_rise(steps2, acc2, rules.jump_window)
+    best: tuple[int, str, tuple[int, int, float]] | None = None
+    plateau_only: tuple[str, tuple[int, int, float]] | None = None
+    if phase2 is not None:
+        for pool in rules.phase3_pools:
+            plateau, rise = find_plateau_and_rise(*_curve(history, pool), rules, after=phase2)
+            if plateau is not None and rise is not None and (best is None or rise < best[0]):
+                best = (rise, pool, plateau)
+            elif plateau is not None and plateau_only is None:
+                plateau_only = (pool, plateau)
+    if best is not None:
+        return Phases(phase1, phase2, jump, best[0], "detected", best[1], best[2])
+    if plateau_only is not None:
+        return Phases(phase1, phase2, jump, None, "plateau without rise", plateau_only[0], plateau_only[1])
+    return Phases(phase1, phase2, jump, None, "absent", None, None)

@@ -1,0 +1,99 @@
+"""Phase detection of chapter 8 on synthetic accuracy curves."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.assign_add.phases import MISPLACED_POOLS, PhaseRules, detect_phases, sharpest_rise
+from mechbook.assign_add.task import POOL_NAMES
+
+
+def sigmoid(steps, mid, width):
+    return 1 / (1 + np.exp(-(steps - mid) / width))
+
+
+def synthetic(t1=500, t2=5300, t3=15000, plateau=0.75, noise=0.0, seed=0, end=20000, every=100):
+    """Curves shaped like the paper's: addition, a sharp binding jump, a misplaced plateau."""
+    steps = np.arange(0, end + 1, every)
+    rng = np.random.default_rng(seed)
+    curves = {name: np.full(len(steps), 1.0) for name in POOL_NAMES}
+    curves["0var_train"] = 1 / 59 + (1 - 1 / 59) * sigmoid(steps, t1 - 150, 60)
+    for name in ("1var_train", "1var_heldout", "2var_train", "2var_heldout"):
+        curves[name] = 0.3 + 0.7 * sigmoid(steps, t2, 20)
+    curves["2var_misplaced_one"] = 0.3 + 0.68 * sigmoid(steps, t2, 20)
+    if t3 is None:
+        curves["1var_misplaced"] = 0.3 + (plateau - 0.3) * sigmoid(steps, t2, 20)
+    else:
+        curves["1var_misplaced"] = 0.3 + (plateau - 0.3) * sigmoid(steps, t2, 20) + (1 - plateau) * sigmoid(steps, t3, 200)
+    curves["2var_misplaced_both"] = curves["1var_misplaced"]
+    rows = []
+    for name, acc in curves.items():
+        acc = np.clip(acc + noise * rng.standard_normal(len(steps)), 0, 1)
+        rows += [{"step": int(s), "pool": name, "accuracy": float(a)} for s, a in zip(steps, acc)]
+    return pd.DataFrame(rows)
+
+
+def crossing(h, pool, level):
+    part = h[h.pool == pool].sort_values("step")
+    return int(part.step[part.accuracy >= level].iloc[0])
+
+
+def test_three_phases_found_where_the_curves_put_them():
+    h = synthetic()
+    ph = detect_phases(h)
+    assert ph.phase1 == crossing(h, "0var_train", 0.9)
+    assert 5200 <= ph.phase2 <= 5400 and ph.phase2_jump > 0.6
+    assert ph.phase3_status == "detected" and ph.phase3_pool in MISPLACED_POOLS
+    start, end, level = ph.plateau
+    assert 5300 < start < 6500 and 13500 < end < 15000 and abs(level - 0.75) < 0.02
+    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, level + 0.2)) <= 100
+    assert ph.phase1 < ph.phase2 < ph.phase3
+
+
+@settings(max_examples=15, deadline=None)
+@given(t2=st.integers(2000, 8000), gap=st.integers(3000, 9000), seed=st.integers(0, 1000))
+def test_detection_follows_the_curves_under_noise(t2, gap, seed):
+    t2 = t2 // 100 * 100
+    h = synthetic(t2=t2, t3=t2 + gap, noise=0.01, seed=seed)
+    ph = detect_phases(h)
+    assert abs(ph.phase2 - t2) <= 200
+    assert ph.phase3 is not None and abs(ph.plateau[2] - 0.75) < 0.03
+    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, ph.plateau[2] + 0.2)) <= 200
+
+
+def test_phase3_absent_without_a_plateau():
+    ph = detect_phases(synthetic(plateau=1.0, t3=None))
+    assert ph.phase3 is None and ph.phase3_status == "absent"
+    assert list(ph.marks().phase) == ["phase 1: addition", "phase 2: binding"]
+
+
+def test_plateau_that_never_rises_is_reported_as_such():
+    ph = detect_phases(synthetic(t3=None))
+    assert ph.phase3 is None and ph.phase3_status == "plateau without rise" and ph.plateau is not None
+
+
+def test_no_addition_means_no_phase1():
+    h = synthetic()
+    h.loc[h.pool == "0var_train", "accuracy"] = 0.5
+    assert detect_phases(h).phase1 is None
+
+
+def test_sharpest_rise_jump_is_limited_to_the_window():
+    steps = np.arange(0, 2001, 100)
+    acc = np.minimum(1.0, steps / 2000)  # a slow ramp: 0.05 per eval
+    acc[10] += 0.1  # one sharper step, 0.15
+    step, jump = sharpest_rise(steps, acc, window=500)
+    assert step == 1000
+    windows = [acc[j] - acc[i] for i in range(21) for j in range(i, 21) if i < 10 <= j and steps[j] - steps[i] <= 500]
+    assert jump == pytest.approx(max(windows))
+    assert jump < 0.5
+
+
+def test_bad_history_is_a_clear_error():
+    with pytest.raises(ValueError, match="columns"):
+        detect_phases(pd.DataFrame({"x": [1]}))
+    with pytest.raises(ValueError, match="no pool"):
+        detect_phases(synthetic().query("pool != '1var_train'"))
+    assert PhaseRules().jump_window == 500
