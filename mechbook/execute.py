@@ -248,10 +248,11 @@ def execute_book(cfg: ExecuteConfig) -> list[ChapterResult]:
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     results = []
     for i, source in enumerate(chosen, 1):
-        print(f"[{i}/{len(chosen)}] {source} ({cfg.profile}) ...", end=" ", flush=True)
+        tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile})"
+        print(f"{tag}: running", flush=True)
         result = execute_chapter(source, cfg)
         note = f"FAILED at {result.failure}" if result.failure else result.status
-        print(f"{note} ({result.seconds:.1f} s)", flush=True)
+        print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)
     return results
 

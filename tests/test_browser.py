@@ -77,7 +77,8 @@ def _settle(page) -> None:
 
 def test_every_page_renders_offline(browser, server, built_site, root):
     shots = root / "_build" / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
     pages = sorted(p for p in built_site.rglob("*.html")
                    if p.name not in {"genindex.html", "search.html"} and p.relative_to(built_site).parts[0] != "_static")
     for path in pages:
