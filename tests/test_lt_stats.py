@@ -189,3 +189,16 @@ def test_bad_input_is_a_clear_error(tokens, V, message):
 def test_bad_chunk_is_a_clear_error():
     with pytest.raises(ValueError, match="chunk must be >= 1"):
         corpus_stats(np.zeros((2, 3), dtype=np.int64), 2, chunk=0)
+
+
+def test_benchmark_prints_one_json_line(capsys):
+    """The benchmark's --quick run on Zipfian tokens ends with a JSON object whose forms agree
+    (timings are not checked: they depend on the machine)."""
+    import json
+
+    from mechbook.benchmarks.leading_terms import main
+
+    assert main(["--quick", "--source", "zipf", "--repeats", "1", "--literal-n", "1", "2"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["agree"] and result["data"] == "zipf" and result["max_rel_error_fast_vs_literal"] < 1e-10
+    assert result["fast_seconds"] > 0 and result["literal_seconds_extrapolated"] > 0

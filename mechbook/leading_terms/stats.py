@@ -91,10 +91,12 @@ def corpus_stats(tokens: np.ndarray, vocab_size: int, *, chunk: int = 256) -> Co
         bigram += np.bincount((x * V + y).ravel(), minlength=V * V)
         pair_idx = (y[:, ti] * V + x[:, ii]).ravel()
         context += np.bincount(pair_idx, weights=np.broadcast_to(inv_t1, (x.shape[0], ti.size)).ravel(), minlength=V * V)
-    bigram = bigram.reshape(V, V)
-    context = context.reshape(V, V)
-    B = (bigram - bigram.sum(1, keepdims=True) / V) / NT
-    Phi = (context - context.sum(0, keepdims=True) / V) / NT
+    B = bigram.reshape(V, V)  # counts, centred and scaled in place (no second |V|^2 array)
+    B -= B.sum(1, keepdims=True) / V
+    B /= NT
+    Phi = context.reshape(V, V)
+    Phi -= Phi.sum(0, keepdims=True) / V
+    Phi /= NT
     Sigma_B, BPhi_T, G = _derived(B, Phi)
 
     G_c = G - G.mean(1, keepdims=True)  # g_j = G_c[x_j, y_t]
