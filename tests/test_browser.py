@@ -55,7 +55,7 @@ def _open(browser, url: str):
 
     def guard(route):
         host = urlparse(route.request.url).hostname
-        if route.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+        if route.request.url.startswith(("data:", "blob:", "file:")) or host == "127.0.0.1":
             route.continue_()
         else:
             problems.append(f"blocked network request: {route.request.url}")
@@ -106,5 +106,17 @@ def test_intro_slider_changes_its_chart(browser, server):
         arg=[chart.element_handle(), before], timeout=10_000,
     )
     assert chart.locator(".mechbook-live svg").first.inner_html() != before
+    page.close()
+    assert not problems, problems
+
+
+def test_intro_works_opened_from_disk(browser, built_site):
+    """README says index.html can be opened straight from disk: charts and math work on file://."""
+    page, problems = _open(browser, (built_site / "index.html").as_uri())
+    page.wait_for_url("**/book/intro.html")
+    _settle(page)
+    states = page.eval_on_selector_all("div.mechbook-chart", "ds => ds.map(d => d.dataset.rendered)")
+    assert states and all(s == "live" for s in states), states
+    assert page.locator("mjx-container").count() > 0
     page.close()
     assert not problems, problems

@@ -145,3 +145,13 @@ def test_bench_dispatch(monkeypatch):
     assert run_bench("fake-bench", ["--n", "2"]) == 3 and seen == [["--n", "2"]]
     with pytest.raises(SystemExit, match="no benchmark named 'nope'"):
         run_bench("nope", [])
+
+
+def test_cli(capsys):
+    from mechbook.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["execute", "--profile", "gpu"])
+    assert "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="no benchmark named"):
+        main(["bench", "no-such-bench"])

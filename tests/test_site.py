@@ -97,3 +97,19 @@ def test_charts_carry_an_svg_fallback_and_their_spec(built_site):
         assert '<div class="mechbook-fallback"><svg' in chart
         assert '<script type="application/json" class="mechbook-spec">' in chart
     assert "papermill.record" not in intro, "records must stay invisible on the page"
+
+
+def test_a_sphinx_warning_fails_the_build(tmp_path, root):
+    """The site is built with warnings as errors: a broken cross-reference must stop it."""
+    from mechbook.execute import ExecuteConfig, build_site
+
+    (tmp_path / "mechbook").mkdir()
+    (tmp_path / "_config.yml").write_text((root / "_config.yml").read_text())
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n\nSee {ref}`no-such-label`.\n")
+    with pytest.raises(SystemExit, match="site build failed"):
+        build_site(ExecuteConfig(profile="smoke", root=tmp_path))
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n\n$x^2$ is fine.\n")
+    html = build_site(ExecuteConfig(profile="smoke", root=tmp_path))
+    assert (html / "book" / "intro.html").exists()
