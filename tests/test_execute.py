@@ -155,3 +155,22 @@ def test_cli(capsys):
     assert "invalid choice" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no benchmark named"):
         main(["bench", "no-such-bench"])
+
+
+def test_cli_exits_non_zero_naming_failed_chapter_and_cell(tmp_path, monkeypatch, capsys):
+    import functools
+
+    from mechbook.__main__ import main
+
+    repo = _tiny_repo(tmp_path)
+    monkeypatch.setattr(execute, "ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
+    assert main(["execute", "--profile", "smoke", "--only", "02_bad"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED book/p/02_bad.ipynb: cell" in captured.err and "ValueError" in captured.err
+    assert "[1/1] book/p/02_bad.ipynb (smoke)" in captured.out
+    assert main(["execute", "--profile", "smoke", "--only", "01_ok"]) == 0
+    (repo / "tests" / "thresholds").mkdir(parents=True)
+    (repo / "tests" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: smoke}\n")
+    assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 0
+    (repo / "tests" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: cpu}\n")
+    assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 1
