@@ -88,7 +88,9 @@ alt.renderers.enable(NAME)
 
 
 def _plain_values(name: str, values: Sequence[Any]) -> list[Any]:
-    """Check one control's values: a non-empty list of all numbers or all strings."""
+    """Check one control's values: a non-empty list (or 1-d array) of all numbers or all strings."""
+    if hasattr(values, "tolist") and getattr(values, "ndim", 0) == 1:  # a numpy array
+        values = values.tolist()
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
         raise ValueError(f"control {name!r} needs a non-empty list of values, e.g. {name}=[1, 2, 4]")
     plain = [v.item() if hasattr(v, "item") else v for v in values]

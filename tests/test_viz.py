@@ -71,6 +71,9 @@ def test_uneven_numbers_get_a_dropdown_and_tolerant_match(monkeypatch):
                        {"lr": [0.001, 0.01, 0.1]}).to_dict()
     assert spec["params"][0]["bind"]["input"] == "select"
     assert "abs(" in spec["transform"][0]["filter"]
+    arr = viz.explore(lambda k: pd.DataFrame({"x": [k]}), lambda b: b.mark_point().encode(x="x:Q"),
+                      {"k": np.arange(3)}).to_dict()
+    assert arr["params"][0]["bind"]["max"] == 2
 
 
 @given(st.lists(st.integers(-50, 50), min_size=1, max_size=6, unique=True), st.integers(1, 5))
