@@ -121,7 +121,7 @@ def run(cfg: BenchConfig) -> dict:
         "fast_seconds": round(fast_s, 3),
         "fast_peak_mib": round(fast_peak, 1),
         "literal_seconds_measured": {str(n1): round(t1, 3), str(n2): round(t2, 3)},
-        "literal_seconds_extrapolated": round(literal_s, 1),
+        "literal_seconds_extrapolated": round(literal_s, 3),
         "literal_extrapolation": f"linear in N from subsets of {n1} and {n2} sequences: a + b N",
         "literal_peak_mib_at_subset": round(lit_peak, 1),
         "literal_jacobian_tensor_mib": round(cfg.context**3 * 8 / 2**20, 1),
