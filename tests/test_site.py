@@ -64,7 +64,8 @@ def test_no_page_loads_anything_from_the_network(built_site):
         refs.feed(page.read_text(encoding="utf-8"))
         where = page.relative_to(built_site)
         assert not [s for s in refs.scripts if REMOTE.match(s)], f"{where} loads a remote script"
-        loaded = [h for rel, h in refs.links if rel.split()[0] in {"stylesheet", "preload", "modulepreload", "icon", "prefetch"}]
+        loads = {"stylesheet", "preload", "modulepreload", "icon", "prefetch"}
+        loaded = [h for rel, h in refs.links if set(rel.lower().split()) & loads]
         assert not [h for h in loaded if REMOTE.match(h)], f"{where} loads a remote stylesheet or asset"
         assert not _remote_css("\n".join(refs.styles)), f"{where} has inline CSS with a remote url()"
 
@@ -113,3 +114,13 @@ def test_a_sphinx_warning_fails_the_build(tmp_path, root):
     (tmp_path / "book" / "intro.md").write_text("# Intro\n\n$x^2$ is fine.\n")
     html = build_site(ExecuteConfig(profile="smoke", root=tmp_path))
     assert (html / "book" / "intro.html").exists()
+
+
+def test_the_network_check_catches_remote_assets():
+    refs = _Refs()
+    refs.feed('<link rel="stylesheet" href="https://cdn.example/x.css"><script src="//cdn.example/a.js"></script>'
+              '<style>@import url("https://fonts.example/f.css");</style><div style="background:url(http://x/y.png)">')
+    assert [s for s in refs.scripts if REMOTE.match(s)] == ["//cdn.example/a.js"]
+    assert [h for _, h in refs.links if REMOTE.match(h)] == ["https://cdn.example/x.css"]
+    assert _remote_css("\n".join(refs.styles)) == ["https://fonts.example/f.css", "http://x/y.png"]
+    assert _remote_css("src: url(../fonts/a.woff2) format('woff2')") == []
