@@ -74,6 +74,14 @@ def test_plateau_that_never_rises_is_reported_as_such():
     assert ph.phase3 is None and ph.phase3_status == "plateau without rise" and ph.plateau is not None
 
 
+def test_a_small_rise_is_not_a_binding_phase():
+    h = synthetic()
+    ones = h.pool == "1var_train"
+    h.loc[ones, "accuracy"] = 0.02 + 0.05 * h.loc[ones, "step"] / h.step.max()
+    ph = detect_phases(h)
+    assert ph.phase2 is None and ph.phase2_jump < 0.1 and ph.phase3 is None
+
+
 def test_no_addition_means_no_phase1():
     h = synthetic()
     h.loc[h.pool == "0var_train", "accuracy"] = 0.5

@@ -3,7 +3,8 @@ the phase-2 step). Rules, never hard-coded steps:
 
 1. *Modular addition*: the first evaluation where ``0var_train`` accuracy reaches 0.9.
 2. *Variable binding*: the sharpest rise of ``1var_train`` accuracy between two consecutive
-   evaluations; its size is reported as the largest rise within ``jump_window`` steps around it.
+   evaluations; its size is reported as the largest rise within ``jump_window`` steps around it,
+   and a rise smaller than ``min_jump`` does not count as a phase (a run too short to bind).
 3. *Refinement*: after phase 2, a misplaced-variable pool whose (smoothed) accuracy stays within
    ``2 * plateau_tol`` for at least ``plateau_len`` steps below ``plateau_max`` (a plateau), then
    rises more than ``rise`` above the plateau level; phase 3 is the first step past that level.
@@ -28,6 +29,7 @@ class PhaseRules:
     phase1_level: float = 0.9
     phase2_pool: str = "1var_train"
     jump_window: int = 500
+    min_jump: float = 0.1
     phase3_pools: tuple[str, ...] = MISPLACED_POOLS
     plateau_len: int = 1000
     plateau_tol: float = 0.05
@@ -117,6 +119,8 @@ def detect_phases(history: pd.DataFrame, rules: PhaseRules = PhaseRules()) -> Ph
     phase1 = first_crossing(*_curve(history, rules.phase1_pool), rules.phase1_level)
     steps2, acc2 = _curve(history, rules.phase2_pool)
     phase2, jump = sharpest_rise(steps2, acc2, rules.jump_window)
+    if jump is not None and jump < rules.min_jump:
+        phase2 = None
     best: tuple[int, str, tuple[int, int, float]] | None = None
     plateau_only: tuple[str, tuple[int, int, float]] | None = None
     if phase2 is not None:
