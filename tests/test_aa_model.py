@@ -81,3 +81,14 @@ def test_bad_input_is_a_clear_error():
         AssignAddModel(SMALL)(torch.zeros(2, 17, dtype=torch.long))
     with pytest.raises(ValueError, match="another configuration"):
         AssignAddModel(SMALL).load_state_dict(AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=64)).state_dict())
+
+
+def test_benchmark_baseline_is_the_same_network():
+    """The benchmark's straightforward formulation (full-sequence logits, zero layer-1 MLP) must
+    compute the same function, or its speed-up would be meaningless."""
+    from mechbook.benchmarks.assign_add import StraightforwardModel
+
+    model = AssignAddModel(SMALL)
+    plain = StraightforwardModel(model)
+    tokens = torch.randint(0, 74, (4, 16))
+    torch.testing.assert_close(plain(tokens), model(tokens), rtol=1e-5, atol=1e-6)
