@@ -77,8 +77,8 @@ def story_table(ov: CorpusOverview) -> pd.DataFrame:
 
 
 def story_coverage(ov: CorpusOverview, vocab_size: int) -> np.ndarray:
-    """Per story, the fraction of its words among the ``vocab_size`` most frequent words:
-    $c_s = \\frac{1}{n_s} \\sum_{i} [\\mathrm{rank}(w_{s,i}) < V]$ (empty stories count as 1)."""
+    r"""Per story, the fraction of its words among the ``vocab_size`` most frequent words:
+    :math:`c_s = \frac{1}{n_s} \sum_{i} [\mathrm{rank}(w_{s,i}) < V]` (empty stories count as 1)."""
     if vocab_size < 1:
         raise ValueError(f"vocab_size must be at least 1, got {vocab_size}")
     inside = (ov.ids < vocab_size).astype(np.int64)
