@@ -104,3 +104,15 @@ def test_missing_checkpoint_step_names_the_nearest():
     result = train(dataclasses.replace(TINY, steps=20), device="cpu")
     with pytest.raises(KeyError, match="nearest"):
         load_model(result, 15)
+
+
+def test_checkpoint_schedule_is_dense_where_a_curve_moves():
+    import pandas as pd
+
+    cfg = TrainConfig(keep_every=1000, keep_change=0.05)
+    steps = np.arange(0, 3001, 100)
+    jump = np.where(steps >= 1700, 0.9, 0.1) + np.where(steps == 1600, 0.3, 0.0)  # 0.1 -> 0.4 -> 0.9
+    rows = [{"step": int(s), "pool": p, "accuracy": float(a if p == "1var_train" else 0.5)}
+            for p in POOL_NAMES for s, a in zip(steps, jump)]
+    keep = train_mod._keep_steps(pd.DataFrame(rows), cfg)
+    assert keep == [0, 1000, 1500, 1600, 1700, 2000, 3000]
