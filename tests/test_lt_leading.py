@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from lt_markov import markov_tokens
 from mechbook.leading_terms.stats import corpus_stats
-from mechbook.leading_terms.leading import CheckConfig, autograd_check, coefficient, cosine, kind_of, leading_term
+from mechbook.leading_terms.leading import CheckConfig, autograd_check, coefficient, cosine, kind_of, leading_term, ranking_overlap
 
 VOCAB = 8
 
@@ -77,3 +77,25 @@ def test_bad_inputs_say_what_to_do():
     with pytest.raises(ValueError, match="kind must be one of"):
         coefficient("Z", 0.1, 3)
     assert np.isnan(cosine(np.zeros(3), np.ones(3)))
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 6))
+def test_ranking_overlap_of_a_matrix_with_itself_and_a_reversal(seed, k):
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(5, 12))
+    assert ranking_overlap(m, m, [0, 2, 4], k=k) == 1.0
+    assert ranking_overlap(m, 3.0 * m + 1.0, [1], k=k) == 1.0
+    assert ranking_overlap(m, -m, [0, 1], k=k) == 0.0
+    brute = np.mean([len(set(np.argsort(-m[a])[:k]) & set(np.argsort(-m[a] * np.arange(12))[:k])) / k for a in (0, 3)])
+    assert ranking_overlap(m, m * np.arange(12), [0, 3], k=k) == pytest.approx(brute)
+    assert ranking_overlap(m, m, [0], k=k, exclude=[0, 1]) == 1.0
+
+
+def test_ranking_overlap_positive_ignores_ties_at_the_baseline():
+    theory = np.array([[3.0, 2.0, -1.0, -1.0, -1.0, -1.0], [-1.0] * 6])
+    trained = np.array([[2.9, 2.1, -0.9, -1.1, -1.2, -0.95], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]])
+    assert ranking_overlap(theory, trained, [0], k=4) == 0.75
+    assert ranking_overlap(theory, trained, [0, 1], k=4, positive=True) == 1.0
+    with pytest.raises(ValueError, match="no row has a positive"):
+        ranking_overlap(theory, trained, [1], k=4, positive=True)

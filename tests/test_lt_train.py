@@ -91,3 +91,12 @@ def test_bad_train_inputs_say_what_to_do(corpus):
         train(tokens[:, :-1], stats, MODEL, TrainConfig(lr=0.1, steps=1), device="cpu")
     with pytest.raises(ValueError, match="stats do not match"):
         train(tokens, stats, ModelConfig(VOCAB + 1, LENGTH - 1), TrainConfig(lr=0.1, steps=1), device="cpu")
+
+
+def test_divergence_raises_or_stops_as_asked(corpus):
+    tokens, stats = corpus
+    with pytest.raises(FloatingPointError, match="lower the learning rate"):
+        train(tokens, stats, MODEL, TrainConfig(lr=1e6, steps=30), device="cpu")
+    res = train(tokens, stats, MODEL, TrainConfig(lr=1e6, steps=30, stop_on_divergence=True), device="cpu")
+    assert 0 < res.history["step"].max() < 30
+    assert np.isfinite(res.history["loss"]).all()

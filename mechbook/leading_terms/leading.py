@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
+
 KINDS = ("W_O", "V", "W", "P")
 BASIS_ATTR = {"W_O": "B", "V": "BPhi_T", "W": "Q", "P": "P"}
 BASIS_LABEL = {"W_O": "B", "V": "(B Phi)^T", "W": "Q", "P": "P-term"}
@@ -87,13 +89,46 @@ class CheckConfig:
     dtype: str = "float64"
 
 
+@dataclass(frozen=True)
+class LeadingConfig:
+    """Chapter 2: the corpus, how many of its sequences the full-batch runs use, the small learning
+    rates of the step-by-step check and the larger ones of the validity sweep."""
+
+    corpus: CorpusConfig
+    n_sequences: int
+    check_lrs: tuple[float, ...]
+    check_steps: int
+    sweep_lrs: tuple[float, ...]
+    sweep_steps: int
+    n_layers: int = 3
+
+    def check(self) -> CheckConfig:
+        return CheckConfig(lrs=self.check_lrs, steps=self.check_steps, n_layers=self.n_layers)
+
+    def sweep(self) -> CheckConfig:
+        return CheckConfig(lrs=self.sweep_lrs, steps=self.sweep_steps, n_layers=self.n_layers)
+
+
+LEADING_PROFILES: dict[str, LeadingConfig] = {
+    "smoke": LeadingConfig(CORPUS_PROFILES["smoke"], n_sequences=32, check_lrs=(0.03, 0.1), check_steps=12, sweep_lrs=(1.0, 2.0), sweep_steps=16),
+    "cpu": LeadingConfig(CORPUS_PROFILES["cpu"], n_sequences=256, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=40),
+    "paper": LeadingConfig(CORPUS_PROFILES["paper"], n_sequences=512, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=80),
+}
+
+
+def loglog_slope(x: Any, y: Any) -> float:
+    """Least-squares slope of log y against log x (the exponent p of y ~ x^p)."""
+    return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
+
+
 def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
     """Run full-batch SGD from zero with autograd for every lr in ``cfg.lrs`` and compare each
     matrix after s = 0..steps steps with its closed form.
 
     Columns: lr, step, eta_s, loss, matrix, kind, layer, cosine (with the basis), norm,
     predicted_norm = c(eta, s) ||basis|| and ratio = norm / predicted_norm (NaN where the
-    prediction is zero: W and P vanish for s <= 2, V for s <= 1).
+    prediction is zero: W and P vanish for s <= 2, V for s <= 1). A rate whose loss stops being
+    finite ends early: its last logged step is below ``steps``.
     """
     from mechbook.leading_terms.model import ModelConfig
     from mechbook.leading_terms.train import TrainConfig, train
@@ -103,7 +138,8 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
     basis_norm = {kind: float(np.linalg.norm(b)) for kind, b in bases(stats).items()}
     frames = []
     for lr in cfg.lrs:
-        hist = train(tokens, stats, model_cfg, TrainConfig(lr=lr, steps=cfg.steps), device="cpu").history
+        run = TrainConfig(lr=lr, steps=cfg.steps, stop_on_divergence=True)
+        hist = train(tokens, stats, model_cfg, run, device="cpu").history
         hist["predicted_norm"] = [coefficient(k, lr, s) * basis_norm[k] for k, s in zip(hist["kind"], hist["step"])]
         predicted = hist["predicted_norm"].to_numpy()
         hist["ratio"] = np.divide(hist["norm"].to_numpy(), predicted, out=np.full(len(hist), np.nan), where=predicted > 0)
@@ -112,12 +148,48 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
 
 
 def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
-    """:func:`autograd_check` through the disk cache (key: config, tokens, code version)."""
+    """:func:`autograd_check` through the disk cache (key: config, tokens, bases, code version)."""
     import sys
 
     from mechbook.cache import cached, code_version, fingerprint
     from mechbook.leading_terms import model, train
 
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
-    key = {"cfg": cfg, "vocab": vocab_size, "tokens": fingerprint(tokens), "code": code_version(sys.modules[__name__], model, train)}
+    basis = bases(stats)
+    key = {
+        "cfg": cfg,
+        "vocab": vocab_size,
+        "tokens": fingerprint(tokens),
+        "bases": fingerprint(*(basis[k] for k in sorted(basis))),
+        "code": code_version(sys.modules[__name__], model, train),
+    }
     return cached("leading_terms_check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))
+
+
+def ranking_overlap(theory: Any, trained: Any, rows: list[int], k: int = 10, exclude: list[int] | tuple[int, ...] = (), positive: bool = False) -> float:
+    """Mean over ``rows`` of |top-k(theory[a]) ∩ top-k(trained[a])| / k, the columns in ``exclude``
+    left out of both rankings (chapter 4: do trained weights rank the same tokens as their terms?).
+
+    With ``positive`` (for the centred map B, whose entries below the uniform baseline are all tied
+    at -p(a)/|V|), a row's k is cut to its number of positive theory entries, rows with none are
+    skipped, and the trained top-k uses the same cut k.
+    """
+    theory, trained = np.asarray(theory, dtype=np.float64), np.asarray(trained, dtype=np.float64)
+    if theory.shape != trained.shape:
+        raise ValueError(f"ranking_overlap needs equal shapes, got {theory.shape} and {trained.shape}")
+    if not rows:
+        raise ValueError("ranking_overlap needs at least one row")
+    keep = np.setdiff1d(np.arange(theory.shape[1]), np.asarray(exclude, dtype=int))
+    if k > len(keep):
+        raise ValueError(f"k = {k} exceeds the {len(keep)} columns left after the exclusions")
+    shares = []
+    for a in rows:
+        k_row = min(k, int((theory[a, keep] > 0).sum())) if positive else k
+        if k_row == 0:
+            continue
+        top_a = set(keep[np.argsort(-theory[a, keep], kind="stable")[:k_row]])
+        top_b = set(keep[np.argsort(-trained[a, keep], kind="stable")[:k_row]])
+        shares.append(len(top_a & top_b) / k_row)
+    if not shares:
+        raise ValueError("no row has a positive theory entry; use positive=False")
+    return float(np.mean(shares))

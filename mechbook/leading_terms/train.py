@@ -21,19 +21,25 @@ import torch
 
 from mechbook.cache import cached, code_version, fingerprint
 from mechbook.leading_terms import leading, model as model_module
+from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
+from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.progress import progress
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """SGD run: learning rate, number of steps, batch size (None: full batch), seed, log interval."""
+    """SGD run: learning rate, number of steps, batch size (None: full batch), seed, log interval;
+    ``stop_on_divergence``: end the run (keeping its history) instead of raising when the loss
+    stops being finite."""
 
     lr: float
     steps: int
     batch_size: int | None = None
     seed: int = 0
     log_every: int = 1
+    stop_on_divergence: bool = False
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
@@ -123,6 +129,10 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
         for step in progress(range(train_cfg.steps + 1), desc=f"SGD lr={train_cfg.lr}"):
             idx = next(batches)
             loss = net.loss(tokens if idx is None else tokens[idx.to(tokens.device)])
+            if not torch.isfinite(loss):
+                if train_cfg.stop_on_divergence:
+                    break
+                raise FloatingPointError(f"SGD diverged: the loss is {loss.item()} at step {step} with lr {train_cfg.lr}; lower the learning rate")
             if step % train_cfg.log_every == 0 or step == train_cfg.steps:
                 rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases))
             if step < train_cfg.steps:
@@ -158,3 +168,53 @@ def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_
         refresh=refresh,
     )
     return TrainResult(**payload)
+
+
+@dataclass(frozen=True)
+class RunsConfig:
+    """The trained models chapters 3-5 share: corpus, layers, learning rates, steps, batch, logging."""
+
+    corpus: CorpusConfig
+    lrs: tuple[float, ...]
+    steps: int
+    batch_size: int | None
+    log_every: int
+    n_layers: int = 3
+    seed: int = 0
+
+    def model_cfg(self, vocab_size: int) -> ModelConfig:
+        return ModelConfig(vocab_size=vocab_size, context=self.corpus.context, n_layers=self.n_layers)
+
+    def train_cfg(self, lr: float) -> TrainConfig:
+        return TrainConfig(lr=lr, steps=self.steps, batch_size=self.batch_size, seed=self.seed, log_every=self.log_every)
+
+
+# lr 0.005 is the paper's; the larger rate shows where the leading terms stop describing training.
+# paper: 100 epochs of batch 2048 over about 300k kept stories is about 15,000 steps.
+RUNS_PROFILES: dict[str, RunsConfig] = {
+    "smoke": RunsConfig(CORPUS_PROFILES["smoke"], lrs=(0.005, 0.1), steps=100, batch_size=64, log_every=20),
+    "cpu": RunsConfig(CORPUS_PROFILES["cpu"], lrs=(0.005, 0.1), steps=1500, batch_size=128, log_every=50),
+    "paper": RunsConfig(CORPUS_PROFILES["paper"], lrs=(0.005, 0.1), steps=15000, batch_size=2048, log_every=250),
+}
+
+
+@dataclass
+class Runs:
+    """A chapter's corpus (tokenizer, sequences, statistics) and one trained model per learning rate."""
+
+    tokenizer: Tokenizer
+    sequences: SequenceSet
+    stats: CorpusStats
+    results: dict[float, TrainResult]
+
+
+def chapter_runs(cfg: RunsConfig) -> Runs:
+    """Load the corpus and its statistics and train (or load from the cache) a model per lr.
+
+    Chapters 3, 4 and 5 call this with the same config, so they share one set of runs.
+    """
+    tokenizer, sequences = load_corpus(cfg.corpus)
+    stats = cached_corpus_stats(sequences.tokens, tokenizer.vocab_size)
+    model_cfg = cfg.model_cfg(tokenizer.vocab_size)
+    results = {lr: trained_model(sequences.tokens, stats, model_cfg, cfg.train_cfg(lr)) for lr in cfg.lrs}
+    return Runs(tokenizer, sequences, stats, results)
