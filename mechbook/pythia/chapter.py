@@ -40,7 +40,7 @@ class Chapter6Config:
     control_seed: int = 1
 
 
-_CPU_MINIATURE = MiniatureConfig(bpe_vocab=1024, context=64, d_model=128, n_layers=4, n_heads=4, d_mlp=512, steps=1500, batch_size=32, n_linear=15)
+_CPU_MINIATURE = MiniatureConfig(bpe_vocab=1024, context=64, d_model=128, n_layers=4, n_heads=4, d_mlp=512, steps=1200, batch_size=32, n_linear=12)
 _CPU_PYTHIA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000, 143000)
 
 CONFIGS: dict[str, Chapter6Config] = {
@@ -152,6 +152,7 @@ def curves_with_controls(curve: pd.DataFrame, control_means: pd.DataFrame, title
     """Layer-mean similarity against training step (symmetric-log x, so step 0 shows), with each
     control as a dashed horizontal line in its mapping's colour; click the legend to isolate one."""
     lines = curve.assign(mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS))
+    ticks = [0] + [10**p for p in range(len(str(int(curve["step"].max()))))]
     rules = control_means.assign(mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS), control_label=lambda d: d["control"].map(CONTROL_LABELS))
     pick = alt.selection_point(fields=["mapping_label"], bind="legend")
     colour = alt.Color("mapping_label:N", title="mapping", legend=alt.Legend(labelLimit=320))
@@ -160,7 +161,7 @@ def curves_with_controls(curve: pd.DataFrame, control_means: pd.DataFrame, title
         alt.Chart(lines)
         .mark_line(point=True)
         .encode(
-            x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="training step (symmetric log scale)"),
+            x=alt.X("step:Q", scale=alt.Scale(type="symlog"), axis=alt.Axis(values=ticks), title="training step (symmetric log scale)"),
             y=alt.Y("similarity:Q", title="similarity (mean over layers)"),
             color=colour,
             opacity=opacity,
