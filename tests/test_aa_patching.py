@@ -55,8 +55,9 @@ def test_patch_pairs_differ_only_where_they_should(task):
 
 def test_patching_effect_is_a_set_of_rates(model, task):
     effect = value_patching_effect(model, one_var_patch_pairs(task, 64))
-    assert set(effect) == {"clean_accuracy", "patched_to_source", "control_unchanged"}
+    assert set(effect) == {"clean_accuracy", "patched_to_source", "patched_as_source_run", "control_unchanged"}
     assert all(0 <= v <= 1 for v in effect.values())
+
 
 
 def test_patched_logits_rejects_mismatched_inputs(model, task):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.assign_add.model import ModelConfig
-from mechbook.assign_add.sweeps import final_accuracies, point_config, run_sweep, score, threshold
+from mechbook.assign_add.sweeps import final_accuracies, final_train_loss, point_config, run_sweep, score, threshold
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.assign_add.train import TrainConfig
 
@@ -58,6 +58,15 @@ def test_scores_read_the_right_pools():
     assert score("r", accs) == pytest.approx((0.7 + 0.8 + 0.9) / 3)
 
 
+def test_final_train_loss_reads_the_last_train_row():
+    history = pd.DataFrame(
+        [{"step": 10, "pool": "train", "loss": 4.0}, {"step": 20, "pool": "train", "loss": 3.5}, {"step": 20, "pool": "0var_train", "loss": 1.0}]
+    )
+    assert final_train_loss(history) == 3.5
+    with pytest.raises(ValueError, match="train"):
+        final_train_loss(history[history["pool"] != "train"])
+
+
 def test_run_sweep_trains_and_caches_each_point(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
@@ -67,5 +76,6 @@ def test_run_sweep_trains_and_caches_each_point(tmp_path, monkeypatch):
     )
     first = run_sweep(base, "f", [0.3, 0.6])
     assert list(first["value"]) == [0.3, 0.6] and first["score"].between(0, 1).all()
+    assert (first["train_loss"] > 0).all()
     assert len(list((tmp_path / "assign_add_train").glob("*.pt"))) == 2
     pd.testing.assert_frame_equal(run_sweep(base, "f", [0.3, 0.6]), first)

@@ -79,3 +79,40 @@ def test_block_similarity_ignores_scale_and_offset(seed, scale, shift):
     assert block_similarity(a, -a) == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="constant"):
         block_similarity(a, np.ones((5, 5)))
+
+
+def test_zero_query_step_block_is_the_autograd_step_of_a_zeroed_query(tiny):
+    """Literal route: zero W_Q2, backpropagate the model's own loss to W_Q2, take the step on
+    M = W_Q W_K^T / sqrt(d) and restrict it to the variable subspace."""
+    import copy
+
+    from mechbook.assign_add.circuits import variable_directions
+    from mechbook.assign_add.theory import zero_query_step_block
+
+    model, tokens, labels = tiny
+    cfg = Task().cfg
+    zeroed = copy.deepcopy(model)
+    with torch.no_grad():
+        zeroed.blocks[1].attn.W_Q.zero_()
+    loss = torch.nn.functional.cross_entropy(zeroed(tokens, last_only=True), labels)
+    (g_q,) = torch.autograd.grad(loss, zeroed.blocks[1].attn.W_Q)
+    W_K = model.blocks[1].attn.W_K[0].detach()
+    step = -g_q[0] @ W_K.T / W_K.shape[1] ** 0.5
+    U = variable_directions(model, cfg)
+    np.testing.assert_allclose(zero_query_step_block(model, cfg, tokens, labels), (U @ step @ U.T).numpy(), rtol=1e-8, atol=1e-14)
+
+
+def test_after_phase1_step_picks_the_last_step_before_binding():
+    import pandas as pd
+
+    from mechbook.assign_add.theory import after_phase1_step
+
+    acc = {0: (0.0, 0.0), 100: (0.5, 0.0), 200: (0.95, 0.1), 300: (1.0, 0.2), 400: (1.0, 0.9)}
+    history = pd.DataFrame(
+        [{"step": s, "pool": p, "accuracy": a} for s, (add, bind) in acc.items() for p, a in (("0var_train", add), ("1var_train", bind))]
+    )
+    assert after_phase1_step(history, [0, 100, 200, 300, 400]) == 300
+    assert after_phase1_step(history, [0, 100, 400]) == 100  # no kept step with addition learnt
+    assert after_phase1_step(history, [400]) == 400
+    with pytest.raises(ValueError, match="checkpoint"):
+        after_phase1_step(history, [50])

@@ -9,6 +9,8 @@ products are the whole of each attention layer's query-key and value-output path
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
@@ -17,6 +19,26 @@ from mechbook.assign_add.task import ONE_VAR_LEFT, ONE_VAR_RIGHT, TWO_VAR, Task,
 
 EQ_POS = -1
 """The answer is read at the last position, '='."""
+
+
+@dataclass(frozen=True)
+class CircuitsChapterConfig:
+    """Sizes of chapter 9: the training profile whose model it opens (``TRAIN_PROFILES`` key),
+    sequences per evaluation pool for attention statistics and probes, probe training steps,
+    clean/source pairs for patching, and neurons shown in the Fourier gallery."""
+
+    train_profile: str
+    per_pool: int
+    probe_steps: int
+    n_patch: int
+    gallery: int
+
+
+CHAPTER9_PROFILES = {
+    "smoke": CircuitsChapterConfig("smoke", per_pool=80, probe_steps=100, n_patch=200, gallery=4),
+    "cpu": CircuitsChapterConfig("cpu", per_pool=300, probe_steps=300, n_patch=1000, gallery=6),
+    "paper": CircuitsChapterConfig("paper", per_pool=1000, probe_steps=500, n_patch=2000, gallery=6),
+}
 
 
 def _head(model: torch.nn.Module, layer: int, name: str) -> torch.Tensor:
@@ -213,3 +235,75 @@ def mlp2_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
         hidden = torch.relu(x @ mlp.W_in)
         return (x + hidden @ mlp.W_out) @ model.unembed.W_U
+
+
+def adder_alone_accuracy(model: torch.nn.Module, modulus: int) -> float:
+    """Share of all N^2 pairs whose sum the adder alone gets right: ``argmax mlp2_logits(OV2(e_n)
+    + OV2(e_m)) == (n + m) mod N``, nothing else in the residual stream."""
+    n, m = all_pairs(modulus)
+    pred = mlp2_logits(model, ov2_sum(model, n, m)).argmax(-1).numpy()
+    return float((pred == (n + m) % modulus).mean())
+
+
+def needed_positions(tokens: np.ndarray, task_cfg: TaskConfig) -> np.ndarray:
+    """(B, 2): where each operand's number sits, for the left and right operand: the operand
+    position itself (13 or 14) for a number, the value position of its variable otherwise."""
+    c = task_cfg.context_len
+    out = np.empty((len(tokens), 2), dtype=np.int64)
+    for j, slot in enumerate((c + 1, c + 2)):
+        tok = tokens[:, slot]
+        is_var = tok >= task_cfg.var0
+        var_at = np.argmax(tokens[:, :c] == tok[:, None], axis=1)
+        out[:, j] = np.where(is_var, var_at + 1, slot)
+    return out
+
+
+def role_attention(model: torch.nn.Module, tokens: np.ndarray, task_cfg: TaskConfig) -> dict[str, float]:
+    """Mean attention along the three roles of the circuit (chapter 9's annotated patterns):
+
+    - ``value_to_variable``: layer 1, from each context value token to its variable (q-1);
+    - ``eq_to_operands``: layer 1, from '=' to the two operand positions 13 and 14 (summed);
+    - ``eq_to_needed``: layer 2, from '=' to the two positions holding the numbers it needs
+      (:func:`needed_positions`, summed; 1.0 = all attention where the circuit says).
+    """
+    pat = attention_patterns(model, torch.as_tensor(tokens)).numpy()
+    ctx = tokens[:, : task_cfg.context_len]
+    is_value = np.zeros_like(ctx, dtype=bool)
+    is_value[:, 1:] = (ctx[:, 1:] < task_cfg.modulus) & (ctx[:, :-1] >= task_cfg.var0)
+    rows, pos = np.nonzero(is_value)
+    c = task_cfg.context_len
+    need = needed_positions(tokens, task_cfg)
+    b = np.arange(len(tokens))
+    eq2 = pat[1, b, -1, need[:, 0]] + pat[1, b, -1, need[:, 1]]  # two distinct positions
+    return {
+        "value_to_variable": float(pat[0, rows, pos, pos - 1].mean()) if len(rows) else float("nan"),
+        "eq_to_operands": float((pat[0, :, -1, c + 1] + pat[0, :, -1, c + 2]).mean()),
+        "eq_to_needed": float(eq2.mean()),
+    }
+
+
+def pattern_frame(model: torch.nn.Module, tokens: np.ndarray, task: Task) -> pd.DataFrame:
+    """Tidy attention patterns of ONE sequence (16 tokens) for chapter 9's annotated heatmaps:
+    columns ``layer`` (1, 2), ``query``, ``key`` (positions), ``query_token``, ``key_token``
+    (``"pos token"`` labels), ``weight`` and ``role`` (the circuit's role of the cell, or "")."""
+    tokens = np.asarray(tokens).reshape(1, -1)
+    cfg = task.cfg
+    pat = attention_patterns(model, torch.as_tensor(tokens))[:, 0].numpy()
+    labels = [f"{i:>2} {task.token_str(int(t))}" for i, t in enumerate(tokens[0])]
+    roles: dict[tuple[int, int, int], str] = {}
+    for p in range(1, cfg.context_len):
+        if tokens[0, p] < cfg.modulus and tokens[0, p - 1] >= cfg.var0:
+            roles[(1, p, p - 1)] = "value reads its variable"
+    for slot in (cfg.context_len + 1, cfg.context_len + 2):
+        roles[(1, cfg.seq_len - 1, slot)] = "'=' reads the operands"
+    for p in needed_positions(tokens, cfg)[0]:
+        roles[(2, cfg.seq_len - 1, int(p))] = "'=' reads the numbers it adds"
+    rows = []
+    for layer in (1, 2):
+        for q in range(cfg.seq_len):
+            for k in range(q + 1):
+                rows.append({
+                    "layer": layer, "query": q, "key": k, "query_token": labels[q], "key_token": labels[k],
+                    "weight": float(pat[layer - 1, q, k]), "role": roles.get((layer, q, k), ""),
+                })
+    return pd.DataFrame(rows)

@@ -103,15 +103,19 @@ def value_patching_effect(model: torch.nn.Module, pairs: PatchPairs) -> dict[str
     - ``clean_accuracy``: unpatched clean runs answering the clean sum;
     - ``patched_to_source``: patching the queried value position from the source run makes the
       model answer the *source* sum (the circuit's prediction);
+    - ``patched_as_source_run``: the patched run answers what the source run itself answers;
     - ``control_unchanged``: patching the value position of a distractor variable from a run
-      where that distractor holds another value leaves the clean answer.
+      where that distractor holds another value leaves the clean run's answer as it was.
     """
     with torch.no_grad():
         clean_pred = model(pairs.clean, last_only=True).argmax(-1)
+        source_pred = model(pairs.source, last_only=True).argmax(-1)
     patched = patched_logits(model, pairs.clean, pairs.source, pairs.value_pos).argmax(-1)
     control = patched_logits(model, pairs.clean, pairs.control_source, pairs.distractor_pos).argmax(-1)
+    rate = lambda hits: hits.float().mean().item()  # noqa: E731
     return {
-        "clean_accuracy": (clean_pred == pairs.clean_label).float().mean().item(),
-        "patched_to_source": (patched == pairs.source_label).float().mean().item(),
-        "control_unchanged": (control == pairs.clean_label).float().mean().item(),
+        "clean_accuracy": rate(clean_pred == pairs.clean_label),
+        "patched_to_source": rate(patched == pairs.source_label),
+        "patched_as_source_run": rate(patched == source_pred),
+        "control_unchanged": rate(control == clean_pred),
     }

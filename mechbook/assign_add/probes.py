@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add.task import TaskConfig
+from mechbook.cache import cached, code_version, fingerprint
 
 
 @dataclass(frozen=True)
@@ -145,3 +146,21 @@ def probe_table(
             res = fit_probe(cache[hook][torch.as_tensor(rows), torch.as_tensor(pos)], torch.as_tensor(y), cfg)
             out.append({"target": target, "site": site, "where": where, "accuracy": res.test_accuracy, "chance": res.chance, "n": len(y)})
     return pd.DataFrame(out)
+
+
+def cached_probe_table(
+    model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
+) -> pd.DataFrame:
+    """:func:`probe_table`, cached on the model's weights, the sequences, the probe config and
+    this module's code (probes train 12 small classifiers: seconds to a minute)."""
+    import sys
+
+    key = {
+        "weights": fingerprint(model.state_dict()),
+        "task": task_cfg,
+        "tokens": np.asarray(tokens),
+        "labels": np.asarray(labels),
+        "probe": cfg,
+        "code": code_version(sys.modules[__name__]),
+    }
+    return cached("assign_add_probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))

@@ -15,17 +15,58 @@ interpolated between the last point below and the first point at or above it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.task import GENERALISATION_UNION
 from mechbook.assign_add.train import TrainConfig, load_or_train, with_overrides
 from mechbook.progress import progress
 
 KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 """Sweep name -> the TaskConfig field it changes."""
+
+
+@dataclass(frozen=True)
+class SweepChapterConfig:
+    """Chapter 11: the training run behind every sweep point (``train``; its task's r or f is
+    replaced per point), the r and f values (increasing), and the score ``level`` that defines
+    a threshold."""
+
+    train: TrainConfig
+    r_values: tuple[float, ...]
+    f_values: tuple[float, ...]
+    level: float = 0.9
+
+
+def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
+    return tuple(round(float(v), 4) for v in np.linspace(lo, hi, n))
+
+
+CHAPTER11_PROFILES = {
+    "smoke": SweepChapterConfig(
+        train=TrainConfig(
+            steps=60, batch_size=128, eval_every=30, eval_per_pool=64, keep_every=60, resume_every=60,
+            model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
+        ),
+        r_values=(0.1, 0.9),
+        f_values=(0.3, 0.9),
+    ),
+    "cpu": SweepChapterConfig(
+        train=TrainConfig(
+            steps=1500, batch_size=256, lr=3e-3, eval_every=250, eval_per_pool=256, keep_every=500, resume_every=500,
+            model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
+        ),
+        r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),
+        f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),
+    ),
+    "paper": SweepChapterConfig(train=TrainConfig(steps=40_000), r_values=_grid(0.01, 0.99, 20), f_values=_grid(0.06, 0.99, 20)),
+}
+"""Sweep sizes per profile. ``paper`` is the spec's 20 + 20 full-size runs; ``cpu`` trades width,
+batch and steps for time (see chapter 11 for why); ``smoke`` only exercises the machinery."""
 
 
 def point_config(base: TrainConfig, knob: str, value: float) -> TrainConfig:
@@ -41,6 +82,14 @@ def final_accuracies(history: pd.DataFrame) -> dict[str, float]:
     return {str(p): float(a) for p, a in zip(last["pool"], last["accuracy"])}
 
 
+def final_train_loss(history: pd.DataFrame) -> float:
+    """Mean training cross-entropy over the last evaluation interval (history pool ``"train"``)."""
+    train = history[history["pool"] == "train"]
+    if train.empty:
+        raise ValueError("the history has no 'train' rows: was the run at least one evaluation interval long?")
+    return float(train.loc[train["step"].idxmax(), "loss"])
+
+
 def score(knob: str, accuracies: dict[str, float]) -> float:
     """The sweep's score: mean accuracy over the 2-var generalisation pools (``r``; equal pool
     sizes, so this is the accuracy on their union) or 0-var held-out accuracy (``f``)."""
@@ -53,12 +102,14 @@ def score(knob: str, accuracies: dict[str, float]) -> float:
 
 def run_sweep(base: TrainConfig, knob: str, values: Sequence[float]) -> pd.DataFrame:
     """Train (or load from the cache) one model per value and score it: columns ``knob``,
-    ``value``, ``score`` and one column per evaluation pool (final accuracies)."""
+    ``value``, ``score``, ``train_loss`` (final training cross-entropy) and one column per
+    evaluation pool (final accuracies)."""
     rows = []
     for value in progress(list(values), desc=f"{knob} sweep"):
         result = load_or_train(point_config(base, knob, value))
         accs = final_accuracies(result.history)
-        rows.append({"knob": knob, "value": float(value), "score": score(knob, accs), **accs})
+        row = {"knob": knob, "value": float(value), "score": score(knob, accs), "train_loss": final_train_loss(result.history)}
+        rows.append({**row, **accs})
     return pd.DataFrame(rows)
 
 

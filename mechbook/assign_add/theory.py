@@ -16,11 +16,31 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import pandas as pd
 import torch
 
 from mechbook.assign_add.circuits import variable_directions
 from mechbook.assign_add.task import TaskConfig
+
+
+@dataclass(frozen=True)
+class TheoryChapterConfig:
+    """Sizes of chapter 10: the training profile whose checkpoints it reads (``TRAIN_PROFILES``
+    key) and the number of sequences per pool (1-var and 2-var training pools) in the batch
+    the gradient is averaged over."""
+
+    train_profile: str
+    per_pool: int
+
+
+CHAPTER10_PROFILES = {
+    "smoke": TheoryChapterConfig("smoke", per_pool=256),
+    "cpu": TheoryChapterConfig("cpu", per_pool=1024),
+    "paper": TheoryChapterConfig("paper", per_pool=2048),
+}
 
 SCORES_HOOK = "blocks.1.attn.hook_attn_scores"
 RESID_HOOK = "blocks.1.hook_resid_pre"
@@ -88,3 +108,39 @@ def block_similarity(a: np.ndarray, b: np.ndarray) -> float:
     if denom == 0:
         raise ValueError("a constant block has no pattern to compare")
     return float(a @ b / denom)
+
+
+def zero_query_step_block(model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+    """The first gradient step on ``M`` when uniform attention comes from ``W_Q = 0`` (``W_K``
+    kept), on the variable subspace, per unit learning rate.
+
+    With ``M = W_Q W_K^T / sqrt(d)``, ``dL/dW_Q = (dL/dM) W_K / sqrt(d)`` and ``dL/dW_K = 0`` at
+    ``W_Q = 0``, so one step moves ``M`` by ``-(dL/dM) W_K W_K^T / d``: the gradient seen through
+    the key Gram matrix. Returns ``-U (dL/dM) W_K W_K^T U^T / d`` (n_vars x n_vars).
+    """
+    U = variable_directions(model, task_cfg)
+    W_K = model.blocks[1].attn.W_K[0].detach()
+    grad = qk2_gradient(model, tokens, labels)
+    return (-(U @ grad @ W_K @ W_K.T @ U.T) / W_K.shape[1]).numpy().astype(np.float64)
+
+
+def associative_memory_block(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:
+    """The block the argument predicts, up to scale: if ``-dL/dM ~ c sum_v u_v u_v^T = c U^T U``
+    (``u_v`` = row ``v`` of ``U = E_var OV1``), then ``U (-dL/dM) U^T ~ c (U U^T)^2``."""
+    U = variable_directions(model, task_cfg)
+    gram = U @ U.T
+    return (gram @ gram).numpy().astype(np.float64)
+
+
+def after_phase1_step(history: pd.DataFrame, checkpoints: list[int], add_level: float = 0.9, bind_level: float = 0.5) -> int:
+    """The checkpoint chapter 10 differentiates at: the last kept step at which variable binding
+    has not started (1-var train accuracy < ``bind_level``), preferring steps where addition is
+    learnt (0-var train accuracy >= ``add_level``). Falls back to the last pre-binding step, then
+    to the first checkpoint."""
+    acc = history.pivot(index="step", columns="pool", values="accuracy")
+    steps = [s for s in sorted(checkpoints) if s in acc.index]
+    if not steps:
+        raise ValueError("no checkpoint step appears in the history; pass TrainResult.history and its checkpoints")
+    before = [s for s in steps if acc.loc[s, "1var_train"] < bind_level]
+    learnt = [s for s in before if acc.loc[s, "0var_train"] >= add_level]
+    return (learnt or before or steps[:1])[-1]
