@@ -116,3 +116,14 @@ def test_after_phase1_step_picks_the_last_step_before_binding():
     assert after_phase1_step(history, [400]) == 400
     with pytest.raises(ValueError, match="checkpoint"):
         after_phase1_step(history, [50])
+
+
+def test_gradient_split_by_keys_adds_up_to_the_full_gradient(tiny):
+    from mechbook.assign_add.theory import qk2_gradient_by_keys
+
+    model, tokens, labels = tiny
+    full = qk2_gradient(model, tokens, labels)
+    context = qk2_gradient_by_keys(model, tokens, labels, list(range(12)))
+    query = qk2_gradient_by_keys(model, tokens, labels, [12, 13, 14, 15])
+    torch.testing.assert_close(context + query, full, rtol=1e-9, atol=1e-12)
+    assert not torch.allclose(context, full)

@@ -144,3 +144,36 @@ def after_phase1_step(history: pd.DataFrame, checkpoints: list[int], add_level: 
     before = [s for s in steps if acc.loc[s, "1var_train"] < bind_level]
     learnt = [s for s in before if acc.loc[s, "0var_train"] >= add_level]
     return (learnt or before or steps[:1])[-1]
+
+
+def score_gradients(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """At uniform layer-2 attention (``M = 0``): ``dL/ds`` (B, P), the gradient of the loss with
+    respect to the scores of the '=' query over every key position (0 on masked keys), and the
+    residual stream ``x`` (B, P, d) entering layer 2."""
+    stored: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor, hook: object) -> torch.Tensor:
+        stored["x"] = x.detach()
+        return x
+
+    def replace(scores: torch.Tensor, hook: object) -> torch.Tensor:
+        leaf = torch.zeros(scores.shape[0], scores.shape[-1], dtype=scores.dtype, requires_grad=True)
+        stored["s"] = leaf
+        return leaf[:, None, None, :].expand_as(scores)  # the '=' query only (last_only run)
+
+    with torch.enable_grad():
+        logits = model.run_with_hooks(
+            torch.as_tensor(tokens), fwd_hooks=[(RESID_HOOK, keep), (SCORES_HOOK, replace)], last_only=True
+        )
+        loss = torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long))
+        (ds,) = torch.autograd.grad(loss, stored["s"])
+    return ds.detach(), stored["x"]
+
+
+def qk2_gradient_by_keys(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, keys: list[int]) -> torch.Tensor:
+    """The part of ``dL/dM`` at ``M = 0`` contributed by the key positions ``keys``:
+    ``sum_b sum_{k in keys} (dL/ds_{b,k}) x_{b,q} x_{b,k}^T`` (d x d). Over all positions it is
+    :func:`qk2_gradient`; chapter 10 splits it into context keys and query keys."""
+    ds, x = score_gradients(model, tokens, labels)
+    idx = torch.as_tensor(keys, dtype=torch.long)
+    return torch.einsum("bk,bd,bke->de", ds[:, idx], x[:, -1], x[:, idx])
