@@ -139,7 +139,7 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
     frames = []
     for lr in cfg.lrs:
         run = TrainConfig(lr=lr, steps=cfg.steps, stop_on_divergence=True)
-        hist = train(tokens, stats, model_cfg, run, device="cpu").history
+        hist = train(tokens, stats, model_cfg, run).history
         hist["predicted_norm"] = [coefficient(k, lr, s) * basis_norm[k] for k, s in zip(hist["kind"], hist["step"])]
         predicted = hist["predicted_norm"].to_numpy()
         hist["ratio"] = np.divide(hist["norm"].to_numpy(), predicted, out=np.full(len(hist), np.nan), where=predicted > 0)
