@@ -157,3 +157,69 @@ def test_ov2_sum_is_the_attention_output_when_attention_reads_two_embeddings(mod
     a1 = model.blocks[1].attn
     literal = torch.stack([(E[i] @ a1.W_V[0] @ a1.W_O[0]) + (E[j] @ a1.W_V[0] @ a1.W_O[0]) for i, j in zip(n, m)]).detach()
     torch.testing.assert_close(C.ov2_sum(model, n, m), literal)
+
+
+def test_needed_positions_point_at_the_numbers_to_add(task):
+    tokens = C.variable_sequences(task, "1var_left", seed=2)[0].numpy()[:300]
+    need = C.needed_positions(tokens, task.cfg)
+    n, m = C.all_pairs(59)
+    for i in range(len(tokens)):
+        assert tokens[i, need[i, 0]] == n[i] and tokens[i, need[i, 0] - 1] == tokens[i, 13]
+        assert need[i, 1] == 14 and tokens[i, 14] == m[i]
+
+
+def test_role_attention_matches_a_literal_loop(model, task):
+    tokens = task.sample(20, np.random.default_rng(5))[0]
+    roles = C.role_attention(model, tokens, task.cfg)
+    pat = C.attention_patterns(model, torch.from_numpy(tokens)).numpy()
+    need = C.needed_positions(tokens, task.cfg)
+    v2v, eq_ops, eq_need = [], [], []
+    for b, seq in enumerate(tokens):
+        for p in range(1, 12):
+            if seq[p] < 59 and seq[p - 1] >= 62:
+                v2v.append(pat[0, b, p, p - 1])
+        eq_ops.append(pat[0, b, 15, 13] + pat[0, b, 15, 14])
+        eq_need.append(sum(pat[1, b, 15, k] for k in need[b]))
+    assert roles["value_to_variable"] == pytest.approx(np.mean(v2v), rel=1e-5)
+    assert roles["eq_to_operands"] == pytest.approx(np.mean(eq_ops), rel=1e-5)
+    assert roles["eq_to_needed"] == pytest.approx(np.mean(eq_need), rel=1e-5)
+
+
+def test_pattern_frame_marks_each_role(model, task):
+    seq = C.variable_sequences(task, "2var", seed=3)[0].numpy()[100]
+    frame = C.pattern_frame(model, seq, task)
+    assert len(frame) == 2 * 16 * 17 // 2
+    layer2 = frame[(frame.layer == 2) & (frame.role != "")]
+    assert sorted(layer2.key) == sorted(C.needed_positions(seq[None], task.cfg)[0])
+    values = frame[frame.role == "value reads its variable"]
+    assert all(seq[q] < 59 and seq[k] >= 62 and k == q - 1 for q, k in zip(values["query"], values["key"]))
+    np.testing.assert_allclose(frame.groupby(["layer", "query"]).weight.sum(), 1.0, rtol=1e-5)
+
+
+def test_adder_alone_is_perfect_for_a_planted_lookup_adder():
+    """Plant an adder: one-hot number embeddings, OV2 = identity, and an MLP with one neuron per
+    unordered pair {a, b} that fires most for the input e_a + e_b (offset -1.5 from the constant
+    total mass 2 of the sum; the a = a neuron weighs 1.6 so it wins on 2 e_a and stays small on
+    e_a + e_b) and writes a + b mod N."""
+    N = 5
+    m = AssignAddModel(ModelConfig(d_vocab=N + 3 + 12, d_out=N, d_model=2 * N, d_head=2 * N, d_mlp=N * N))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.zero_()
+        m.blocks[1].attn.W_V[0].copy_(torch.eye(2 * N))
+        m.blocks[1].attn.W_O[0].copy_(torch.eye(2 * N))
+        m.embed.W_E[:N, :N] = torch.eye(N)
+        W_in, W_out = m.blocks[1].mlp.W_in, m.blocks[1].mlp.W_out
+        for a in range(N):
+            for b in range(a, N):
+                j = a * N + b
+                W_in[:N, j] = -0.75  # x sums to 2 on the number coordinates: offset -1.5
+                W_in[a, j] += 1.0 if b != a else 1.6
+                if b != a:
+                    W_in[b, j] += 1.0
+                W_out[j, N + (a + b) % N] = 10.0
+        m.unembed.W_U[N:, :] = torch.eye(N)
+    assert C.adder_alone_accuracy(m, N) == 1.0
+    with torch.no_grad():
+        m.blocks[1].mlp.W_out.zero_()  # without the MLP the planted model cannot add
+    assert C.adder_alone_accuracy(m, N) < 0.5

@@ -41,3 +41,42 @@ def test_probe_rejects_bad_shapes_and_splits():
         fit_probe(x, y, ProbeConfig(test_fraction=1.0))
     with pytest.raises(ValueError, match="too few"):
         fit_probe(x[:2], y[:2])
+
+
+def test_probe_sites_read_the_sequences_literally():
+    import numpy as np
+
+    from mechbook.assign_add.probes import answer_sites, operand_value_sites, variable_identity_sites
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    pools = task.eval_pools(40, seed=1)
+    tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train")])
+    labels = np.concatenate([pools[p][1] for p in ("0var_train", "1var_train", "2var_train")])
+    rows, pos, y = variable_identity_sites(tokens, task.cfg)
+    expected = [(b, p, tokens[b, p - 1] - 62) for b in range(len(tokens)) for p in range(1, 12) if tokens[b, p] < 59 and tokens[b, p - 1] >= 62]
+    assert sorted(zip(rows, pos, y)) == sorted(expected)
+    rows, pos, y = operand_value_sites(tokens, task.cfg)
+    assert len(rows) == 40 + 80  # none in 0-var, one per 1-var sequence, two per 2-var
+    for b, p, v in zip(rows, pos, y):
+        ctx = list(tokens[b, :12])
+        assert tokens[b, p] >= 62 and ctx[ctx.index(tokens[b, p]) + 1] == v
+    rows, pos, y = answer_sites(tokens, labels)
+    assert (pos == 15).all() and (y == labels).all()
+
+
+def test_probe_table_covers_every_target_and_depth():
+    import numpy as np
+
+    from mechbook.assign_add.model import AssignAddModel, ModelConfig
+    from mechbook.assign_add.probes import PROBE_HOOKS, probe_table
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    pools = task.eval_pools(30, seed=2)
+    tokens = np.concatenate([pools[p][0] for p in ("1var_train", "2var_train")])
+    labels = np.concatenate([pools[p][1] for p in ("1var_train", "2var_train")])
+    table = probe_table(AssignAddModel(ModelConfig(d_model=16, d_head=8, d_mlp=32)), task.cfg, tokens, labels, ProbeConfig(steps=5))
+    assert len(table) == 3 * len(PROBE_HOOKS)
+    assert table["accuracy"].between(0, 1).all() and (table["n"] > 0).all()
+    assert list(table[table.target == "answer"]["where"]) == list(PROBE_HOOKS)
