@@ -29,6 +29,10 @@ from mechbook.progress import progress
 KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 """Sweep name -> the TaskConfig field it changes."""
 
+PAPER_THRESHOLDS = {"f": 0.25, "r": 0.2}
+"""The thresholds the paper reports (approximate): held-out pairs need f >= ~0.25, 2-var
+generalisation needs r >= ~0.2 (chapter 11 compares its own with these)."""
+
 
 @dataclass(frozen=True)
 class SweepChapterConfig:
