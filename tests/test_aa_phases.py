@@ -94,9 +94,19 @@ def test_sharpest_rise_jump_is_limited_to_the_window():
     acc[10] += 0.1  # one sharper step, 0.15
     step, jump = sharpest_rise(steps, acc, window=500)
     assert step == 1000
-    windows = [acc[j] - acc[i] for i in range(21) for j in range(i, 21) if i < 10 <= j and steps[j] - steps[i] <= 500]
-    assert jump == pytest.approx(max(windows))
+    spans = [acc[j] - acc[i] for i in range(21) for j in range(i + 1, 21) if steps[j] - steps[i] <= 500]
+    assert jump == pytest.approx(max(spans))
     assert jump < 0.5
+
+
+def test_a_sharp_jump_beats_an_earlier_slow_climb_of_steeper_single_steps():
+    """Like the real run: 1-var accuracy climbs with addition (0 -> 0.4 over 600 steps, one
+    interval of 0.16), then binding jumps 0.45 -> 0.99 over 300 steps (intervals of 0.15-0.2)."""
+    steps = np.arange(0, 6001, 100)
+    early = np.interp(steps, [0, 200, 300, 400, 800], [0.02, 0.05, 0.21, 0.3, 0.42])
+    acc = np.where(steps < 5000, early + 0.03 * steps / 5000, np.interp(steps, [5000, 5100, 5200, 5300], [0.45, 0.62, 0.8, 0.99]))
+    step, jump = sharpest_rise(steps, acc, window=500)
+    assert 5100 <= step <= 5300 and jump > 0.5
 
 
 def test_bad_history_is_a_clear_error():

@@ -2,9 +2,9 @@
 the phase-2 step). Rules, never hard-coded steps:
 
 1. *Modular addition*: the first evaluation where ``0var_train`` accuracy reaches 0.9.
-2. *Variable binding*: the sharpest rise of ``1var_train`` accuracy between two consecutive
-   evaluations; its size is reported as the largest rise within ``jump_window`` steps around it,
-   and a rise smaller than ``min_jump`` does not count as a phase (a run too short to bind).
+2. *Variable binding*: the sharpest rise of ``1var_train`` accuracy: the span of at most
+   ``jump_window`` steps over which it rises most, dated by the steepest evaluation interval in
+   that span; a rise smaller than ``min_jump`` does not count as a phase (a run too short to bind).
 3. *Refinement*: after phase 2, a misplaced-variable pool whose (smoothed) accuracy stays within
    ``2 * plateau_tol`` for at least ``plateau_len`` steps below ``plateau_max`` (a plateau), then
    rises more than ``rise`` above the plateau level; phase 3 is the first step past that level.
@@ -76,17 +76,22 @@ def first_crossing(steps: np.ndarray, acc: np.ndarray, level: float) -> int | No
 
 
 def sharpest_rise(steps: np.ndarray, acc: np.ndarray, window: int) -> tuple[int | None, float | None]:
-    """``(step, jump)``: the end of the largest rise ``acc[i] - acc[i-1]`` and the largest
-    ``acc[j] - acc[i]`` with ``i < k <= j``, ``steps[j] - steps[i] <= window`` around it."""
+    """``(step, jump)``: the largest rise ``jump = acc[j] - acc[i]`` over any span of at most
+    ``window`` steps, and the evaluation that ends the steepest interval inside that span.
+
+    Measuring the rise over a window (not one interval) tells a genuine jump from a slow climb of
+    the same speed, e.g. the early co-rise of 1-var accuracy while addition is being learned."""
     if len(acc) < 2:
         return None, None
-    k = int(np.argmax(np.diff(acc))) + 1
-    jump = max(
-        acc[j] - acc[i]
-        for i in range(k)
-        for j in range(k, len(acc))
-        if steps[j] - steps[i] <= window
-    ) if steps[k] - steps[k - 1] <= window else float(acc[k] - acc[k - 1])
+    best = (-np.inf, 0, 1)
+    for i in range(len(acc) - 1):
+        for j in range(i + 1, len(acc)):
+            if steps[j] - steps[i] > window and j > i + 1:
+                break
+            if acc[j] - acc[i] > best[0]:
+                best = (acc[j] - acc[i], i, j)
+    jump, i, j = best
+    k = i + 1 + int(np.argmax(np.diff(acc[i : j + 1])))
     return int(steps[k]), float(jump)
 
 
