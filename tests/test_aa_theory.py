@@ -102,20 +102,25 @@ def test_zero_query_step_block_is_the_autograd_step_of_a_zeroed_query(tiny):
     np.testing.assert_allclose(zero_query_step_block(model, cfg, tokens, labels), (U @ step @ U.T).numpy(), rtol=1e-8, atol=1e-14)
 
 
-def test_after_phase1_step_picks_the_last_step_before_binding():
+def test_after_phase1_step_picks_the_last_checkpoint_before_the_binding_jump():
     import pandas as pd
 
     from mechbook.assign_add.theory import after_phase1_step
 
-    acc = {0: (0.0, 0.0), 100: (0.5, 0.0), 200: (0.95, 0.1), 300: (1.0, 0.2), 400: (1.0, 0.9)}
+    steps = list(range(0, 3001, 100))
+    add = [min(1.0, s / 500) for s in steps]  # phase 1 (0.9) at step 500
+    bind = [0.3 if s < 2000 else 0.98 for s in steps]  # a sharp jump between 1900 and 2000
+    misplaced = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
     history = pd.DataFrame(
-        [{"step": s, "pool": p, "accuracy": a} for s, (add, bind) in acc.items() for p, a in (("0var_train", add), ("1var_train", bind))]
+        [{"step": s, "pool": p, "accuracy": a} for s, x, y in zip(steps, add, bind)
+         for p, a in (("0var_train", x), ("1var_train", y), *((m, y) for m in misplaced))]
     )
-    assert after_phase1_step(history, [0, 100, 200, 300, 400]) == 300
-    assert after_phase1_step(history, [0, 100, 400]) == 100  # no kept step with addition learnt
-    assert after_phase1_step(history, [400]) == 400
-    with pytest.raises(ValueError, match="checkpoint"):
-        after_phase1_step(history, [50])
+    assert after_phase1_step(history, [0, 500, 1000, 1500, 2500, 3000]) == 1500
+    assert after_phase1_step(history, [0, 300, 2500]) == 300  # nothing kept between phase 1 and the jump
+    flat = history.assign(accuracy=lambda h: h["accuracy"].where(h["pool"] == "0var_train", 0.3))
+    assert after_phase1_step(flat, [0, 1000, 3000]) == 3000  # no jump: the last checkpoint
+    with pytest.raises(ValueError, match="checkpoints"):
+        after_phase1_step(history, [])
 
 
 def test_gradient_split_by_keys_adds_up_to_the_full_gradient(tiny):

@@ -23,6 +23,7 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add.circuits import variable_directions
+from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import TaskConfig
 
 
@@ -132,18 +133,20 @@ def associative_memory_block(model: torch.nn.Module, task_cfg: TaskConfig) -> np
     return (gram @ gram).numpy().astype(np.float64)
 
 
-def after_phase1_step(history: pd.DataFrame, checkpoints: list[int], add_level: float = 0.9, bind_level: float = 0.5) -> int:
-    """The checkpoint chapter 10 differentiates at: the last kept step at which variable binding
-    has not started (1-var train accuracy < ``bind_level``), preferring steps where addition is
-    learnt (0-var train accuracy >= ``add_level``). Falls back to the last pre-binding step, then
-    to the first checkpoint."""
-    acc = history.pivot(index="step", columns="pool", values="accuracy")
-    steps = [s for s in sorted(checkpoints) if s in acc.index]
+def after_phase1_step(history: pd.DataFrame, checkpoints: list[int]) -> int:
+    """The checkpoint chapter 10 differentiates at: the last kept step before the phase-2
+    (variable-binding) jump that :func:`mechbook.assign_add.phases.detect_phases` finds in the
+    history, and not before phase 1 (addition) when that is detected. Without a detected jump (a
+    run too short to bind) it is the last kept step."""
+    steps = sorted(checkpoints)
     if not steps:
-        raise ValueError("no checkpoint step appears in the history; pass TrainResult.history and its checkpoints")
-    before = [s for s in steps if acc.loc[s, "1var_train"] < bind_level]
-    learnt = [s for s in before if acc.loc[s, "0var_train"] >= add_level]
-    return (learnt or before or steps[:1])[-1]
+        raise ValueError("no checkpoints: pass TrainResult.checkpoints (a run keeps at least its last step)")
+    found = detect_phases(history)
+    if found.phase2 is None:
+        return steps[-1]
+    before = [s for s in steps if s < found.phase2]
+    settled = [s for s in before if found.phase1 is not None and s >= found.phase1]
+    return (settled or before or steps[:1])[-1]
 
 
 def score_gradients(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
