@@ -132,3 +132,22 @@ def test_gradient_split_by_keys_adds_up_to_the_full_gradient(tiny):
     query = qk2_gradient_by_keys(model, tokens, labels, [12, 13, 14, 15])
     torch.testing.assert_close(context + query, full, rtol=1e-9, atol=1e-12)
     assert not torch.allclose(context, full)
+
+
+def test_gradient_block_over_training_reads_every_checkpoint(tmp_path, monkeypatch):
+    from mechbook.assign_add.circuits import block_diagonality
+    from mechbook.assign_add.train import TrainConfig, load_model, train
+    from mechbook.assign_add.theory import gradient_block_over_training
+
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    monkeypatch.setenv("MECHBOOK_QUIET", "1")
+    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, eval_per_pool=4, keep_every=2, resume_every=2,
+                      model=ModelConfig(d_model=6, d_head=4, d_mlp=8))
+    result = train(cfg, device="cpu")
+    tokens, labels = (torch.from_numpy(x) for x in Task().sample(16, np.random.default_rng(1)))
+    table = gradient_block_over_training(result, tokens, labels)
+    assert list(table["step"]) == sorted(result.checkpoints)
+    last = load_model(result, max(result.checkpoints)).double()
+    expected = block_diagonality(gradient_variable_block(last, Task().cfg, tokens, labels))["ratio"]
+    assert table["ratio"].iloc[-1] == pytest.approx(expected, rel=1e-3)  # float16 checkpoint vs float32 final
+    assert gradient_block_over_training(result, tokens, labels).equals(table)  # from the cache

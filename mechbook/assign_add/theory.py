@@ -16,15 +16,19 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from mechbook.assign_add import circuits
 from mechbook.assign_add.circuits import variable_directions
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import TaskConfig
+from mechbook.assign_add.train import TrainResult, load_model
+from mechbook.cache import cached, code_version, fingerprint
 
 
 @dataclass(frozen=True)
@@ -180,3 +184,31 @@ def qk2_gradient_by_keys(model: torch.nn.Module, tokens: torch.Tensor, labels: t
     ds, x = score_gradients(model, tokens, labels)
     idx = torch.as_tensor(keys, dtype=torch.long)
     return torch.einsum("bk,bd,bke->de", ds[:, idx], x[:, -1], x[:, idx])
+
+
+def gradient_block_over_training(result: TrainResult, tokens: torch.Tensor, labels: torch.Tensor) -> pd.DataFrame:
+    """The uniform-attention gradient block at every kept checkpoint of ``result`` (chapter 10):
+    columns ``step``, ``ratio``, ``rows_diag_max`` (:func:`circuits.block_diagonality` of
+    ``-U dL/dM U^T`` with that checkpoint's ``U``) and ``similarity`` (to the final model's learned
+    block). Cached on the final weights, the kept steps, the batch and this module's code."""
+    task_cfg = result.config.task
+
+    def compute() -> pd.DataFrame:
+        learned = circuits.variable_qk_block(load_model(result).double(), task_cfg)
+        rows = []
+        for step in sorted(result.checkpoints):
+            model = load_model(result, step).double()
+            block = gradient_variable_block(model, task_cfg, tokens, labels)
+            stats = circuits.block_diagonality(block)
+            rows.append({"step": step, "ratio": stats["ratio"], "rows_diag_max": stats["rows_diag_max"],
+                         "similarity": block_similarity(block, learned)})
+        return pd.DataFrame(rows)
+
+    key = {
+        "weights": fingerprint(result.final_state),
+        "steps": sorted(result.checkpoints),
+        "tokens": tokens,
+        "labels": labels,
+        "code": code_version(sys.modules[__name__], circuits),
+    }
+    return cached("assign_add_gradient_blocks", key, compute)
