@@ -12,7 +12,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechbook.leading_terms.stats import corpus_stats, literal_stats, softmax_jacobian_tensor
+from scipy import sparse
+
+from mechbook.leading_terms.stats import (
+    _derived,
+    _lag_offsets,
+    _pair_sum,
+    corpus_stats,
+    literal_stats,
+    softmax_jacobian_tensor,
+    sparse_derived,
+)
 
 FIELDS = ("B", "Phi", "Sigma_B", "BPhi_T", "G", "Q", "P")
 
@@ -41,6 +51,38 @@ def test_fast_equals_literal(corpus, chunk):
     for name in FIELDS:
         assert_rel_close(getattr(fast, name), getattr(slow, name))
     assert (fast.n_sequences, fast.context, fast.vocab_size) == (tokens.shape[0], tokens.shape[1] - 1, V)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.floats(0.0, 0.9), st.integers(0, 2**31 - 1))
+def test_sparse_derived_equals_the_dense_products(V, density, seed):
+    """Sigma_B, (B Phi)^T and G from a sparse C and alpha (B = C - alpha 1^T) equal the dense
+    products of _derived, for any sparsity (empty rows and columns included). Entries are small
+    multiples of 1/64 and Phi's columns sum to exactly zero (as the centring makes them), so the
+    dense form holds no round-off of the dropped term alpha (1^T Phi) = 0."""
+    rng = np.random.default_rng(seed)
+    dense_C = np.where(rng.random((V, V)) < density, rng.integers(1, 64, (V, V)) / 64, 0.0)
+    alpha = rng.integers(0, 64, V) / 64
+    Phi = rng.integers(-8, 9, (V, V)) / 64
+    Phi[-1] -= Phi.sum(0)
+    Sigma_B, BPhi_T, G = sparse_derived(sparse.csr_array(dense_C), alpha, Phi)
+    for fast, dense in zip((Sigma_B, BPhi_T, G), _derived(dense_C - alpha[:, None], Phi)):
+        assert_rel_close(fast, dense, rel=1e-12, atol=0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_lag_layout_lists_every_pair_once(T, n, seed):
+    """_pair_sum writes left[t] + right[i] for every pair i <= t exactly once, lag d = t - i in
+    segment d of _lag_offsets, i increasing within it."""
+    rng = np.random.default_rng(seed)
+    left, right = rng.integers(0, 1000, (n, T)) * 1000, rng.integers(0, 1000, (n, T))
+    offsets = _lag_offsets(T)
+    out = _pair_sum(left, right, offsets, np.empty((n, T * (T + 1) // 2), dtype=np.intp))
+    for row in range(n):
+        expected = [left[row, t] + right[row, t - d] for d in range(T) for t in range(d, T)]
+        assert out[row].tolist() == expected
+    assert offsets.tolist() == [sum(T - e for e in range(d)) for d in range(T + 1)]
 
 
 def test_literal_matches_an_independent_loop_over_pairs():

@@ -18,22 +18,28 @@ position bias after s steps from zero are about (eta^4 s^4 / 8) Q and (eta^4 s^4
 
 :func:`corpus_stats` is the fast streaming form: with g_j = G[x_j, y_t] - mean_c G[x_j, c],
 sum_j J_t[i, j] g_j = (g_i - mean_{j<=t} g_j) / (t+1), so each sequence costs O(T^2) pairs
-(i <= t) instead of a T x T x T tensor. :func:`literal_stats` evaluates the formulas as written
-(dense one-hots, the J tensor) and is the test oracle.
+(i <= t) instead of a T x T x T tensor; and B is a sparse bigram matrix minus a rank-one centring
+term, so Sigma_B, (B Phi)^T and G come from sparse products (:func:`sparse_derived`) instead of
+dense |V|^3 ones. :func:`literal_stats` evaluates the formulas as written (dense one-hots, dense
+products, the J tensor) and is the test oracle.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from mechbook.progress import progress
 
 
 @dataclass(frozen=True)
 class CorpusStats:
-    """B, Phi, Sigma_B, (B Phi)^T, G, Q (all |V| x |V|) and P (length T), float64."""
+    """B, Phi, Sigma_B, (B Phi)^T, G, Q (all |V| x |V|) and P (length T), float64.
+
+    From :func:`corpus_stats`, BPhi_T and G are transposed views (Fortran order)."""
 
     B: np.ndarray
     Phi: np.ndarray
@@ -62,17 +68,66 @@ def _check_tokens(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
 
 
 def _derived(B: np.ndarray, Phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sigma_B = B^T B, (B Phi)^T = Phi^T B^T and G = (B Phi)^T B."""
+    """Sigma_B = B^T B, (B Phi)^T = Phi^T B^T and G = (B Phi)^T B as dense products (the literal form)."""
     Sigma_B = B.T @ B
     BPhi_T = Phi.T @ B.T
     return Sigma_B, BPhi_T, BPhi_T @ B
 
 
-def corpus_stats(tokens: np.ndarray, vocab_size: int, *, chunk: int = 256) -> CorpusStats:
+def sparse_derived(C: sparse.csr_array, alpha: np.ndarray, Phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sigma_B = B^T B, (B Phi)^T and G = (B Phi)^T B for B = C - alpha 1^T with C sparse.
+
+    In :func:`corpus_stats` C is the bigram count matrix divided by N T (nonzeros: the distinct
+    bigrams of the corpus) and alpha = p(x)/|V|, so each product costs O(nnz(C) |V|) instead of the
+    |V|^3 of the dense form :func:`_derived`:
+
+        Sigma_B = C^T C - u 1^T - 1 u^T + (alpha . alpha) 1 1^T,   u = C^T alpha
+        B Phi   = C Phi                          (1^T Phi = 0: Phi's columns are centred)
+        G^T     = B^T (B Phi) = C^T (B Phi) - 1 (alpha^T B Phi)
+
+    The same mathematics as :func:`_derived` up to float rounding (the tests compare them).
+    Sigma_B is computed on a second thread while the G chain runs (scipy releases the GIL).
+    (B Phi)^T and G are returned as transposed views. Used by chapters 1-6 through corpus_stats.
+    """
+    CT = C.T
+
+    def sigma() -> np.ndarray:
+        Sigma_B = (CT @ C).toarray()
+        u = CT @ alpha
+        Sigma_B -= u[:, None]
+        Sigma_B -= (u - alpha @ alpha)[None, :]
+        return Sigma_B
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        Sigma_B = pool.submit(sigma)
+        BPhi = np.asarray(C @ Phi)
+        GT = np.asarray(CT @ BPhi)
+        GT -= alpha @ BPhi
+        return Sigma_B.result(), BPhi.T, GT.T
+
+
+def _lag_offsets(T: int) -> np.ndarray:
+    """Start of each lag's segment in the lag-major pair layout, plus the end (length T+1).
+
+    Pairs (t, i <= t) are laid out by lag d = t - i, then by i: segment d holds the T - d pairs
+    (t, i) = (d + k, k), k = 0..T-d-1, so every per-lag operation is on contiguous slices."""
+    return np.concatenate([[0], np.cumsum(np.arange(T, 0, -1))])
+
+
+def _pair_sum(left: np.ndarray, right: np.ndarray, offsets: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out[n, pair (t, i)] = left[n, t] + right[n, i] over all pairs i <= t, in the lag layout."""
+    T = left.shape[1]
+    for d in range(T):
+        np.add(left[:, d:], right[:, : T - d], out=out[:, offsets[d] : offsets[d + 1]])
+    return out
+
+
+def corpus_stats(tokens: np.ndarray, vocab_size: int, *, chunk: int = 64) -> CorpusStats:
     """All Part I statistics of ``tokens`` (N, T+1), streamed over chunks of ``chunk`` sequences.
 
-    Two passes: counts for B and Phi (hence G), then Q and P. Working memory is O(|V|^2) for the
-    maps plus O(chunk T^2) for one chunk's (t, i <= t) pairs, whatever N.
+    Two passes: counts for B and Phi (hence G, by :func:`sparse_derived`), then Q and P. Pairs
+    (t, i <= t) are laid out by lag (:func:`_lag_offsets`). Working memory is O(|V|^2) for the
+    maps plus O(chunk T^2) for one chunk's pairs, whatever N.
     """
     tokens = _check_tokens(tokens, vocab_size)
     if chunk < 1:
@@ -80,37 +135,59 @@ def corpus_stats(tokens: np.ndarray, vocab_size: int, *, chunk: int = 256) -> Co
     N, T = tokens.shape[0], tokens.shape[1] - 1
     V = vocab_size
     NT = N * T
-    ti, ii = np.tril_indices(T)  # every pair i <= t, ordered by t then i
-    inv_t1 = 1.0 / (ti + 1.0)
+    offsets = _lag_offsets(T)
+    t_of_pair = np.concatenate([np.arange(d, T) for d in range(T)])
+    inv_t1 = 1.0 / np.arange(1, T + 1)
+    size = min(chunk, N)
+    weights = np.tile(inv_t1[t_of_pair] / NT, (size, 1))  # 1/((t+1) N T) for every pair of a full chunk
+    tail = np.cumsum(inv_t1[::-1])[::-1] / NT  # sum_{t>=i} 1/((t+1) N T): Phi's column mass of x_i
+    idx = np.empty((size, offsets[-1]), dtype=np.intp)
     starts = range(0, N, chunk)
 
-    bigram = np.zeros(V * V)
-    context = np.zeros(V * V)
+    B = np.zeros(V * V)  # bigram frequencies p(x, y), then B in place (no second |V|^2 array)
+    occurs = np.zeros(V * V, dtype=bool)  # which bigrams occur: the sparsity pattern of C
+    current = np.zeros(V)  # how often each token is the current one
+    Phi = np.zeros(V * V)  # sum of 1/((t+1) N T) over pairs (y_t, x_i), then Phi in place
+    column_mass = np.zeros(V)  # Phi's column sums before centring
     for s in progress(starts, desc="B, Phi", total=len(starts)):
         x, y = tokens[s : s + chunk, :-1], tokens[s : s + chunk, 1:]
-        bigram += np.bincount((x * V + y).ravel(), minlength=V * V)
-        pair_idx = (y[:, ti] * V + x[:, ii]).ravel()
-        context += np.bincount(pair_idx, weights=np.broadcast_to(inv_t1, (x.shape[0], ti.size)).ravel(), minlength=V * V)
-    B = bigram.reshape(V, V)  # counts, centred and scaled in place (no second |V|^2 array)
-    B -= B.sum(1, keepdims=True) / V
-    B /= NT
-    Phi = context.reshape(V, V)
-    Phi -= Phi.sum(0, keepdims=True) / V
-    Phi /= NT
-    Sigma_B, BPhi_T, G = _derived(B, Phi)
+        n = x.shape[0]
+        bigram = (x * V + y).ravel()
+        np.add.at(B, bigram, 1.0 / NT)
+        occurs[bigram] = True
+        current += np.bincount(x.ravel(), minlength=V)
+        column_mass += np.bincount(x.ravel(), weights=np.tile(tail, n), minlength=V)
+        np.add.at(Phi, _pair_sum(y * V, x, offsets, idx[:n]).ravel(), weights[:n].ravel())
+    seen = np.flatnonzero(occurs)
+    rows, cols = np.divmod(seen, V)
+    C = sparse.csr_array((B[seen], cols, np.searchsorted(rows, np.arange(V + 1))), shape=(V, V))
+    alpha = current / (V * NT)
+    B = B.reshape(V, V)
+    B -= alpha[:, None]
+    Phi = Phi.reshape(V, V)
+    Phi -= column_mass / V
+    Sigma_B, BPhi_T, G = sparse_derived(C, alpha, Phi)
 
-    G_c = G - G.mean(1, keepdims=True)  # g_j = G_c[x_j, y_t]
-    offsets = ti.searchsorted(np.arange(T))  # first pair of each t
+    GT = G.T.ravel()  # G[x_i, y_t] at y_t V + x_i; G's rows sum to zero (B's do), so g_j = G[x_j, y_t]
+    mean_weight = inv_t1**2 / NT
+    g = np.empty(idx.shape)
     Q = np.zeros(V * V)
-    P = np.zeros(T)
+    lag_sums = np.zeros(offsets[-1])
     for s in progress(starts, desc="Q, P", total=len(starts)):
         x, y = tokens[s : s + chunk, :-1], tokens[s : s + chunk, 1:]
-        g = G_c[x[:, ii], y[:, ti]]
-        g_mean = np.add.reduceat(g, offsets, axis=1) / np.arange(1, T + 1)
-        w = (g - g_mean[:, ti]) * inv_t1
-        Q += np.bincount((x[:, ti] * V + x[:, ii]).ravel(), weights=w.ravel(), minlength=V * V)
-        P += np.bincount(ti - ii, weights=w.sum(0), minlength=T)
-    return CorpusStats(B, Phi, Sigma_B, BPhi_T, G, Q.reshape(V, V) / NT, P / NT, N, T, V)
+        n = x.shape[0]
+        gn = np.take(GT, _pair_sum(y * V, x, offsets, idx[:n]), out=g[:n], mode="clip")  # ids are in range
+        c = np.zeros((n, T))  # sum_{j<=t} g_j, then m_t / ((t+1) N T)
+        for d in range(T):
+            c[:, d:] += gn[:, offsets[d] : offsets[d + 1]]
+        c *= mean_weight
+        gn *= weights[:n]
+        for d in range(T):  # w / (N T) = (g_i - m_t) / ((t+1) N T)
+            gn[:, offsets[d] : offsets[d + 1]] -= c[:, d:]
+        lag_sums += gn.sum(0)
+        np.add.at(Q, _pair_sum(x * V, x, offsets, idx[:n]).ravel(), gn.ravel())
+    P = np.add.reduceat(lag_sums, offsets[:-1])
+    return CorpusStats(B, Phi, Sigma_B, BPhi_T, G, Q.reshape(V, V), P, N, T, V)
 
 
 def softmax_jacobian_tensor(T: int) -> np.ndarray:
