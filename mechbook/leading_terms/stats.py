@@ -139,7 +139,9 @@ def corpus_stats(tokens: np.ndarray, vocab_size: int, *, chunk: int = 64) -> Cor
     t_of_pair = np.concatenate([np.arange(d, T) for d in range(T)])
     inv_t1 = 1.0 / np.arange(1, T + 1)
     size = min(chunk, N)
-    weights = np.tile(inv_t1[t_of_pair] / NT, (size, 1))  # 1/((t+1) N T) for every pair of a full chunk
+    # 1/((t+1) N T) for every pair of a full chunk: np.add.at gets full-size values, since numpy
+    # 2.4 returns nan (or crashes) when they are broadcast against a 2-D index
+    weights = np.tile(inv_t1[t_of_pair] / NT, (size, 1))
     tail = np.cumsum(inv_t1[::-1])[::-1] / NT  # sum_{t>=i} 1/((t+1) N T): Phi's column mass of x_i
     idx = np.empty((size, offsets[-1]), dtype=np.intp)
     starts = range(0, N, chunk)
