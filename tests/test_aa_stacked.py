@@ -1,0 +1,80 @@
+"""Stacked training (mechbook.assign_add.stacked, chapter 11): K runs at once equal K runs alone."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from mechbook.assign_add.model import ModelConfig
+from mechbook.assign_add.stacked import _draw_stream, check_stackable, load_or_train_stacked, train_stacked
+from mechbook.assign_add.task import Task
+from mechbook.assign_add.train import TrainConfig, train, with_overrides
+
+BASE = TrainConfig(
+    steps=24, batch_size=16, eval_every=8, eval_per_pool=8, keep_every=8, resume_every=8,
+    model=ModelConfig(d_model=16, d_head=16, d_mlp=32),
+)
+RUNS = [
+    with_overrides(BASE, task__train_pair_fraction=0.3),
+    with_overrides(BASE, task__two_var_fraction=0.5, seed=7, model__seed=3),
+    with_overrides(BASE, task__train_pair_fraction=0.9, model__seed=11),
+]
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("MECHBOOK_QUIET", "1")
+
+
+def test_each_stacked_run_matches_training_it_alone():
+    stacked = train_stacked(RUNS, device="cpu", chunk=5)
+    for cfg, got in zip(RUNS, stacked):
+        alone = train(cfg, device="cpu")
+        for name, w in alone.final_state.items():
+            torch.testing.assert_close(got.final_state[name], w, rtol=1e-5, atol=1e-6)
+        a = alone.history.set_index(["step", "pool"]).sort_index()
+        b = got.history.set_index(["step", "pool"]).sort_index()
+        assert a.index.equals(b.index)
+        np.testing.assert_allclose(b["accuracy"], a["accuracy"], atol=1e-6)
+        np.testing.assert_allclose(b["loss"], a["loss"], rtol=1e-4, atol=1e-5)
+        assert list(got.checkpoints) == [cfg.steps]
+
+
+def test_the_stream_does_not_depend_on_chunks_or_workers():
+    one = train_stacked(RUNS[:2], device="cpu", chunk=24, workers=1)
+    pooled = train_stacked(RUNS[:2], device="cpu", chunk=7, workers=2)
+    for a, b in zip(one, pooled):
+        for name in a.final_state:
+            assert torch.equal(a.final_state[name], b.final_state[name])
+
+
+def test_draw_stream_continues_the_generator_like_train():
+    cfg = RUNS[0]
+    task = Task(cfg.task)
+    rng = np.random.default_rng(cfg.seed)
+    expected = [task.sample(cfg.batch_size, rng) for _ in range(5)]
+    x1, y1, state = _draw_stream(cfg.task, cfg.seed, None, cfg.batch_size, 2)
+    x2, y2, _ = _draw_stream(cfg.task, cfg.seed, state, cfg.batch_size, 3)
+    for i, (x, y) in enumerate(expected):
+        xs, ys = (x1[i], y1[i]) if i < 2 else (x2[i - 2], y2[i - 2])
+        assert np.array_equal(xs, x) and np.array_equal(ys, y)
+
+
+def test_runs_that_cannot_share_a_stack_are_refused_with_the_field():
+    with pytest.raises(ValueError, match="lr"):
+        check_stackable([BASE, dataclasses.replace(BASE, lr=0.01)])
+    with pytest.raises(ValueError, match="shape"):
+        check_stackable([BASE, with_overrides(BASE, model__d_mlp=64)])
+    with pytest.raises(ValueError, match="at least one"):
+        check_stackable([])
+    check_stackable([BASE, with_overrides(BASE, model__seed=5, seed=9)])
+
+
+def test_stacked_results_are_cached_as_a_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    first = load_or_train_stacked(RUNS[:2], device="cpu")
+    again = load_or_train_stacked(RUNS[:2], device="cpu")
+    assert len(list((tmp_path / "assign_add_stacked").glob("*.pt"))) == 1
+    for a, b in zip(first, again):
+        assert a.history.equals(b.history)
