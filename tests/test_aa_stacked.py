@@ -78,3 +78,14 @@ def test_stacked_results_are_cached_as_a_whole(tmp_path, monkeypatch):
     assert len(list((tmp_path / "assign_add_stacked").glob("*.pt"))) == 1
     for a, b in zip(first, again):
         assert a.history.equals(b.history)
+
+
+def test_default_workers_use_spare_cores_on_a_gpu_only(monkeypatch):
+    from mechbook.assign_add import stacked
+
+    monkeypatch.setattr(stacked.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert stacked.default_workers(20, "cpu") == 1
+    assert stacked.default_workers(20, "cuda") == 7
+    assert stacked.default_workers(3, "cuda:0") == 3
+    monkeypatch.setattr(stacked.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert stacked.default_workers(20, "cuda") == 1

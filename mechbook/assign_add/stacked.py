@@ -124,11 +124,13 @@ class _Streams:
 
 
 def default_workers(n_runs: int, device: str) -> int:
-    """Processes drawing batches: one per run up to the spare cores on a GPU machine (the GPU
-    outpaces one core drawing K batches); 1 (in-process) on a CPU, where the steps are the cost."""
+    """Processes drawing batches: one per run up to the cores this process may use, less one, on a
+    GPU machine (the GPU outpaces one core drawing K batches); 1 (in-process) on a CPU, where the
+    steps are the cost, or where only one core is available."""
     if not str(device).startswith("cuda"):
         return 1
-    return max(1, min(n_runs, (os.cpu_count() or 2) - 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(n_runs, cores - 1))
 
 
 def train_stacked(
