@@ -6,7 +6,8 @@ M = W^(1), V^(1); position bias by one precomputed index) against the
 literal formulation :func:`~mechbook.leading_terms.model.dense_reference_logits` (one-hot matmuls
 at every layer, DM(P) filled in a Python loop) at the same size, after checking that both give the
 same loss and gradients. Prints a table and a final JSON line; exits 1 if they disagree or the
-speed-up is below ``--target``.
+speed-up is below ``--target``. The two take turns step by step, so that other load on the machine
+falls on both alike.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=64, help="T (default 64)")
     p.add_argument("--batch", type=int, default=128, help="sequences per step (default 128)")
     p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--steps", type=int, default=5, help="timed steps per formulation (default 5)")
+    p.add_argument("--steps", type=int, default=9, help="timed steps per formulation (default 9)")
     p.add_argument("--quick", action="store_true", help="small size (|V| 64, T 16, batch 32) for a fast check")
     p.add_argument("--target", type=float, default=2.0, help="required speed-up (default 2)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present)")
@@ -39,21 +40,24 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def _seconds_per_step(model: AttentionModel, forward: Callable[[torch.Tensor], torch.Tensor], seqs: torch.Tensor, steps: int) -> float:
-    """Median wall time of one SGD step (lr 0: the weights, hence the work, stay the same)."""
+def _seconds_per_step(model: AttentionModel, forwards: list[Callable[[torch.Tensor], torch.Tensor]], seqs: torch.Tensor, steps: int) -> list[float]:
+    """Median wall time of one SGD step (lr 0: the weights, hence the work, stay the same) for each
+    forward. The forwards take turns, one step each per round after one untimed round, so that
+    load from other processes on a shared machine falls on all of them alike."""
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    times = []
+    times: list[list[float]] = [[] for _ in forwards]
     for _ in range(steps + 1):
-        if seqs.is_cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        _loss(forward(seqs[:, :-1]), seqs[:, 1:]).backward()
-        opt.step()
-        if seqs.is_cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return sorted(times[1:])[len(times[1:]) // 2]
+        for forward, spent in zip(forwards, times):
+            if seqs.is_cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            _loss(forward(seqs[:, :-1]), seqs[:, 1:]).backward()
+            opt.step()
+            if seqs.is_cuda:
+                torch.cuda.synchronize()
+            spent.append(time.perf_counter() - start)
+    return [sorted(spent[1:])[len(spent[1:]) // 2] for spent in times]
 
 
 def main(argv: list[str]) -> int:
@@ -77,8 +81,7 @@ def main(argv: list[str]) -> int:
     grad_diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(g_fast, g_dense))
     agree = loss_diff < 1e-4 * max(1.0, abs(dense_loss.item())) and grad_diff < 1e-3
 
-    fast = _seconds_per_step(model, model, seqs, args.steps)
-    dense = _seconds_per_step(model, lambda x: dense_reference_logits(model, x), seqs, args.steps)
+    fast, dense = _seconds_per_step(model, [model, lambda x: dense_reference_logits(model, x)], seqs, args.steps)
     speedup = dense / fast
     print(f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on {model.W_O.device}")
     print(f"  fast (gathers, layer-1 expansion): {fast * 1e3:9.1f} ms/step")
