@@ -27,8 +27,8 @@ def test_fresh_model_is_all_zero_and_predicts_uniformly():
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 1000), batch=st.integers(1, 4), length=st.integers(1, 7), layers=st.integers(1, 4))
 def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, length, layers):
-    """The hook-free path (gathers at layer 0, the h^(1) M = M[x] + A^(0) (V^(0) M)[x] expansion at
-    layer 1) against the literal one-hot formulation, for 1 to 4 layers."""
+    """The hook-free path (gathers in layer 1, the h^(1) M = M[x] + A^(1) (V^(1) M)[x] expansion in
+    layer 2) against the literal one-hot formulation, for 1 to 4 layers."""
     model = random_model(seed=seed, layers=layers)
     gen = torch.Generator().manual_seed(seed)
     seqs = torch.randint(0, 11, (batch, length + 1), generator=gen)

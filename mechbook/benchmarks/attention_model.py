@@ -1,8 +1,8 @@
 """Benchmark of chapter 3's training step: ``python -m mechbook bench attention-model [--quick]``.
 
 Times SGD steps (forward, backward, update) of :class:`~mechbook.leading_terms.model.AttentionModel`
-(layer 0 as gathers W[x_t, x_j] and V[x]; layer 1 as h^(1) M = M[x] + A^(0) (V^(0) M)[x] for
-M = W^(1), V^(1); position bias by one precomputed index) against the
+(layer 1 as gathers W^(1)[x_t, x_j] and V^(1)[x]; layer 2 from h^(1) M = M[x] + A^(1) (V^(1) M)[x]
+for M = W^(2), V^(2); position bias by one precomputed index) against the
 literal formulation :func:`~mechbook.leading_terms.model.dense_reference_logits` (one-hot matmuls
 at every layer, DM(P) filled in a Python loop) at the same size, after checking that both give the
 same loss and gradients. Prints a table and a final JSON line; exits 1 if they disagree or the
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     fast, dense = _seconds_per_step(model, [model, lambda x: dense_reference_logits(model, x)], seqs, args.steps)
     speedup = dense / fast
     print(f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on {model.W_O.device}")
-    print(f"  fast (gathers, layer-1 expansion): {fast * 1e3:9.1f} ms/step")
+    print(f"  fast (gathers, layer-2 expansion): {fast * 1e3:9.1f} ms/step")
     print(f"  dense (one-hot + loop bias):       {dense * 1e3:9.1f} ms/step")
     print(f"  speed-up {speedup:.1f}x (target {args.target}x); |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}")
     ok = agree and speedup >= args.target

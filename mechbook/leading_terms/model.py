@@ -11,9 +11,9 @@ LayerNorm, MLP or bias. Hook points follow TransformerLens names so ``run_with_c
 position bias and mask included), ``blocks.{l}.attn.hook_pattern``, ``blocks.{l}.hook_attn_out``,
 ``blocks.{l}.hook_resid_post``.
 
-In training (no hooks attached) layers 0 and 1 never multiply by a |V|-wide residual: h^(0) W h^(0)^T
-is the gather W[x_t, x_j], h^(0) V is V[x], and h^(1) M = M[x] + A^(0) (V^(0) M)[x] for M = W^(1), V^(1)
-(see :meth:`AttentionModel._fast_logits`). :func:`dense_reference_logits` is the literal formulation
+In training (no hooks attached) the first two layers never multiply by a |V|-wide residual:
+h^(0) W h^(0)^T is the gather W[x_t, x_j], h^(0) V is V[x], and h^(1) M = M[x] + A^(1) (V^(1) M)[x]
+for M = W^(2), V^(2) (see :meth:`AttentionModel._fast_logits`). :func:`dense_reference_logits` is the literal formulation
 (one-hot matmuls, a position bias built in a Python loop), kept as the oracle for tests and the
 benchmark.
 """
@@ -101,7 +101,7 @@ class Block(nn.Module):
 class AttentionModel(HookedRootModule):
     """The paper's L-layer attention-only model (chapters 2-5); ``forward`` returns logits.
 
-    Without hooks, layers 0 and 1 read the tokens directly (:meth:`_fast_logits`). With any hook
+    Without hooks, the first two layers read the tokens directly (:meth:`_fast_logits`). With any hook
     attached, every layer multiplies the (possibly edited) residual as the definition says, so
     hooks see and change exactly the definition's activations.
     """
@@ -143,14 +143,14 @@ class AttentionModel(HookedRootModule):
         return resid @ self.W_O
 
     def _fast_logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The logits of :meth:`forward` without hooks: layers 0 and 1 read from the tokens.
+        """The logits of :meth:`forward` without hooks: the first two layers read from the tokens.
 
-        Layer 0: h^(0) W h^(0)^T is the gather W[x_t, x_j] and h^(0) V is V[x], so
-        h^(1) = X + A^(0) V^(0)[x]. Layer 1: every product h^(1) M is therefore
-        M[x] + A^(0) (V^(0) M)[x], here for M = W^(1) and V^(1): a |V|^3 product and a
-        (batch, T, T) x (batch, T, |V|) attention product instead of a (batch T) x |V| x |V| one
-        (at |V| = 256, T = 64: T/|V| = 1/4 of the multiply-adds). Layers >= 2 multiply the dense
-        residual: there the same expansion needs three attention products per matrix, which
+        Layer 1: h^(0) W^(1) h^(0)^T is the gather W^(1)[x_t, x_j] and h^(0) V^(1) is V^(1)[x], so
+        h^(1) = X + A^(1) V^(1)[x], A^(1) the layer's attention pattern. Layer 2: every product
+        h^(1) M is therefore M[x] + A^(1) (V^(1) M)[x], here for M = W^(2) and V^(2): a |V|^3 product
+        and a (batch, T, T) x (batch, T, |V|) attention product instead of a (batch T) x |V| x |V|
+        one (at |V| = 256, T = 64: T/|V| = 1/4 of the multiply-adds). Later layers multiply the
+        dense residual: there the same expansion needs three attention products per matrix, which
         measured slower than the one dense product. Exact up to float rounding (tests compare it
         with :func:`dense_reference_logits`).
         """
@@ -168,8 +168,8 @@ class AttentionModel(HookedRootModule):
         resid = torch.baddbmm(one_hot, pattern, rows(first.V))  # h^(1)
         if len(self.blocks) > 1:
             second = self.blocks[1].attn
-            query_key = torch.baddbmm(rows(second.W), pattern, rows(first.V @ second.W))  # h^(1) W^(1)
-            values = torch.baddbmm(rows(second.V), pattern, rows(first.V @ second.V))  # h^(1) V^(1)
+            query_key = torch.baddbmm(rows(second.W), pattern, rows(first.V @ second.W))  # h^(1) W^(2)
+            values = torch.baddbmm(rows(second.V), pattern, rows(first.V @ second.V))  # h^(1) V^(2)
             resid = torch.baddbmm(resid, second.pattern(query_key @ resid.transpose(1, 2)), values)
         for block in self.blocks[2:]:
             attn = block.attn
