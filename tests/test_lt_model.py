@@ -39,7 +39,7 @@ def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, lengt
     g_fast = torch.autograd.grad(torch.nn.functional.cross_entropy(fast.reshape(-1, 11), targets), list(model.parameters()))
     g_slow = torch.autograd.grad(torch.nn.functional.cross_entropy(slow.reshape(-1, 11), targets), list(model.parameters()))
     for a, b in zip(g_fast, g_slow):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max()))  # round-off relative to the largest entry
 
 
 def test_position_index_builds_dm_by_its_definition():
@@ -130,4 +130,4 @@ def test_hooked_path_computes_the_fast_paths_logits_and_gradients(seed, layers):
     model.reset_hooks()
     torch.testing.assert_close(fast, hooked, rtol=1e-10, atol=1e-10)
     for a, b in zip(g_fast, g_hooked):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max()))  # round-off relative to the largest entry
