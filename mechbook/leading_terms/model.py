@@ -182,8 +182,8 @@ class AttentionModel(HookedRootModule):
         first = self.blocks[0].attn
         pairs = (tokens[:, :, None] * v + tokens[:, None, :]).reshape(-1)
         pattern = first.pattern(_Gather.apply(first.W.reshape(-1), pairs).view(batch, n, n))
-        one_hot = torch.zeros(batch, n, v, dtype=self.W_O.dtype, device=tokens.device).scatter_(-1, tokens[..., None], 1.0)
-        resid = torch.baddbmm(one_hot, pattern, rows(first.V))  # h^(1)
+        ones = torch.ones(batch, n, 1, dtype=self.W_O.dtype, device=tokens.device)
+        resid = (pattern @ rows(first.V)).scatter_add_(-1, tokens[..., None], ones)  # h^(1) = A^(1) V^(1)[x] + X
         if len(self.blocks) > 1:
             second = self.blocks[1].attn
             query_key = torch.baddbmm(rows(second.W), pattern, rows(first.V @ second.W))  # h^(1) W^(2)
