@@ -69,6 +69,9 @@ def test_runs_that_cannot_share_a_stack_are_refused_with_the_field():
     with pytest.raises(ValueError, match="at least one"):
         check_stackable([])
     check_stackable([BASE, with_overrides(BASE, model__seed=5, seed=9)])
+    big = with_overrides(BASE, task__modulus=257, model__d_out=257, model__d_vocab=BASE.task.d_vocab + 257 - BASE.task.modulus)
+    with pytest.raises(ValueError, match="uint8"):
+        check_stackable([big])
 
 
 def test_stacked_results_are_cached_as_a_whole(tmp_path, monkeypatch):

@@ -55,6 +55,11 @@ def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
     if not cfgs:
         raise ValueError("train_stacked needs at least one TrainConfig")
     first = cfgs[0]
+    if first.task.d_vocab > 256 or first.task.modulus > 256:
+        raise ValueError(
+            f"stacked training stores tokens and labels as uint8, but this task has {first.task.d_vocab} tokens and "
+            f"{first.task.modulus} residues; train it with mechbook.assign_add.train.train instead"
+        )
     shape = dataclasses.replace(first.model, seed=0)
     for i, cfg in enumerate(cfgs[1:], start=1):
         for name in SHARED_FIELDS:
