@@ -38,8 +38,11 @@ def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, lengt
     torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
     g_fast = torch.autograd.grad(torch.nn.functional.cross_entropy(fast.reshape(-1, 11), targets), list(model.parameters()))
     g_slow = torch.autograd.grad(torch.nn.functional.cross_entropy(slow.reshape(-1, 11), targets), list(model.parameters()))
+    # round-off relative to the largest gradient entry of any parameter: a parameter whose own
+    # gradient is ~1e-11 (a saturated softmax) still carries the round-off of the shared computation
+    scale = max(float(b.abs().max()) for b in g_slow)
     for a, b in zip(g_fast, g_slow):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max()))  # round-off relative to the largest entry
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10 * scale)
 
 
 def test_position_index_builds_dm_by_its_definition():
