@@ -2,7 +2,7 @@
 
 - ``execute --profile P [--only STEM ...] [--force]``: run chapters with papermill.
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
-- ``check --profile P [--only STEM ...]``: executed chapters' records vs tests/thresholds.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 """
 
@@ -20,7 +20,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
         ("build", "execute the chapters, then build the HTML site into _build/html"),
-        ("check", "compare the executed chapters' records with tests/thresholds/<stem>.yml"),
+        ("check", "compare the executed chapters' records with book/thresholds/<stem>.yml"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--profile", choices=PROFILES, default="cpu")

@@ -275,7 +275,12 @@ def stage_site(cfg: ExecuteConfig) -> Path:
     listed = set(toc_notebooks(cfg.root))
     for path in sorted((cfg.root / "book").rglob("*")):
         rel = path.relative_to(cfg.root)
-        if not path.is_file() or ".ipynb_checkpoints" in rel.parts or (path.suffix == ".ipynb" and rel not in listed):
+        if (
+            not path.is_file()
+            or ".ipynb_checkpoints" in rel.parts
+            or rel.parts[:2] == ("book", "thresholds")
+            or (path.suffix == ".ipynb" and rel not in listed)
+        ):
             continue
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -311,10 +316,10 @@ def build_site(cfg: ExecuteConfig) -> Path:
 
 
 def load_thresholds(stem: str, root: Path = ROOT) -> dict[str, dict[str, dict[str, Any]]]:
-    """The per-profile bounds of ``tests/thresholds/<stem>.yml`` (format: tests/thresholds/README.md)."""
-    path = root / "tests" / "thresholds" / f"{stem}.yml"
+    """The per-profile bounds of ``book/thresholds/<stem>.yml`` (format: book/thresholds/README.md)."""
+    path = root / "book" / "thresholds" / f"{stem}.yml"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: every chapter needs thresholds (see tests/thresholds/README.md)")
+        raise FileNotFoundError(f"{path} is missing: every chapter needs thresholds (see book/thresholds/README.md)")
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
 
@@ -355,7 +360,7 @@ def check_book(cfg: ExecuteConfig) -> list[str]:
             continue
         bounds = load_thresholds(source.stem, cfg.root).get(cfg.profile)
         if not bounds:
-            problems.append(f"{source}: tests/thresholds/{source.stem}.yml has no {cfg.profile} bounds")
+            problems.append(f"{source}: book/thresholds/{source.stem}.yml has no {cfg.profile} bounds")
             continue
         problems += [f"{source}: {p}" for p in check_thresholds(read_records(out), bounds)]
     return problems

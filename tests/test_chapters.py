@@ -1,5 +1,5 @@
 """Every chapter of _toc.yml executes under papermill in the smoke profile (through the executor,
-shared with the site tests) and its records meet tests/thresholds/<stem>.yml."""
+shared with the site tests) and its records meet book/thresholds/<stem>.yml."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.book
 def test_every_chapter_has_smoke_thresholds(root):
     for nb in toc_notebooks(root):
         smoke = load_thresholds(nb.stem, root).get("smoke")
-        assert smoke, f"tests/thresholds/{nb.stem}.yml needs at least one smoke bound"
+        assert smoke, f"book/thresholds/{nb.stem}.yml needs at least one smoke bound"
 
 
 def test_chapters_execute_and_meet_smoke_thresholds(smoke_book, root):

@@ -169,8 +169,8 @@ def test_cli_exits_non_zero_naming_failed_chapter_and_cell(tmp_path, monkeypatch
     assert "FAILED book/p/02_bad.ipynb: cell" in captured.err and "ValueError" in captured.err
     assert "[1/1] book/p/02_bad.ipynb (smoke)" in captured.out
     assert main(["execute", "--profile", "smoke", "--only", "01_ok"]) == 0
-    (repo / "tests" / "thresholds").mkdir(parents=True)
-    (repo / "tests" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: smoke}\n")
+    (repo / "book" / "thresholds").mkdir(parents=True)
+    (repo / "book" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: smoke}\n")
     assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 0
-    (repo / "tests" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: cpu}\n")
+    (repo / "book" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: cpu}\n")
     assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 1
