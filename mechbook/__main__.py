@@ -34,7 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--profile", choices=PROFILES, default="cpu")
-        cmd.add_argument("--only", nargs="+", default=[], metavar="STEM", help="only these chapters (notebook stems)")
+        cmd.add_argument(
+            "--only",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="STEM",
+            help="only these chapters (notebook stems); may be repeated",
+        )
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
@@ -59,23 +66,24 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args.name, args.args)
 
-    from mechbook import execute
+    from mechbook.book import checks, run, site
+    from mechbook.book.config import ExecuteConfig
 
-    cfg = execute.ExecuteConfig(
+    cfg = ExecuteConfig(
         profile=args.profile,
         only=tuple(args.only),
         force=getattr(args, "force", False),
         knobs=tuple(getattr(args, "knob", [])),
     )
     if args.command == "check":
-        problems = execute.check_book(cfg)
+        problems = checks.check_book(cfg)
         for line in problems:
             print(f"FAIL {line}")
         print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
         return 1 if problems else 0
-    failed = execute.failures(execute.execute_book(cfg))
+    failed = run.failures(run.execute_book(cfg))
     if args.command == "build":
-        html = execute.build_site(cfg)
+        html = site.build_site(cfg)
         print(f"site: {html / 'index.html'} (serve it with: python -m http.server -d {html})")
     for line in failed:
         print(f"FAILED {line}", file=sys.stderr)

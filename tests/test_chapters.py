@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mechbook.execute import check_thresholds, load_thresholds, read_records, toc_notebooks
+from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.book.toc import toc_notebooks
+from mechbook.records import read_records
 
 pytestmark = pytest.mark.book
 

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from mechbook.execute import toc_files
+from mechbook.book.toc import toc_files
 
 NOTEBOOKS = sorted(p for p in (ROOT / "book").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
