@@ -3,6 +3,8 @@ thresholds, the command line and the bench dispatcher."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import sys
 import types
@@ -18,6 +20,7 @@ from mechbook.benchmarks import run as run_bench
 from mechbook.book import checks, environment, run, site, toc
 from mechbook.book.checks import check_book, check_thresholds
 from mechbook.book.config import ExecuteConfig
+from mechbook.book.relay import format_seconds
 from mechbook.book.run import cache_key, execute_book, failures
 from mechbook.records import read_records
 
@@ -389,3 +392,67 @@ def test_bench_attention_model_refuses_zero_steps(capsys):
     with pytest.raises(SystemExit):
         run_bench("attention-model", ["--steps", "0"])
     assert "--steps: must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def _slow_repo(tmp: Path) -> Path:
+    """The tiny repository plus a chapter whose nested bars run for about two seconds."""
+    repo = _tiny_repo(tmp)
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: P\n    chapters:\n"
+        "      - file: book/p/01_ok\n      - file: book/p/03_slow\n"
+    )
+    make_notebook(
+        repo / "book" / "p" / "03_slow.ipynb",
+        [("code", "import time\nfrom mechbook.progress import progress\n"
+                  "for run in progress(range(2), desc='sweep'):\n"
+                  "    for step in progress(range(10), desc='training', unit='step', mininterval=0.05):\n"
+                  "        time.sleep(0.1)\n"
+                  "print('done')")],
+    )
+    return repo
+
+
+def test_progress_reaches_the_console_not_the_notebook_with_plan_eta_and_costs(tmp_path, capsys):
+    import io
+
+    from mechbook.book import costs
+
+    repo = _slow_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, cell_timeout=120)
+    console = io.StringIO()
+    first = {r.source.stem: r for r in execute_book(cfg, stream=console)}
+    out = capsys.readouterr().out
+    assert "2 chapter(s) in profile smoke: 2 to run, 0 from cache" in out
+    assert "run     book/p/03_slow.ipynb  (unknown)" in out and "ETA: unknown" in out
+    assert "took:" in out and "in all" in out
+    relayed = console.getvalue().splitlines()
+    assert relayed and relayed[0].startswith("[2/2] 03_slow: sweep ")
+    assert any("› training " in line and "/10 · " in line and " step/s · " in line for line in relayed)
+    texts = [
+        json.dumps(o) for c in nbformat.read(first["03_slow"].output, as_version=4).cells
+        for o in c.get("outputs", [])
+    ]
+    assert any("done" in t for t in texts) and not any("training" in t or "sweep" in t for t in texts)
+    measured = costs.load_costs(repo)["smoke"]
+    assert set(measured) == {"01_ok", "03_slow"} and measured["03_slow"] >= 2.0
+
+    (repo / "book" / "p" / "03_slow.ipynb").touch()
+    forced = dataclasses.replace(cfg, force=True, only=("03_slow",))
+    execute_book(forced, stream=io.StringIO())
+    out = capsys.readouterr().out
+    assert f"run     book/p/03_slow.ipynb  (~{format_seconds(measured['03_slow'])})" in out
+    assert f"ETA: {format_seconds(measured['03_slow'])}" in out
+    cached = execute_book(dataclasses.replace(cfg, only=("01_ok",)), stream=io.StringIO())
+    assert cached[0].status == "cached"
+    assert "1 to run" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
+    from mechbook.book import costs
+
+    repo = _tiny_repo(tmp_path)
+    nb_path = repo / "book" / "p" / "01_ok.ipynb"
+    base = cache_key(nb_path, {"profile": "smoke"}, repo)
+    costs.save_costs(repo, "smoke", {"01_ok": 3.0})
+    assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0}}
+    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base

@@ -12,7 +12,8 @@ the finished notebook is moved into ``_build/executed/<profile>/<same path>`` in
 
 An executed notebook is reused when its cache key is unchanged. The key (:func:`cache_key`) is
 the SHA-256 of: the code cells (source and tags), the kernel name, the injected parameters, every
-file under ``mechbook/``, ``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
+file under ``mechbook/`` (but the measured costs, :mod:`mechbook.book.costs`),
+``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
 data that environment variables choose, device and network variables, torch and numpy
 versions). Markdown cells are *not* part of the key: editing prose re-renders the page with the
 stored outputs instead of re-running the chapter. A failed chapter is never reused, and an
@@ -31,12 +32,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import nbformat
 
+from mechbook.book import costs
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
+from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks
 
 KERNEL = "python3"
@@ -52,12 +55,15 @@ def _sha256(path: Path) -> str:
 
 
 def _package_digest(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``mechbook/`` (bytecode caches excluded)."""
+    """SHA-256 of every file under ``mechbook/`` (bytecode caches and the measured costs, which
+    every build rewrites, excluded)."""
     pkg = root / "mechbook"
     return {
-        str(p.relative_to(pkg)): _sha256(p)
+        p.relative_to(pkg).as_posix(): _sha256(p)
         for p in sorted(pkg.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
     }
 
 
@@ -235,9 +241,14 @@ def reusable(
 
 
 def execute_chapter(
-    source: Path, cfg: ExecuteConfig, memo: DigestMemo | None = None
+    source: Path,
+    cfg: ExecuteConfig,
+    memo: DigestMemo | None = None,
+    progress_file: Path | None = None,
 ) -> ChapterResult:
-    """Run one notebook (repo-relative ``source``) with papermill unless its cached run is valid."""
+    """Run one notebook (repo-relative ``source``) with papermill unless its cached run is valid;
+    its progress bars write their state to ``progress_file`` when given (see
+    :mod:`mechbook.book.relay`)."""
     import papermill
 
     src = cfg.root / source
@@ -257,6 +268,8 @@ def execute_chapter(
     running.parent.mkdir(parents=True, exist_ok=True)
     running.unlink(missing_ok=True)
     env = {**KERNEL_ENV, "MECHBOOK_PROFILE": cfg.profile}
+    if progress_file is not None:
+        env[PROGRESS_ENV] = str(progress_file)
     start = time.perf_counter()
     error: BaseException | None = None
     interrupted = False
@@ -302,8 +315,53 @@ def failures(results: list[ChapterResult]) -> list[str]:
     return [f"{r.source}: {r.failure}" for r in results if r.failure]
 
 
-def execute_book(cfg: ExecuteConfig) -> list[ChapterResult]:
-    """Execute the chosen chapters in book order, printing one line per chapter."""
+def plan(cfg: ExecuteConfig, chosen: list[Path], memo: DigestMemo) -> list[tuple[Path, bool]]:
+    """``(chapter, will run)`` for each chosen chapter: False when its executed notebook is
+    valid for its cache key and will be reused."""
+    out = []
+    for source in chosen:
+        key = cache_key(cfg.root / source, cfg.parameters(), cfg.root, memo)
+        old, _ = reusable(source, cfg, key)
+        out.append((source, old is None))
+    return out
+
+
+def plan_lines(cfg: ExecuteConfig, planned: list[tuple[Path, bool]]) -> list[str]:
+    """The lines printed before the work starts: which chapters run (with their last measured
+    cost), which come from cache, and the estimated total."""
+    table = costs.load_costs(cfg.root)
+    known = table.get(cfg.profile, {})
+    to_run = [s.stem for s, runs in planned if runs]
+    lines = [
+        f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
+        f"{len(planned) - len(to_run)} from cache"
+    ]
+    for source, runs in planned:
+        if not runs:
+            lines.append(f"  cached  {source}")
+        else:
+            cost = known.get(source.stem)
+            lines.append(f"  run     {source}  ({'~' + format_seconds(cost) if cost is not None else 'unknown'})")
+    seconds, unknown = costs.estimate(table, cfg.profile, to_run)
+    if not to_run:
+        lines.append("ETA: nothing to run")
+    elif unknown and len(unknown) == len(to_run):
+        lines.append("ETA: unknown (no measured cost for these chapters in this profile yet)")
+    elif unknown:
+        lines.append(
+            f"ETA: {format_seconds(seconds)} for {len(to_run) - len(unknown)} chapter(s), "
+            f"plus {len(unknown)} of unknown cost ({', '.join(unknown)})"
+        )
+    else:
+        lines.append(f"ETA: {format_seconds(seconds)}")
+    return lines
+
+
+def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[ChapterResult]:
+    """Execute the chosen chapters in book order: first the plan (which run, which come from
+    cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
+    progress is relayed (to ``stream``, default stderr), then what each chapter took. The
+    seconds of each chapter executed to the end refresh the costs."""
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     for source in chosen:
         try:
@@ -312,12 +370,22 @@ def execute_book(cfg: ExecuteConfig) -> list[ChapterResult]:
             raise SystemExit(str(exc)) from None
     make_paths_absolute()
     memo = digest_memo(cfg.root)
+    for line in plan_lines(cfg, plan(cfg, chosen, memo)):
+        print(line, flush=True)
     results = []
     for i, source in enumerate(chosen, 1):
         tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile})"
         print(f"{tag}: running", flush=True)
-        result = execute_chapter(source, cfg, memo)
+        with Relay(f"[{i}/{len(chosen)}] {source.stem}", stream=stream) as relay:
+            result = execute_chapter(source, cfg, memo, progress_file=relay.path)
         note = f"FAILED at {result.failure}" if result.failure else result.status
         print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)
+        if result.status == "executed":
+            costs.save_costs(cfg.root, cfg.profile, {source.stem: result.seconds})
+    print("took:", flush=True)
+    for r in results:
+        print(f"  {format_seconds(r.seconds):>12}  {r.status:<8}  {r.source}", flush=True)
+    total = sum(r.seconds for r in results)
+    print(f"  {format_seconds(total):>12}  in all", flush=True)
     return results
