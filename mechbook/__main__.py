@@ -2,7 +2,10 @@
 
 - ``execute --profile P [--only STEM ...] [--force]``: run chapters with papermill.
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
-- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, and
+  those bounds vs the measured seed spreads.
+- ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
+  spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 """
 
@@ -31,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
         ("build", "execute the chapters, then build the HTML site into _build/html"),
         ("check", "compare the executed chapters' records with book/thresholds/<stem>.yml"),
+        ("spread", "execute each chapter once per seed and write book/thresholds/<stem>.spread.yml"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--profile", choices=PROFILES, default="cpu")
@@ -42,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
             metavar="STEM",
             help="only these chapters (notebook stems); may be repeated",
         )
+        if name == "spread":
+            cmd.add_argument(
+                "--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)"
+            )
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
@@ -81,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL {line}")
         print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
         return 1 if problems else 0
+    if args.command == "spread":
+        from mechbook.book.spread import spread_book
+
+        _, failed = spread_book(cfg, args.seeds)
+        for line in failed:
+            print(f"FAILED {line}", file=sys.stderr)
+        return 1 if failed else 0
     failed = run.failures(run.execute_book(cfg))
     if args.command == "build":
         html = site.build_site(cfg)

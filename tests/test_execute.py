@@ -456,3 +456,68 @@ def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
     costs.save_costs(repo, "smoke", {"01_ok": 3.0})
     assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0}}
     assert cache_key(nb_path, {"profile": "smoke"}, repo) == base
+
+
+def _seeded_repo(tmp: Path) -> Path:
+    """The tiny repository plus a chapter with a ``seed`` knob whose records depend on it."""
+    repo = _tiny_repo(tmp)
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: P\n    chapters:\n"
+        "      - file: book/p/01_ok\n      - file: book/p/02_bad\n      - file: book/p/04_seeded\n"
+    )
+    make_notebook(
+        repo / "book" / "p" / "04_seeded.ipynb",
+        [("code", "import mechbook\nseed = 0 if seed is None else seed\n"
+                  "mechbook.record('score', 0.5 + 0.1 * seed)\nmechbook.record('label', f's{seed}')")],
+        parameters='profile = "cpu"\nseed = None',
+    )
+    return repo
+
+
+def test_spread_runs_seeded_chapters_per_seed_and_deterministic_ones_once(tmp_path, monkeypatch, capsys):
+    import functools
+
+    import yaml
+
+    from mechbook.__main__ import main
+    from mechbook.book.checks import load_spread
+
+    repo = _seeded_repo(tmp_path)
+    monkeypatch.setattr("mechbook.book.config.ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
+    assert main(["spread", "--profile", "smoke", "--seeds", "3"]) == 1, "02_bad fails"
+    assert "FAILED book/p/02_bad.ipynb seed None: code cell 3" in capsys.readouterr().err
+    seeded = load_spread("04_seeded", repo)["smoke"]
+    assert seeded["seeds"] == [0, 1, 2] and seeded["failed_seeds"] == []
+    score = seeded["records"]["score"]
+    assert score["values"] == pytest.approx([0.5, 0.6, 0.7]) and score["seeds"] == [0, 1, 2]
+    assert (score["min"], score["max"]) == (pytest.approx(0.5), pytest.approx(0.7))
+    assert seeded["records"]["label"] == {"values": ["s0", "s1", "s2"], "seeds": [0, 1, 2]}
+    assert seeded["date"] and seeded["git"]
+    once = load_spread("01_ok", repo)["smoke"]
+    assert once["seeds"] == [None] and once["records"]["profile_seen"]["values"] == ["smoke"]
+    assert not (repo / "book" / "thresholds" / "02_bad.spread.yml").exists()
+    assert not (repo / "_build" / "executed").exists(), "the book's own executed notebooks are untouched"
+
+    thresholds = repo / "book" / "thresholds"
+    (thresholds / "04_seeded.yml").write_text(yaml.safe_dump({"smoke": {"score": {"min": 0.55}}}))
+    (thresholds / "01_ok.yml").write_text(yaml.safe_dump({"smoke": {"profile_seen": {"equals": "smoke"}}}))
+    problems = check_book(ExecuteConfig(profile="smoke", root=repo, only=("04_seeded", "01_ok")))
+    inside = [p for p in problems if "sits inside the measured seed spread" in p]
+    assert len(inside) == 1 and inside[0].startswith("book/p/04_seeded.ipynb: score: bound {'min': 0.55}")
+    assert "[0.5, 0.7]" in inside[0] and "seed 0: 0.5" in inside[0]
+    (thresholds / "04_seeded.yml").write_text(yaml.safe_dump({"smoke": {"score": {"min": 0.45}}}))
+    problems = check_book(ExecuteConfig(profile="smoke", root=repo, only=("04_seeded",)))
+    assert not [p for p in problems if "spread" in p]
+
+
+def test_check_spread_matches_a_literal_loop_over_the_seeds():
+    from mechbook.book.checks import check_spread
+
+    @given(st.lists(st.floats(-10, 10), min_size=1, max_size=6), st.floats(-10, 10), st.floats(-10, 10))
+    def agree(values, lo, hi):
+        measured = {"records": {"v": {"min": min(values), "max": max(values), "values": values,
+                                      "seeds": list(range(len(values)))}}}
+        inside = check_spread({"v": {"min": lo, "max": hi}}, measured) != []
+        assert inside == any(not (lo <= v <= hi) for v in values)
+
+    agree()

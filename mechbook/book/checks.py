@@ -1,5 +1,7 @@
 """A chapter's records against its bounds, ``book/thresholds/<stem>.yml`` (format in
-book/thresholds/README.md). Used by ``python -m mechbook check`` and the chapter tests."""
+book/thresholds/README.md), and those bounds against the records' measured seed spread,
+``book/thresholds/<stem>.spread.yml`` (written by :mod:`mechbook.book.spread`). Used by
+``python -m mechbook check`` and the chapter tests."""
 
 from __future__ import annotations
 
@@ -52,6 +54,46 @@ def check_thresholds(records: dict[str, Any], bounds: dict[str, dict[str, Any]])
     return problems
 
 
+def spread_path(stem: str, root: Path = ROOT) -> Path:
+    """``book/thresholds/<stem>.spread.yml``."""
+    return thresholds_dir(root) / f"{stem}.spread.yml"
+
+
+def load_spread(stem: str, root: Path = ROOT) -> dict[str, Any]:
+    """The measured spreads of a chapter per profile; empty when none was measured."""
+    path = spread_path(stem, root)
+    if not path.exists():
+        return {}
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+def check_spread(bounds: dict[str, dict[str, Any]], measured: dict[str, Any]) -> list[str]:
+    """One line per bound that some measured seed's value does not meet: the bound sits inside
+    the seed spread. ``bounds`` are one profile's thresholds, ``measured`` that profile's entry
+    of the spread file."""
+    problems = []
+    records = (measured or {}).get("records", {})
+    for name, rule in bounds.items():
+        if name not in records:
+            continue
+        entry = records[name]
+        bad = [
+            (seed, value)
+            for seed, value in zip(entry["seeds"], entry["values"])
+            if check_thresholds({name: value}, {name: rule})
+        ]
+        if bad:
+            span = (
+                f"[{entry['min']!r}, {entry['max']!r}]" if "min" in entry else repr(entry["values"])
+            )
+            shown = ", ".join(f"seed {s}: {v!r}" for s, v in bad)
+            problems.append(
+                f"{name}: bound {rule} sits inside the measured seed spread {span} "
+                f"(fails {shown}; measured {measured.get('date')} at {measured.get('git')})"
+            )
+    return problems
+
+
 def _last_run(meta: dict[str, Any]) -> str:
     status = meta.get("status")
     failure = meta.get("failure")
@@ -66,8 +108,14 @@ def _last_run(meta: dict[str, Any]) -> str:
 
 def check_book(cfg: ExecuteConfig) -> list[str]:
     """Compare every executed chapter's records with its thresholds for ``cfg.profile``; a chapter
-    not executed, unreadable, failed or interrupted is a problem that says so."""
+    not executed, unreadable, failed or interrupted is a problem that says so. Every bound that
+    sits inside the chapter's measured seed spread is a problem too."""
     problems = []
+    for source in select(toc_notebooks(cfg.root), cfg.only):
+        measured = load_spread(source.stem, cfg.root).get(cfg.profile)
+        if measured:
+            bounds = load_thresholds(source.stem, cfg.root).get(cfg.profile) or {}
+            problems += [f"{source}: {p}" for p in check_spread(bounds, measured)]
     run_it = f"run `python -m mechbook execute --profile {cfg.profile}`"
     for source in select(toc_notebooks(cfg.root), cfg.only):
         out = cfg.out_dir / source

@@ -15,7 +15,8 @@ from mechbook.profiles import PROFILES
 @dataclasses.dataclass(frozen=True)
 class ExecuteConfig:
     """What to execute: a profile, optionally only some chapters (by notebook stem), and knobs
-    injected into every chosen chapter's parameters cell (``(name, value)`` pairs)."""
+    injected into every chosen chapter's parameters cell (``(name, value)`` pairs). Executed
+    notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart)."""
 
     profile: str = "cpu"
     only: tuple[str, ...] = ()
@@ -23,6 +24,7 @@ class ExecuteConfig:
     force: bool = False
     cell_timeout: int | None = 3600
     knobs: tuple[tuple[str, Any], ...] = ()
+    out_subdir: str = "executed"
 
     def __post_init__(self):
         if self.profile not in PROFILES:
@@ -37,13 +39,13 @@ class ExecuteConfig:
     @property
     def out_dir(self) -> Path:
         """Where executed notebooks and the staged site sources go."""
-        return self.root / "_build" / "executed" / self.profile
+        return self.root / "_build" / self.out_subdir / self.profile
 
     @property
     def running_dir(self) -> Path:
         """Where papermill writes a chapter while it runs (moved into :attr:`out_dir` at the end,
         so an interrupted run never leaves a half-written notebook among the executed ones)."""
-        return self.root / "_build" / "running" / self.profile
+        return self.root / "_build" / "running" / self.out_subdir / self.profile
 
 
 @dataclasses.dataclass(frozen=True)
