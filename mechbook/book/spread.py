@@ -99,7 +99,8 @@ def write_spread(
         f"# Records of {stem} over seeds, measured by `python -m mechbook spread`; the bounds in "
         f"{stem}.yml must admit every value here.\n"
     )
-    path.write_text(header + yaml.safe_dump(table, sort_keys=True), encoding="utf-8")
+    text = yaml.safe_dump(table, sort_keys=True, default_flow_style=None, width=100)
+    path.write_text(header + text, encoding="utf-8")
     return path
 
 
