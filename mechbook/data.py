@@ -74,8 +74,9 @@ def download(split: str = "valid", timeout: float = 10.0) -> Path:
         raise ValueError(f"split must be one of {sorted(FILES)}, got {split!r}")
     if not hub_reachable():
         raise TinyStoriesUnavailable(_unavailable_message(split))
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
     import urllib.request
+
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(REPO_ID, FILES[split], repo_type="dataset")
     try:

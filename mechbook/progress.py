@@ -14,8 +14,9 @@ import itertools
 import json
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

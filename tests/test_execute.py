@@ -12,12 +12,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import make_notebook
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import make_notebook
 from mechbook.benchmarks import run as run_bench
-from mechbook.book import checks, environment, run, site, toc
+from mechbook.book import environment, site, toc
 from mechbook.book.checks import check_book, check_thresholds
 from mechbook.book.config import ExecuteConfig
 from mechbook.book.relay import format_seconds

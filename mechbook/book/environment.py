@@ -15,9 +15,10 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Mapping, MutableMapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator, Mapping, MutableMapping
+from typing import Any
 
 #: Variables holding paths; relative ones are made absolute against the caller's directory.
 PATH_ENV: tuple[str, ...] = (

@@ -10,6 +10,7 @@ redrawn in place; elsewhere (a log, CI) a line is printed at most every ``every`
 from __future__ import annotations
 
 import json
+import math
 import sys
 import tempfile
 import threading
@@ -24,7 +25,7 @@ __all__ = ["PROGRESS_ENV", "Relay", "format_bars", "format_seconds"]
 
 def format_seconds(seconds: float | None) -> str:
     """``1 h 02 min``, ``3 min 05 s``, ``42 s``; ``?`` when unknown."""
-    if seconds is None or seconds != seconds or seconds < 0:
+    if seconds is None or math.isnan(seconds) or seconds < 0:
         return "?"
     s = int(round(seconds))
     if s >= 3600:
@@ -112,7 +113,7 @@ class Relay:
         while not self._stop.wait(self.interval):
             self.poll()
 
-    def __enter__(self) -> "Relay":
+    def __enter__(self) -> Relay:
         self._thread.start()
         return self
 

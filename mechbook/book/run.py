@@ -107,7 +107,7 @@ def read_executed(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
         return None, f"{path} does not exist"
     try:
         return nbformat.read(path, as_version=4), None
-    except Exception as exc:  # noqa: BLE001 - NotJSONError, a truncated file, bad encoding
+    except Exception as exc:  # NotJSONError, a truncated file, bad encoding
         first = (str(exc).strip().splitlines() or [""])[0][:120]
         return None, f"{path} cannot be read ({type(exc).__name__}: {first})"
 
