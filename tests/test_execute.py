@@ -521,3 +521,12 @@ def test_check_spread_matches_a_literal_loop_over_the_seeds():
         assert inside == any(not (lo <= v <= hi) for v in values)
 
     agree()
+
+
+def test_a_cell_timeout_is_a_failure_at_that_cell(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    make_notebook(repo / "book" / "p" / "02_bad.ipynb", [("code", "x = 1"), ("code", "import time\ntime.sleep(60)")])
+    (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=3))
+    assert result.status == "failed"
+    assert result.failure.startswith("code cell 3 ('import time'): CellTimeoutError: A cell timed out")
+    assert "\n" not in result.failure, "one line"

@@ -198,20 +198,21 @@ def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
 
 
 def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None, report: Path) -> str:
-    """``code cell N ('first line'): Error: message (report: path)``; ``start-up`` when no cell ran."""
+    """``code cell N ('first line'): Error: first line of its message (report: path)``;
+    ``start-up`` when no cell ran."""
     cell = last_started_cell(nb) if nb is not None else None
     where = f"code cell {cell[0]} ({cell[1]!r})" if cell else "start-up"
     if exc is None:
         what = "stopped (papermill marked the cell failed: a timeout?)"
     else:
         ename = getattr(exc, "ename", None) or type(exc).__name__
-        evalue = str(getattr(exc, "evalue", None) or exc).strip()
+        evalue = (str(getattr(exc, "evalue", None) or exc).strip().splitlines() or [""])[0]
         if isinstance(exc, KeyboardInterrupt):
             what = "interrupted (Ctrl-C or a signal)"
         elif type(exc).__name__ == "DeadKernelError":
             what = f"the kernel died ({ename}: {evalue[:200]})"
         else:
-            what = f"{ename}: {evalue[:300]}"
+            what = f"{ename}: {evalue[:300]}".rstrip(": ")
     return f"{where}: {what} (report: {report})"
 
 
