@@ -453,9 +453,21 @@ def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
     repo = _tiny_repo(tmp_path)
     nb_path = repo / "book" / "p" / "01_ok.ipynb"
     base = cache_key(nb_path, {"profile": "smoke"}, repo)
+    shipped = costs.costs_path(repo)
+    shipped.parent.mkdir(parents=True, exist_ok=True)
+    shipped.write_text('{"smoke": {"01_ok": 9.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}')
     costs.save_costs(repo, "smoke", {"01_ok": 3.0})
-    assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0}}
+    assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}
     assert cache_key(nb_path, {"profile": "smoke"}, repo) == base
+    assert "9.0" in shipped.read_text(), "a run never rewrites the shipped costs"
+
+
+def test_a_run_leaves_the_shipped_costs_alone(tmp_path):
+    from mechbook.book import costs
+
+    repo = _tiny_repo(tmp_path)
+    costs.save_costs(repo, "smoke", {"01_ok": 3.0})
+    assert not costs.costs_path(repo).exists() and costs.local_costs_path(repo).exists()
 
 
 def _seeded_repo(tmp: Path) -> Path:

@@ -1,7 +1,8 @@
-"""Measured seconds per chapter and profile (``mechbook/book/costs.json``), for the ETA that
-``execute`` prints before the work starts. Every run that executes a chapter to the end
-rewrites its entry, so the numbers are the last measured ones on the machine that built the
-book; a chapter with no entry is "unknown". The file is left out of the executor's cache key.
+"""Measured seconds per chapter and profile, for the ETA that ``execute`` prints before the work
+starts. Two files: ``mechbook/book/costs.json`` ships the times measured when the book was last
+timed (committed on purpose, left out of the executor's cache key), and ``_build/costs.json``
+holds this machine's own: every run that executes a chapter to the end rewrites its entry there,
+and a local entry wins over the shipped one. A chapter with neither is "unknown".
 """
 
 from __future__ import annotations
@@ -15,27 +16,42 @@ COSTS_FILE = "book/costs.json"
 
 
 def costs_path(root: Path) -> Path:
-    """The costs file of the repository at ``root``."""
+    """The shipped costs file of the repository at ``root``."""
     return root / "mechbook" / COSTS_FILE
 
 
-def load_costs(root: Path) -> dict[str, dict[str, float]]:
-    """``{profile: {notebook stem: seconds}}``; empty when the file is missing or unreadable."""
+def local_costs_path(root: Path) -> Path:
+    """This machine's measured costs, rewritten by every run (never committed)."""
+    return root / "_build" / "costs.json"
+
+
+def _read(path: Path) -> dict[str, dict[str, float]]:
     try:
-        loaded = json.loads(costs_path(root).read_text(encoding="utf-8"))
+        loaded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
 
 
+def load_costs(root: Path) -> dict[str, dict[str, float]]:
+    """``{profile: {notebook stem: seconds}}``: the shipped times, overridden by this machine's;
+    empty when neither file is there or readable."""
+    table = _read(costs_path(root))
+    for profile, measured in _read(local_costs_path(root)).items():
+        if isinstance(measured, dict):
+            table.setdefault(profile, {}).update(measured)
+    return table
+
+
 def save_costs(root: Path, profile: str, measured: dict[str, float]) -> None:
-    """Merge ``{stem: seconds}`` measured in ``profile`` into the costs file (atomically; a file
-    that cannot be written is skipped with a note, the book is not stopped for it)."""
+    """Merge ``{stem: seconds}`` measured in ``profile`` into this machine's costs file
+    (atomically; a file that cannot be written is skipped with a note, the book is not stopped
+    for it)."""
     if not measured:
         return
-    table = load_costs(root)
+    path = local_costs_path(root)
+    table = _read(path)
     table.setdefault(profile, {}).update({k: round(v, 1) for k, v in measured.items()})
-    path = costs_path(root)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
