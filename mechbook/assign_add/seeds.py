@@ -38,10 +38,11 @@ def train_seeds(base: TrainConfig, seeds: Sequence[int], device: str | None = No
     return load_or_train_stacked(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds at once")
 
 
-def seed_summary(results: Sequence[TrainResult], rules: PhaseRules = PhaseRules()) -> pd.DataFrame:
+def seed_summary(results: Sequence[TrainResult], rules: PhaseRules | None = None) -> pd.DataFrame:
     """One row per run: ``seed``, the detected ``phase1``, ``phase2``, ``phase2_jump``,
     ``phase3`` and ``phase3_status``, ``three_phases`` (all three detected), and the final
     accuracy of every pool plus ``2var_union`` (the parts weighted as in the paper's union)."""
+    rules = rules or PhaseRules()
     rows = []
     for result in results:
         ph = detect_phases(result.history, rules)
