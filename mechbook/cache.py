@@ -23,6 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, TypeVar
 
+from mechbook.determinism import deterministic
+
 T = TypeVar("T")
 
 
@@ -140,6 +142,7 @@ def cached(
                 return loads(data)
             except Exception as exc:  # a file that passes the checksum but will not load
                 warnings.warn(f"cache file {path} failed to load ({exc}); recomputing it", stacklevel=2)
-    value = compute()
+    with deterministic():
+        value = compute()
     save_verified(path, dumps(value))
     return value

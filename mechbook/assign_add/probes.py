@@ -15,6 +15,7 @@ import torch
 
 from mechbook.assign_add.task import TaskConfig
 from mechbook.cache import cached, code_version, fingerprint
+from mechbook.determinism import deterministic
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ProbeResult:
     n_classes: int
 
 
+@deterministic()
 def fit_probe(features: torch.Tensor, labels: torch.Tensor, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
     """Train a linear probe from ``features`` (n, d) to integer ``labels`` (n,) and score it on a
     seeded held-out split of ``cfg.test_fraction`` of the rows."""
@@ -126,6 +128,7 @@ def answer_sites(tokens: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return rows, np.full(len(tokens), tokens.shape[1] - 1), np.asarray(labels)
 
 
+@deterministic()
 def probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:

@@ -43,6 +43,7 @@ from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult
 from mechbook.cache import cached, code_version
+from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.progress import progress
 
@@ -142,6 +143,7 @@ def default_workers(n_runs: int, device: str) -> int:
     return max(1, min(n_runs, cores - 1))
 
 
+@deterministic()
 def train_stacked(
     cfgs: Sequence[TrainConfig], device: str | None = None, chunk: int = 200, workers: int | None = None, desc: str = "stacked training"
 ) -> list[TrainResult]:

@@ -31,6 +31,7 @@ from mechbook.assign_add import task as task_module
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import POOL_NAMES, Task, TaskConfig
 from mechbook.cache import cache_root, cached, code_version, fingerprint, load_verified, save_verified, _torch_dumps, _torch_loads
+from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.progress import progress
 
@@ -127,6 +128,7 @@ def _keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
     return [int(s) for s in steps[keep]]
 
 
+@deterministic()
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | None = None) -> TrainResult:
     """Train a model for ``cfg.steps`` steps and return its :class:`TrainResult`.
 

@@ -10,7 +10,6 @@ history holds the loss of the batch at the current weights and, for every matrix
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -20,6 +19,7 @@ import pandas as pd
 import torch
 
 from mechbook.cache import cached, code_version, fingerprint
+from mechbook.determinism import deterministic
 from mechbook.leading_terms import leading, model as model_module
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
@@ -64,17 +64,6 @@ class TrainResult:
     def model(self, device: str | None = None) -> AttentionModel:
         """A fresh :class:`AttentionModel` holding the final weights."""
         return AttentionModel(self.model_cfg, device=device).load_checkpoint(self.state)
-
-
-@contextlib.contextmanager
-def deterministic() -> Iterator[None]:
-    """Run the block with ``torch.use_deterministic_algorithms(True)``, restoring the old setting."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor | None]:
