@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add.task import TaskConfig
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
 from mechbook.determinism import deterministic
 
 
@@ -154,16 +154,13 @@ def probe_table(
 def cached_probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:
-    """:func:`probe_table`, cached on the model's weights, the sequences, the probe config and
-    this module's code (probes train 12 small classifiers: seconds to a minute)."""
-    import sys
-
+    """:func:`probe_table`, cached on the model's weights, the sequences and the probe config
+    (probes train 12 small classifiers: seconds to a minute)."""
     key = {
         "weights": fingerprint(model.state_dict()),
         "task": task_cfg,
         "tokens": np.asarray(tokens),
         "labels": np.asarray(labels),
         "probe": cfg,
-        "code": code_version(sys.modules[__name__]),
     }
-    return cached("assign_add_probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))
+    return cached("assign_add/probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))

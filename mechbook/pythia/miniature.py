@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.data import data_fingerprint
 from mechbook.determinism import deterministic
 from mechbook.progress import progress
@@ -163,10 +163,6 @@ def _train(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
 
 
 def miniature_run(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
-    """:func:`train_miniature`, cached on the config, the stories and the code that trains it."""
-    from mechbook.leading_terms import tokenize
-
-    import mechbook.pythia.miniature as this
-
-    key = {"config": cfg, "data": data_fingerprint(stories), "code": code_version(this, tokenize)}
-    return cached("pythia_miniature", key, lambda: train_miniature(stories, cfg))
+    """:func:`train_miniature`, cached on the config and the stories."""
+    key = {"config": cfg, "data": data_fingerprint(stories)}
+    return cached("pythia/miniature", key, lambda: train_miniature(stories, cfg))
