@@ -4,6 +4,7 @@
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
 - ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
+- ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
+    cache = sub.add_parser("cache", help="export PATH [--profile P] | import PATH: bundle the trained models and statistics")
+    cache.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -40,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         from mechbook.benchmarks import run
 
         return run(args.name, args.args)
+    if args.command == "cache":
+        from mechbook.cache_bundle import main as cache_main
+
+        return cache_main(args.args)
 
     from mechbook import execute
 
