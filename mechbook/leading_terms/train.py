@@ -19,6 +19,7 @@ import torch
 
 from mechbook.cache import cached, fingerprint
 from mechbook.determinism import deterministic
+from mechbook.device import default_device
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
@@ -137,7 +138,8 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
 def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
     """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
 
-    Key: both configs and the fingerprint of the tokens and of the leading-term bases.
+    Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the device
+    (a GPU run rounds differently).
     """
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     bases = leading.bases(stats)
@@ -146,6 +148,7 @@ def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_
         "train": train_cfg,
         "tokens": fingerprint(tokens),
         "bases": fingerprint(*(bases[k] for k in sorted(bases))),
+        "device": default_device(),
     }
     payload = cached(
         "leading_terms/train",
