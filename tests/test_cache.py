@@ -169,9 +169,11 @@ def test_file_digest_tracks_contents(tmp_path):
     data.write_text("once upon a time")
     first = file_digest(data)
     assert first == file_digest(str(data)) == __import__("hashlib").sha256(b"once upon a time").hexdigest()
+    key_before = cache.entry_path("t/x", {"data": file_digest(data)}, ["mechbook.data"])
     data.write_text("once upon a tide")  # same size
     os.utime(data, ns=(1, data.stat().st_mtime_ns + 1_000_000))
     assert file_digest(data) != first
+    assert cache.entry_path("t/x", {"data": file_digest(data)}, ["mechbook.data"]) != key_before
     with pytest.raises(FileNotFoundError):
         file_digest(tmp_path / "missing.txt")
 
