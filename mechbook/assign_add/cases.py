@@ -25,7 +25,7 @@ from mechbook.assign_add import release
 from mechbook.assign_add import task as task_module
 from mechbook.assign_add.scores import correct_and_loss
 from mechbook.assign_add.task import ONE_VAR_LEFT, ONE_VAR_RIGHT, TWO_VAR, Task, TaskConfig
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.progress import progress
 
 CASE_POOLS: tuple[str, ...] = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
@@ -101,11 +101,10 @@ def release_case_history(steps: Sequence[int] | None = None, n_per_case: int = 2
         "commit": release.RELEASE_COMMIT,
         "steps": steps,
         "n_per_case": n_per_case,
-        "seed": seed,
-        "code": code_version(task_module, model_module, release, case_specs, case_pools, case_accuracies, case_history),
+        "seed": seed
     }
     return cached(
-        "assign_add_release_cases", key,
+        "assign_add/release_cases", key,
         lambda: case_history(lambda s: release.load_release(s, folder), steps, Task(TaskConfig()), n_per_case, seed),
     )
 

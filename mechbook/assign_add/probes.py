@@ -8,7 +8,6 @@ can also be tracked over a run's checkpoints (:func:`variable_identity_over_trai
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -17,7 +16,8 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add.task import TaskConfig
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
+from mechbook.determinism import deterministic
 from mechbook.progress import progress
 
 
@@ -45,6 +45,7 @@ class ProbeResult:
     n_classes: int
 
 
+@deterministic()
 def fit_probe(features: torch.Tensor, labels: torch.Tensor, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
     """Train a linear probe from ``features`` (n, d) to integer ``labels`` (n,) and score it on a
     seeded held-out split of ``cfg.test_fraction`` of the rows."""
@@ -130,6 +131,7 @@ def answer_sites(tokens: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return rows, np.full(len(tokens), tokens.shape[1] - 1), np.asarray(labels)
 
 
+@deterministic()
 def probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:
@@ -155,17 +157,16 @@ def probe_table(
 def cached_probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:
-    """:func:`probe_table`, cached on the model's weights, the sequences, the probe config and
-    this module's code (probes train 12 small classifiers: seconds to a minute)."""
+    """:func:`probe_table`, cached on the model's weights, the sequences and the probe config
+    (probes train 12 small classifiers: seconds to a minute)."""
     key = {
         "weights": fingerprint(model.state_dict()),
         "task": task_cfg,
         "tokens": np.asarray(tokens),
         "labels": np.asarray(labels),
         "probe": cfg,
-        "code": code_version(sys.modules[__name__]),
     }
-    return cached("assign_add_probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))
+    return cached("assign_add/probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))
 
 
 def variable_identity_over_training(
@@ -212,6 +213,5 @@ def release_probe_history(
         tokens, _ = task.sample(n_sequences, np.random.default_rng([seed, 19]))
         return variable_identity_over_training(lambda s: release.load_release(s, folder), steps, task.cfg, tokens, cfg=cfg)
 
-    key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n": n_sequences, "seed": seed, "probe": cfg,
-           "code": code_version(sys.modules[__name__], release)}
-    return cached("assign_add_release_probes", key, compute)
+    key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n": n_sequences, "seed": seed, "probe": cfg}
+    return cached("assign_add/release_probes", key, compute)

@@ -24,7 +24,7 @@ from mechbook.assign_add import model as model_module
 from mechbook.assign_add import release
 from mechbook.assign_add import task as task_module
 from mechbook.assign_add.task import GENERALISATION_UNION, Task, TaskConfig, union_accuracy
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.progress import progress
 
 
@@ -105,7 +105,6 @@ def release_history(
         "commit": release.RELEASE_COMMIT,
         "steps": list(steps),
         "n_per_pool": n_per_pool,
-        "eval_seed": eval_seed,
-        "code": code_version(task_module, model_module, release, correct_and_loss, pool_scores),
+        "eval_seed": eval_seed
     }
-    return cached("assign_add_release_history", key, compute)
+    return cached("assign_add/release_history", key, compute)

@@ -148,11 +148,8 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
 
 
 def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
-    """:func:`autograd_check` through the disk cache (key: config, tokens, bases, code version)."""
-    import sys
-
-    from mechbook.cache import cached, code_version, fingerprint
-    from mechbook.leading_terms import model, train
+    """:func:`autograd_check` through the disk cache (key: config, tokens, bases)."""
+    from mechbook.cache import cached, fingerprint
 
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     basis = bases(stats)
@@ -161,9 +158,8 @@ def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: 
         "vocab": vocab_size,
         "tokens": fingerprint(tokens),
         "bases": fingerprint(*(basis[k] for k in sorted(basis))),
-        "code": code_version(sys.modules[__name__], model, train),
     }
-    return cached("leading_terms_check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))
+    return cached("leading_terms/check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))
 
 
 def ranking_overlap(theory: Any, trained: Any, rows: list[int], k: int = 10, exclude: list[int] | tuple[int, ...] = (), positive: bool = False) -> float:

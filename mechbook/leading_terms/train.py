@@ -10,8 +10,6 @@ history holds the loss of the batch at the current weights and, for every matrix
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -19,8 +17,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.cache import cached, code_version, fingerprint
-from mechbook.leading_terms import leading, model as model_module
+from mechbook.cache import cached, fingerprint
+from mechbook.determinism import deterministic
+from mechbook.device import default_device
+from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
@@ -64,17 +64,6 @@ class TrainResult:
     def model(self, device: str | None = None) -> AttentionModel:
         """A fresh :class:`AttentionModel` holding the final weights."""
         return AttentionModel(self.model_cfg, device=device).load_checkpoint(self.state)
-
-
-@contextlib.contextmanager
-def deterministic() -> Iterator[None]:
-    """Run the block with ``torch.use_deterministic_algorithms(True)``, restoring the old setting."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor | None]:
@@ -149,8 +138,8 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
 def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
     """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
 
-    Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the code
-    version of the model, training and leading-term modules.
+    Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the device
+    (a GPU run rounds differently).
     """
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     bases = leading.bases(stats)
@@ -159,10 +148,10 @@ def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_
         "train": train_cfg,
         "tokens": fingerprint(tokens),
         "bases": fingerprint(*(bases[k] for k in sorted(bases))),
-        "code": code_version(model_module, leading, sys.modules[__name__]),
+        "device": default_device(),
     }
     payload = cached(
-        "leading_terms_train",
+        "leading_terms/train",
         key,
         lambda: vars(train(tokens, stats, model_cfg, train_cfg)),
         refresh=refresh,

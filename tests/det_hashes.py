@@ -1,0 +1,146 @@
+"""SHA-256 of every trained or sampled artifact's smoke-sized run, for tests/test_determinism.py.
+
+Run as ``python tests/det_hashes.py [NAME ...]`` in a fresh process (the thread count comes from
+``OMP_NUM_THREADS``); prints one JSON object ``{name: sha256}``. Sizes are cut so that all of them
+take seconds, with batches large enough (512 rows for Part II) to reach torch's multi-threaded
+kernels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def digest(obj: Any) -> str:
+    """sha256 over the raw bytes of every tensor/array/number in ``obj`` (dict keys sorted)."""
+    h = hashlib.sha256()
+
+    def feed(x: Any) -> None:
+        if isinstance(x, dict):
+            for k in sorted(x, key=str):
+                h.update(str(k).encode())
+                feed(x[k])
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                feed(v)
+        elif isinstance(x, torch.Tensor):
+            h.update(x.detach().cpu().contiguous().numpy().tobytes())
+        elif isinstance(x, np.ndarray):
+            if x.dtype == object:
+                raise TypeError("object arrays hash their pointers; select numeric columns")
+            h.update(np.ascontiguousarray(x).tobytes())
+        elif dataclasses.is_dataclass(x):
+            feed(dataclasses.asdict(x))
+        else:
+            h.update(repr(x).encode())
+
+    feed(obj)
+    return h.hexdigest()
+
+
+def _aa_cfg():
+    from mechbook.assign_add.train import TrainConfig
+
+    return TrainConfig(steps=6, batch_size=512, eval_every=3, eval_per_pool=64, keep_every=3, resume_every=3)
+
+
+def part2_train() -> str:
+    from mechbook.assign_add.train import train
+
+    r = train(_aa_cfg(), device="cpu")
+    return digest([r.final_state, r.checkpoints, r.history[["accuracy", "loss"]].to_numpy()])
+
+
+def part2_train_smoke_profile() -> str:
+    from mechbook.assign_add.train import TRAIN_PROFILES, train, with_overrides
+
+    r = train(with_overrides(TRAIN_PROFILES["smoke"], steps=20, eval_every=10, keep_every=10, resume_every=10), device="cpu")
+    return digest(r.final_state)
+
+
+def part2_stacked() -> str:
+    from mechbook.assign_add.stacked import train_stacked
+    from mechbook.assign_add.sweeps import point_config
+
+    cfgs = [point_config(_aa_cfg(), "f", 0.4), point_config(dataclasses.replace(_aa_cfg(), seed=5), "f", 0.9)]
+    return digest([[r.final_state, r.history[["accuracy", "loss"]].to_numpy()] for r in train_stacked(cfgs, device="cpu")])
+
+
+def _aa_model():
+    from mechbook.assign_add.model import AssignAddModel
+
+    return AssignAddModel().eval()
+
+
+def part2_probes() -> str:
+    from mechbook.assign_add.probes import ProbeConfig, probe_table
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    x, y = task.sample(512, np.random.default_rng(0))
+    model = _aa_model()
+    table = probe_table(model, task.cfg, x, y, ProbeConfig(steps=20))
+    _, acts = model.run_with_cache(torch.as_tensor(x))
+    return digest([table[["accuracy", "chance", "n"]].to_numpy(dtype=np.float64), dict(acts.items())])
+
+
+def part2_patching() -> str:
+    from mechbook.assign_add.patching import one_var_patch_pairs, patched_logits
+    from mechbook.assign_add.task import Task
+
+    pairs = one_var_patch_pairs(Task(), 512, seed=0)
+    logits = patched_logits(_aa_model(), pairs.clean, pairs.source, pairs.value_pos)
+    return digest([dataclasses.asdict(pairs), logits])
+
+
+def part2_eval_samples() -> str:
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    return digest([task.eval_pools(256, 1), task.sample(512, np.random.default_rng(3))])
+
+
+def part1_train() -> str:
+    from lt_markov import markov_tokens
+    from mechbook.leading_terms.model import ModelConfig
+    from mechbook.leading_terms.stats import corpus_stats
+    from mechbook.leading_terms.train import TrainConfig, train
+
+    tokens = markov_tokens(256, 33, 64, seed=0)
+    stats = corpus_stats(tokens, 64)
+    r = train(tokens, stats, ModelConfig(vocab_size=64, context=32, n_layers=3), TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4))
+    return digest([r.state, r.history[["loss", "norm", "cosine"]].to_numpy()])
+
+
+def pythia_miniature() -> str:
+    from mechbook.data import load_stories
+    from mechbook.pythia.miniature import MiniatureConfig, train_miniature
+
+    path = os.environ.get("MECHBOOK_TINYSTORIES") or Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+    stories = load_stories(path=path, max_stories=200)
+    cfg = MiniatureConfig(bpe_vocab=300, context=32, d_model=64, n_layers=2, n_heads=4, d_mlp=256, steps=4, batch_size=64, n_linear=2, seed=3)
+    run = train_miniature(stories, cfg)
+    return digest([run.checkpoints, run.losses])
+
+
+ARTIFACTS: dict[str, Callable[[], str]] = {
+    f.__name__: f
+    for f in (part2_train, part2_train_smoke_profile, part2_stacked, part2_probes, part2_patching, part2_eval_samples, part1_train, pythia_miniature)
+}
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MECHBOOK_QUIET", "1")
+    names = sys.argv[1:] or list(ARTIFACTS)
+    print(json.dumps({"threads": torch.get_num_threads(), **{n: ARTIFACTS[n]() for n in names}}))

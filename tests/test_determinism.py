@@ -1,0 +1,78 @@
+"""Same seed, same bits: every trained or sampled artifact hashes the same in separate processes,
+at 1 and at 2 threads (mechbook/determinism.py), and the context restores the process's settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT
+from mechbook.determinism import THREADS, deterministic
+
+SCRIPT = ROOT / "tests" / "det_hashes.py"
+SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+
+
+def _start(threads: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "MECHBOOK_QUIET": "1",
+    }
+    env.setdefault("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    return subprocess.Popen([sys.executable, str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope="module")
+def hashes() -> list[dict[str, str]]:
+    """The artifacts' sha256 from three processes: 1 thread, 2 threads, 2 threads again (run at
+    once: each artifact computes on one thread, so the three share two cores well)."""
+    procs = [_start(t) for t in (1, 2, 2)]
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=600)
+        assert proc.returncode == 0, stderr[-3000:]
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def test_the_processes_ran_at_the_thread_counts_asked(hashes):
+    assert [h.pop("threads") for h in hashes] == [1, 2, 2]
+
+
+@pytest.mark.parametrize("artifact", ["part2_train", "part2_train_smoke_profile", "part2_stacked", "part2_probes",
+                                      "part2_patching", "part2_eval_samples", "part1_train", "pythia_miniature"])
+def test_artifact_is_bit_identical_across_processes_and_thread_counts(hashes, artifact):
+    one, two, two_again = (h[artifact] for h in hashes)
+    assert two == two_again, f"{artifact}: two processes at 2 threads gave different bits"
+    assert one == two, f"{artifact}: 1 thread and 2 threads gave different bits"
+
+
+def test_deterministic_restores_the_settings_and_works_as_a_decorator():
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS + 1)
+    threads, algos = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    seen = []
+
+    @deterministic()
+    def inside() -> None:
+        seen.append((torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()))
+
+    inside()
+    with deterministic():
+        with deterministic():
+            inside()
+        seen.append((torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()))
+    assert seen == [(THREADS, True)] * 3
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, algos)
+    with pytest.raises(RuntimeError, match="boom"), deterministic():
+        raise RuntimeError("boom")
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, algos)
+    torch.set_num_threads(before)
