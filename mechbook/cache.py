@@ -83,12 +83,17 @@ def file_digest(path: str | Path) -> str:
     st = file.stat()
     memo = (str(file), st.st_size, st.st_mtime_ns)
     if memo not in _DIGESTS:
-        digest = hashlib.sha256()
-        with file.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        _DIGESTS[memo] = digest.hexdigest()
+        _DIGESTS[memo] = sha256_file(file)
     return _DIGESTS[memo]
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks (no memo: see :func:`file_digest`)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def package_root() -> Path:

@@ -20,7 +20,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from mechbook.cache import cache_root
+from mechbook.cache import cache_root, sha256_file
 from mechbook.progress import progress
 
 REPO_ID = "roneneldan/TinyStories"
@@ -47,21 +47,13 @@ def hub_reachable(timeout: float = 3.0, host: str | None = None) -> bool:
         return False
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _cached_file(split: str) -> Path:
     return cache_root() / "tinystories" / FILES[split]
 
 
 def _cache_is_valid(path: Path) -> bool:
     side = path.with_name(path.name + ".sha256")
-    return path.exists() and side.exists() and _sha256_file(path) == side.read_text().strip()
+    return path.exists() and side.exists() and sha256_file(path) == side.read_text().strip()
 
 
 def download(split: str = "valid", timeout: float = 10.0) -> Path:

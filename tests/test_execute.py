@@ -312,8 +312,8 @@ def test_data_digests_are_memoised_by_path_size_and_mtime(tmp_path, monkeypatch)
     data.write_bytes(b"abc")
     memo_file = tmp_path / "memo.json"
     reads = []
-    real = environment._sha256
-    monkeypatch.setattr(environment, "_sha256", lambda p: reads.append(p) or real(p))
+    real = environment.sha256_file
+    monkeypatch.setattr(environment, "sha256_file", lambda p: reads.append(p) or real(p))
     first = environment.DigestMemo(memo_file)
     digest = first.tree(data)
     first.save()

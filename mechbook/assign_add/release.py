@@ -38,7 +38,7 @@ import torch
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.release_sums import SHA256
-from mechbook.cache import atomic_write_bytes, cache_root
+from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
 from mechbook.progress import progress
 
 RELEASE_COMMIT = "d60c064bfa17e4e55f3753daf11e50d4cc764c1e"
@@ -96,13 +96,6 @@ def _cache_dir() -> Path:
     return cache_root() / "assign_add_release" / RELEASE_COMMIT
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
 
 def _verify(path: Path) -> None:
     """Raise if ``path`` does not match its known SHA-256 (package sum, or the cache sidecar)."""
@@ -112,7 +105,7 @@ def _verify(path: Path) -> None:
         expected = sidecar.read_text().strip()
     if expected is None:
         return
-    actual = _sha256(path)
+    actual = sha256_file(path)
     if actual != expected:
         raise ValueError(
             f"{path} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...): the copy is "

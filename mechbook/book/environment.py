@@ -20,6 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from mechbook.cache import sha256_file
+
 #: Variables holding paths; relative ones are made absolute against the caller's directory.
 PATH_ENV: tuple[str, ...] = (
     "MECHBOOK_CACHE",
@@ -70,14 +72,6 @@ def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class DigestMemo:
     """SHA-256 of files, memoised by ``(size, mtime_ns)`` per absolute path in a JSON file.
 
@@ -104,7 +98,7 @@ class DigestMemo:
         held = self.entries.get(key)
         if isinstance(held, list) and held[:2] == [stat.st_size, stat.st_mtime_ns]:
             return held[2]
-        digest = _sha256(path)
+        digest = sha256_file(path)
         self.entries[key] = [stat.st_size, stat.st_mtime_ns, digest]
         self.dirty = True
         return digest

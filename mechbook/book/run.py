@@ -37,6 +37,7 @@ from typing import Any, TextIO
 import nbformat
 
 from mechbook.book import costs
+from mechbook.cache import sha256_file
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
 from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
@@ -50,16 +51,12 @@ HIDDEN_TAG = "remove-cell"
 INJECTED_TAG = "injected-parameters"
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _package_digest(root: Path) -> dict[str, str]:
     """SHA-256 of every file under ``mechbook/`` (bytecode caches and the measured costs, which
     every build rewrites, excluded)."""
     pkg = root / "mechbook"
     return {
-        p.relative_to(pkg).as_posix(): _sha256(p)
+        p.relative_to(pkg).as_posix(): sha256_file(p)
         for p in sorted(pkg.rglob("*"))
         if p.is_file()
         and "__pycache__" not in p.parts
@@ -92,7 +89,7 @@ def cache_key(
         "kernel": nb.metadata.get("kernelspec", {}).get("name"),
         "parameters": parameters,
         "mechbook": _package_digest(root),
-        "requirements": _sha256(requirements) if requirements.exists() else None,
+        "requirements": sha256_file(requirements) if requirements.exists() else None,
         "env": key_environment(memo),
     }
     memo.save()
