@@ -94,7 +94,12 @@ def test_bad_input_is_explained():
 )
 def test_every_knob_is_checked(knobs, message):
     with pytest.raises(ValueError, match=message):
-        mechbook.resolve_profile(CONFIGS, "smoke", **knobs)
+        dataclasses.replace(CONFIGS["smoke"], **knobs)
+
+
+def test_a_negative_max_stories_knob_is_refused_not_sliced():
+    with pytest.raises(ValueError, match="max_stories must be a positive integer or None"):
+        mechbook.resolve_profile(CONFIGS, "smoke", max_stories=-5)
 
 
 def test_profiles_are_valid_and_max_stories_none_means_all():
