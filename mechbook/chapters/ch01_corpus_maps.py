@@ -18,13 +18,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.chapters.common import markdown_text
 from mechbook.leading_terms.associations import (CONTEXT_PAIRS, WORD_CLASSES, class_purity, cosine_normalise,
                                                  labelled_words, matrix_frame, pair_ranks, rank_of, ranked_words,
                                                  readable_exclusions, top_k)
 from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer, policy_survivors
+from mechbook.viz.fmt import escape_markdown
 
 
 def _positive(name: str, value: Any) -> None:
@@ -139,7 +139,7 @@ def corpus_prose(m: CorpusMaps) -> str:
 def sample_sentence(m: CorpusMaps, index: int = 0) -> str:
     """Training sequence ``index`` decoded to text, as a Markdown quote in which ``<unk>`` and any
     other markup-like text of the corpus is shown literally."""
-    return "> " + markdown_text(m.tokenizer.decode(m.sequences.tokens[index]))
+    return "> " + escape_markdown(m.tokenizer.decode(m.sequences.tokens[index]))
 
 
 def _bigram_top(m: CorpusMaps) -> pd.DataFrame:

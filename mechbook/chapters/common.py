@@ -1,13 +1,8 @@
-"""Helpers every chapter module may use: recording a chapter's headline numbers in one call, and
-putting text that came from the corpus or a tokenizer into computed Markdown safely."""
+"""Helpers every chapter module may use: recording a chapter's headline numbers in one call."""
 
 from __future__ import annotations
 
-import html
-import re
 from typing import Any, Mapping
-
-_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]{}()#+\-.!|~$])")
 
 
 def record_all(numbers: Mapping[str, Any]) -> dict[str, Any]:
@@ -16,10 +11,3 @@ def record_all(numbers: Mapping[str, Any]) -> dict[str, Any]:
     from mechbook import record
 
     return {name: record(name, value) for name, value in numbers.items()}
-
-
-def markdown_text(text: str) -> str:
-    """``text`` as literal Markdown: HTML special characters become entities, so ``<unk>`` or
-    ``<|endoftext|>`` is shown rather than read as a tag, and Markdown and math punctuation
-    (``* _ ` $ [ ] # ...``) is backslash-escaped, so corpus text is never emphasis, a link or math."""
-    return html.escape(_MARKDOWN_PUNCTUATION.sub(r"\\\1", text), quote=False)
