@@ -41,7 +41,10 @@ STATIC = Path(__file__).parent / "static"
 ROOT = Path(__file__).resolve().parents[2]
 MATHJAX_ENTRY = "tex-mml-chtml.js"
 MATHJAX_PARTS = (MATHJAX_ENTRY, "input", "output", "ui", "a11y", "adaptors")
-FALLBACK = re.compile(r'<div class="mechbook-fallback">(<svg\b.*?</svg>)</div>', re.S)
+FALLBACK = re.compile(
+    r'<div class="mechbook-fallback">(<svg\b.*?</svg>)</div>(<script type="application/json" class="mechbook-spec">(.*?)</script>)',
+    re.S,
+)
 CHART_IMAGES = "_images"
 DOWNLOADS = "_downloads"
 RUN_LOCALLY = "<code>make venv</code>, then <code>.venv/bin/jupyter lab</code> and open <code>{path}</code>"
@@ -136,10 +139,12 @@ def light_fallbacks(body: str, write: Any, url: Any) -> str:
         svg = match.group(1)
         name = chart_image_name(svg)
         write(name, svg)
-        label = re.search(r'aria-label="([^"]*)"', svg)
-        alt = label.group(1) if label else "chart"
-        return (f'<div class="mechbook-fallback"><noscript><img src="{html.escape(url(name))}" alt="{alt}" '
-                f'loading="lazy"></noscript></div>')
+        try:
+            alt = json.loads(match.group(3)).get("description") or "chart"
+        except ValueError:
+            alt = "chart"
+        return (f'<div class="mechbook-fallback"><noscript><img src="{html.escape(url(name))}" '
+                f'alt="{html.escape(alt)}" loading="lazy"></noscript></div>{match.group(2)}')
 
     return FALLBACK.sub(swap, body)
 
