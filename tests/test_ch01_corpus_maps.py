@@ -19,7 +19,6 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 import mechbook
 from mechbook.chapters import ch01_corpus_maps as ch01
-from mechbook.chapters.common import record_all
 from mechbook.viz.fmt import escape_markdown as markdown_text
 from mechbook.execute import check_thresholds, load_thresholds
 from mechbook.leading_terms.stats import corpus_stats
@@ -49,12 +48,6 @@ def test_special_tokens_survive_markdown():
         assert token in _rendered_text(f'said, "{markdown_text(token)}, your car"')
     assert "&lt;unk&gt;" in RENDER.render(markdown_text('said, "<unk>, your car"'))
     assert "<unk>" in RENDER.render('said, "<unk>, your car"')  # unescaped, a tag the browser drops
-
-
-def test_record_all_returns_plain_values_outside_a_kernel():
-    assert record_all({"a": np.float64(0.5), "b": np.int64(3)}) == {"a": 0.5, "b": 3}
-    with pytest.raises(ValueError, match="non-finite"):
-        record_all({"c": float("nan")})
 
 
 @pytest.mark.parametrize("field", ["table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"])
