@@ -22,7 +22,8 @@ import torch
 from mechbook.cache import cached, code_version, fingerprint
 from mechbook.leading_terms import leading, model as model_module
 from mechbook.leading_terms.model import AttentionModel, parameter_names
-from mechbook.leading_terms.train import RUNS_PROFILES, RunsConfig
+from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
+from mechbook.leading_terms.train import RunsConfig
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,9 @@ class CooperationConfig:
 
 
 COOPERATION_PROFILES: dict[str, CooperationConfig] = {
-    "smoke": CooperationConfig(RUNS_PROFILES["smoke"], n_eval=256),
-    "cpu": CooperationConfig(RUNS_PROFILES["cpu"], n_eval=1024),
-    "paper": CooperationConfig(RUNS_PROFILES["paper"], n_eval=4096),
+    "smoke": CooperationConfig(TRAINING_CONFIGS["smoke"].runs, n_eval=256),
+    "cpu": CooperationConfig(TRAINING_CONFIGS["cpu"].runs, n_eval=1024),
+    "paper": CooperationConfig(TRAINING_CONFIGS["paper"].runs, n_eval=4096),
 }
 
 
