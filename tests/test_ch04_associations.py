@@ -94,7 +94,6 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
     assert f"**{table.loc[paper_lr, 'Q vs W']:.0%}** with $Q$" in ch04.overlap_prose(a, table)
     worst = table.loc[large_lr].idxmin()
     assert f"moves most is **{worst}**" in ch04.drift_prose(a, table)
-    assert f"for the {a.cfg.n_words} most frequent content words" in ch04.profile_note(a)
     ranked = ch04.ranked_table(a)
     assert ranked.index.get_level_values(0).nunique() == 2 * len(ch04.TRAINED)
     assert set(ranked.index.get_level_values(1)) == set(a.words[: a.cfg.table_words])

@@ -18,7 +18,7 @@ import mechbook
 from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.execute import check_thresholds, load_thresholds
 from mechbook.leading_terms.corpus import load_corpus
-from mechbook.leading_terms.model import AttentionModel, parameter_names
+from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs, TrainResult
 
@@ -54,12 +54,12 @@ def corpus(tmp_path_factory):
 def _coop(corpus, weights):
     """A Cooperation whose run at lr has the weights ``weights(name, lr, zero_tensor)``."""
     cfg, tok, seqs, stats = corpus
-    model_cfg = cfg.runs.model_cfg(tok.vocab_size)
+    model_cfg = ModelConfig(d_vocab=tok.vocab_size, n_ctx=seqs.context, n_layers=cfg.runs.n_layers)
     results, models = {}, {}
     for lr in cfg.runs.lrs:
         model = AttentionModel(model_cfg, device="cpu")
         state = {k: weights(k, lr, torch.zeros_like(v)) for k, v in model.state_dict().items()}
-        results[lr] = TrainResult(pd.DataFrame(), state, model_cfg, cfg.runs.train_cfg(lr))
+        results[lr] = TrainResult(pd.DataFrame(), state, model_cfg, cfg.runs.run(lr).train_cfg(len(seqs.tokens)))
         models[lr] = results[lr].model(device="cpu")
     return ch05.Cooperation(cfg, Runs(tok, seqs, stats, results), models, seqs.tokens[: cfg.n_eval])
 
@@ -117,6 +117,7 @@ def test_records_and_sentences_of_a_leading_term_model(corpus):
     assert numbers["loss_zero"] == pytest.approx(math.log(c.runs.tokenizer.vocab_size), abs=1e-5)
     assert numbers["worst_single_large_lr"] == "W_O"  # the bigram term carries the most
     assert numbers["loss_full_large_lr"] < numbers["loss_no_leading_large_lr"]
+    assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_note(c)
     text = ch05.ablation_prose(c, table)
     assert f"reaches **{numbers['loss_full_paper_lr']:.4f}**" in text and "leading term of W_O" in text
     assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(c, means)

@@ -20,7 +20,8 @@ import torch
 from mechbook.chapters.part1_labels import run_labels
 from mechbook.leading_terms.associations import content_words, ranked_words, readable_exclusions, top_k
 from mechbook.leading_terms.leading import ranking_overlap
-from mechbook.leading_terms.train import RUNS_PROFILES, Runs, RunsConfig, chapter_runs
+from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
+from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
 
 TRAINED = ("W_O", "V W_O", "W")
 """The trained maps the chapter reads, in the order of its tables."""
@@ -53,7 +54,7 @@ class AssociationsConfig:
             raise ValueError(f"AssociationsConfig.table_words ({self.table_words}) must not exceed n_words ({self.n_words})")
 
 
-CONFIGS: dict[str, AssociationsConfig] = {profile: AssociationsConfig(runs) for profile, runs in RUNS_PROFILES.items()}
+CONFIGS: dict[str, AssociationsConfig] = {profile: AssociationsConfig(c.runs) for profile, c in TRAINING_CONFIGS.items()}
 
 
 def trained(state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -97,7 +98,7 @@ def load(cfg: AssociationsConfig) -> Associations:
 def profile_note(a: Associations) -> str:
     """Which runs the chapter reads and what the rankings leave out."""
     paper_lr, large_lr = a.lrs
-    return (f"The runs of chapter 3 ({a.cfg.runs.steps:,} steps at learning rates {paper_lr} and {large_lr}); "
+    return (f"The runs of chapter 3 ({a.runs.results[a.lrs[0]].train_cfg.steps:,} steps at learning rates {paper_lr} and {large_lr}); "
             f"rankings over the {a.runs.tokenizer.vocab_size} tokens minus {len(a.exclude)} punctuation, "
             f"function-word and `<unk>` tokens, for the {len(a.words)} most frequent content words.")
 

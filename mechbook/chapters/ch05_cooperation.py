@@ -20,7 +20,8 @@ from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.ablation import cached_ablation_table
 from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
 from mechbook.leading_terms.model import AttentionModel
-from mechbook.leading_terms.train import RUNS_PROFILES, Runs, RunsConfig, chapter_runs
+from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
+from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
 
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
 """The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table`."""
@@ -48,9 +49,9 @@ class CooperationConfig:
 
 
 CONFIGS: dict[str, CooperationConfig] = {
-    "smoke": CooperationConfig(RUNS_PROFILES["smoke"], n_eval=256),
-    "cpu": CooperationConfig(RUNS_PROFILES["cpu"], n_eval=1024),
-    "paper": CooperationConfig(RUNS_PROFILES["paper"], n_eval=4096),
+    "smoke": CooperationConfig(TRAINING_CONFIGS["smoke"].runs, n_eval=256),
+    "cpu": CooperationConfig(TRAINING_CONFIGS["cpu"].runs, n_eval=1024),
+    "paper": CooperationConfig(TRAINING_CONFIGS["paper"].runs, n_eval=4096),
 }
 
 
@@ -79,7 +80,7 @@ def load(cfg: CooperationConfig) -> Cooperation:
 def profile_note(c: Cooperation) -> str:
     """Which runs and how many sequences the chapter uses."""
     paper_lr, large_lr = c.lrs
-    return (f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {c.cfg.runs.steps:,} steps); losses and "
+    return (f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {c.runs.results[c.lrs[0]].train_cfg.steps:,} steps); losses and "
             f"averages over the first **{len(c.evaluation):,}** training sequences.")
 
 
