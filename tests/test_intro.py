@@ -155,7 +155,8 @@ def test_length_chart_fits_the_column_and_states_the_share():
     widths = [v["width"] for v in spec["vconcat"]]
     assert all(w <= intro.COLUMN_WIDTH for w in widths)
     share = np.median([5 / 7, 1.0, 0.25])
-    assert f"{share:.0%} of the words are distinct" in spec["vconcat"][1]["title"]
+    assert spec["vconcat"][1]["title"] == f"In the median story {share:.0%} of the words are distinct"
+    assert spec["title"]["subtitle"] == "3 TinyStories stories, a random sample"
 
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")

@@ -21,7 +21,7 @@ import pandas as pd
 WORD = re.compile(r"[a-z']+")
 PAPER_VOCAB = 3000
 """|V| of the paper's experiment in Part I (Im et al., 2026)."""
-COLUMN_WIDTH = 560
+COLUMN_WIDTH = 520
 """Plot-area width (px) of the introduction's charts: with their axes they fit the ~680 px text column."""
 COVERAGE_SIZES = (1000, PAPER_VOCAB)
 """The vocabulary sizes whose token coverage the introduction records."""
@@ -238,10 +238,11 @@ def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
     )
     scatter = (diagonal + points).properties(
         width=COLUMN_WIDTH, height=280,
-        title=f"Distinct words grow slower than length: in the median story {ratio:.0%} of the words are distinct",
+        title=f"In the median story {ratio:.0%} of the words are distinct",
     )
     return alt.vconcat(lengths, scatter).properties(
-        title=alt.Title(f"{len(sample):,} TinyStories stories (a random sample)", anchor="start")
+        title=alt.Title("Distinct words grow slower than story length",
+                        subtitle=f"{len(sample):,} TinyStories stories, a random sample", anchor="start")
     )
 
 
