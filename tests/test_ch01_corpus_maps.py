@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import itertools
 import os
 import re
 from pathlib import Path
@@ -82,7 +83,7 @@ def _literal_successor_rank(tokens, tok, row, column):
     a, c = tok.token_to_id[row], tok.token_to_id[column]
     counts = np.zeros(tok.vocab_size)
     for seq in tokens:
-        for x, y in zip(seq[:-1], seq[1:]):
+        for x, y in itertools.pairwise(seq):
             if x == a:
                 counts[y] += 1
     keep = [i for i in range(tok.vocab_size) if i != tok.unk_id]
@@ -116,7 +117,7 @@ def test_sentences_quote_the_numbers(maps):
 
 def test_heatmap_blocks_hold_the_tables_words(maps):
     blocks = ch01.map_blocks(maps)
-    b, rows, cols = blocks["B: adjective → next word"]
+    _, rows, cols = blocks["B: adjective → next word"]
     table = ch01.bigram_table(maps)
     assert rows == list(table.index) and set(table["1"]) <= set(cols)
     _, rows, cols = blocks["Σ_B (cosine): interchangeable words"]

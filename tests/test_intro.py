@@ -140,7 +140,7 @@ def test_prose_quotes_the_computed_numbers():
 
 
 def test_chart_sample_is_seeded_and_bounded():
-    ov = build_overview([" ".join(["w%d" % i] * (i + 1)).replace("0", "a") for i in range(50)])
+    ov = build_overview([" ".join([f"w{i}"] * (i + 1)).replace("0", "a") for i in range(50)])
     cfg = OverviewConfig(max_stories=None, chart_stories=20, vocab_sizes=(10,), seed=3)
     a, b = intro.chart_sample(ov, cfg), intro.chart_sample(ov, cfg)
     assert len(a) == 20 and a.equals(b) and a.story.is_unique

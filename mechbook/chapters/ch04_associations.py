@@ -10,7 +10,8 @@ explorer of one word's corpus associations and trained rankings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import altair as alt
 import numpy as np

@@ -7,7 +7,7 @@ leading terms stop describing training; records and tables name the two runs ``p
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 RUN_NAMES = ("paper_lr", "large_lr")
 """Record-name suffixes of the two runs, in the order of ``RunsConfig.lrs``."""
