@@ -9,7 +9,7 @@ import pytest
 
 import mechbook
 from mechbook.chapters import ch03_training as ch
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
