@@ -7,6 +7,7 @@
 - ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
   spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
+- ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
+    cache = sub.add_parser("cache", help="export PATH [--profile P] | import PATH: bundle the trained models and statistics")
+    cache.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -73,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         from mechbook.benchmarks import run
 
         return run(args.name, args.args)
+    if args.command == "cache":
+        from mechbook.cache_bundle import main as cache_main
+
+        return cache_main(args.args)
 
     from mechbook.book import checks, run, site
     from mechbook.book.config import ExecuteConfig
