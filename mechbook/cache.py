@@ -1,27 +1,39 @@
 """On-disk cache for trained models and computed statistics (every chapter that trains).
 
-An entry is keyed by everything that determines it: a namespace, a JSON-able description (the
-config dataclass, a data fingerprint, the seed) and the source code of the modules that compute
-it. Files are written atomically (temporary file, then rename) next to a ``.sha256`` sidecar; an
-entry whose bytes do not match its checksum, or that fails to load, is reported and recomputed,
-never silently used.
+An entry is keyed by everything that determines it: a namespace (``part/name``), a JSON-able
+description (the config dataclass, a data fingerprint, the seed) and, derived rather than listed,
+the code: the source of every ``mechbook`` module the computation can reach (the static import
+closure of the module that calls :func:`cached` and of the modules ``compute`` refers to), plus
+the versions of Python, torch and numpy. Data files enter keys by their contents
+(:func:`file_digest`). Files are written atomically (temporary file, then rename) next to a
+``.sha256`` sidecar; an entry whose bytes do not match its checksum, or that fails to load, is
+reported and recomputed, never silently used. A write that fails (read-only or full disk) warns
+and still returns the computed value.
+
+With ``MECHBOOK_PROFILE`` set (the executor sets it), every entry served is listed in
+``<root>/manifests/<profile>.jsonl``, which ``python -m mechbook cache export`` bundles.
 
 Root: ``$MECHBOOK_CACHE`` if set, else ``~/.cache/mechbook``.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import hashlib
-import inspect
 import io
 import json
 import os
+import platform
+import sys
 import tempfile
+import types
 import warnings
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
+
+from mechbook.determinism import deterministic
 
 T = TypeVar("T")
 
@@ -61,12 +73,137 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def code_version(*modules: ModuleType | Callable[..., Any]) -> str:
-    """SHA-256 of the source text of the given modules or functions, so edits invalidate caches."""
-    digest = hashlib.sha256()
-    for mod in modules:
-        digest.update(inspect.getsource(mod).encode())
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's contents, memoised by (absolute path, size, mtime): loaders of
+    data files chosen by environment variables put this into their cache keys."""
+    file = Path(path).resolve()
+    st = file.stat()
+    memo = (str(file), st.st_size, st.st_mtime_ns)
+    if memo not in _DIGESTS:
+        digest = hashlib.sha256()
+        with file.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        _DIGESTS[memo] = digest.hexdigest()
+    return _DIGESTS[memo]
+
+
+def package_root() -> Path:
+    """The folder that holds the imported ``mechbook`` package."""
+    return Path(__file__).resolve().parent.parent
+
+
+def _is_ours(name: str) -> bool:
+    return name == "mechbook" or name.startswith("mechbook.")
+
+
+def _module_file(name: str, root: Path) -> Path | None:
+    base = root.joinpath(*name.split("."))
+    for file in (base.with_suffix(".py"), base / "__init__.py"):
+        if file.is_file():
+            return file
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[str, ...]:
+    """The ``mechbook`` modules that module ``name`` (at ``file``) imports anywhere in its source,
+    their parent packages included (memoised by the file's size and mtime)."""
+    tree = ast.parse(Path(file).read_text(), filename=file)
+    is_pkg = Path(file).name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = name.split(".") if is_pkg else name.split(".")[:-1]
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names if _module_file(f"{base}.{a.name}", Path(root)))
+    out = set()
+    for mod in filter(_is_ours, found):
+        parts = mod.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return tuple(sorted(m for m in out if _module_file(m, Path(root))))
+
+
+def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str]:
+    """Every ``mechbook`` module reachable from ``modules`` through imports (static, via ``ast``:
+    imports inside functions count), with their parent packages; sorted."""
+    root = root or package_root()
+    todo = [m for m in modules if _is_ours(m)]
+    for m in list(todo):
+        parts = m.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        file = _module_file(name, root)
+        if name in seen or file is None:
+            continue
+        seen.add(name)
+        st = file.stat()
+        todo.extend(_imported(name, str(file), st.st_size, st.st_mtime_ns, str(root)))
+    return sorted(seen)
+
+
+def code_digest(modules: Iterable[str], root: Path | None = None) -> str:
+    """SHA-256 over the source of :func:`module_closure` of ``modules`` and the versions of Python,
+    torch and numpy: what a cached result's code dependency is."""
+    import numpy
+    import torch
+
+    root = root or package_root()
+    digest = hashlib.sha256(f"python {platform.python_version()} torch {torch.__version__} numpy {numpy.__version__}".encode())
+    for name in module_closure(modules, root):
+        file = _module_file(name, root)
+        assert file is not None
+        digest.update(f"\0{name}\0{file_digest(file)}".encode())
     return digest.hexdigest()
+
+
+def _names(code: types.CodeType) -> set[str]:
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out |= _names(const)
+    return out
+
+
+def _module_of(value: Any) -> str | None:
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return getattr(value, "__module__", None)
+    return type(value).__module__
+
+
+def computation_modules(compute: Callable[..., Any], caller: str | None = None) -> set[str]:
+    """The ``mechbook`` modules a cached computation starts from: the caller's module, the module
+    of ``compute`` and of every global it names (functions, classes, modules), and the types of
+    the objects it closes over (a model passed in brings the module that defines its forward)."""
+    func = compute
+    while isinstance(func, functools.partial):
+        func = func.func
+    func = getattr(func, "__func__", func)
+    found = {caller, getattr(func, "__module__", None)}
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        glob = getattr(func, "__globals__", {})
+        found.update(_module_of(glob[n]) for n in _names(code) if n in glob)
+        for cell in getattr(func, "__closure__", None) or ():
+            try:
+                found.add(_module_of(cell.cell_contents))
+            except ValueError:  # an empty cell
+                continue
+    return {m for m in found if m and _is_ours(m)}
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -103,7 +240,8 @@ def load_verified(path: Path) -> bytes | None:
     return data
 
 
-def _torch_dumps(obj: Any) -> bytes:
+def torch_dumps(obj: Any) -> bytes:
+    """``torch.save`` of ``obj`` into bytes (the cache's default serialiser)."""
     import torch
 
     buf = io.BytesIO()
@@ -111,10 +249,33 @@ def _torch_dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
-def _torch_loads(data: bytes) -> Any:
+def torch_loads(data: bytes) -> Any:
+    """The object :func:`torch_dumps` wrote, on the CPU."""
     import torch
 
     return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+
+
+def _note_served(namespace: str, path: Path) -> None:
+    """Append the entry to ``<root>/manifests/$MECHBOOK_PROFILE.jsonl`` (when that is set)."""
+    profile = os.environ.get("MECHBOOK_PROFILE")
+    if not profile:
+        return
+    line = json.dumps({"namespace": namespace, "file": path.name}) + "\n"
+    try:
+        folder = cache_root() / "manifests"
+        folder.mkdir(exist_ok=True)
+        with (folder / f"{profile}.jsonl").open("a") as fh:
+            fh.write(line)
+    except OSError as exc:
+        warnings.warn(f"could not list cache entry {path} in the {profile!r} manifest ({exc})", stacklevel=3)
+
+
+def entry_path(namespace: str, key: Any, modules: Iterable[str]) -> Path:
+    """Where :func:`cached` keeps the entry of ``key`` computed by code in ``modules``."""
+    if not namespace or namespace.startswith("/") or ".." in namespace.split("/"):
+        raise ValueError(f"namespace must be a relative name like 'part/name', got {namespace!r}")
+    return cache_root() / namespace / f"{fingerprint({'key': key, 'code': code_digest(modules)})}.pt"
 
 
 def cached(
@@ -122,24 +283,37 @@ def cached(
     key: Any,
     compute: Callable[[], T],
     *,
-    dumps: Callable[[T], bytes] = _torch_dumps,
-    loads: Callable[[bytes], T] = _torch_loads,
+    dumps: Callable[[T], bytes] = torch_dumps,
+    loads: Callable[[bytes], T] = torch_loads,
     refresh: bool = False,
 ) -> T:
-    """Return ``compute()``, stored under ``namespace`` and the fingerprint of ``key``.
+    """Return ``compute()``, stored under ``namespace`` (``part/name``) and the fingerprint of
+    ``key`` and of the code the computation can reach (:func:`computation_modules`,
+    :func:`code_digest`).
 
-    ``key`` must hold everything that determines the result (config, data fingerprint, seed,
-    ``code_version(...)`` of the computing modules). Values are serialised with ``torch.save``
-    by default (tensors, numpy arrays, dicts). ``refresh=True`` recomputes and overwrites.
+    ``key`` must hold the data the result depends on (config, data fingerprint, seed); the code
+    is added here. ``compute`` runs under :func:`~mechbook.determinism.deterministic`. Values are
+    serialised with ``torch.save`` by default (tensors, numpy arrays, dicts). ``refresh=True``
+    recomputes and overwrites. A failed write warns and returns the value.
     """
-    path = cache_root() / namespace / f"{fingerprint(key)}.pt"
+    caller = sys._getframe(1).f_globals.get("__name__")
+    path = entry_path(namespace, key, computation_modules(compute, caller))
     if not refresh:
         data = load_verified(path)
         if data is not None:
             try:
-                return loads(data)
+                value = loads(data)
             except Exception as exc:  # a file that passes the checksum but will not load
                 warnings.warn(f"cache file {path} failed to load ({exc}); recomputing it", stacklevel=2)
-    value = compute()
-    save_verified(path, dumps(value))
+            else:
+                _note_served(namespace, path)
+                return value
+    with deterministic():
+        value = compute()
+    try:
+        save_verified(path, dumps(value))
+    except OSError as exc:
+        warnings.warn(f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2)
+    else:
+        _note_served(namespace, path)
     return value

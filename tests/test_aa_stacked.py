@@ -78,7 +78,7 @@ def test_stacked_results_are_cached_as_a_whole(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     first = load_or_train_stacked(RUNS[:2], device="cpu")
     again = load_or_train_stacked(RUNS[:2], device="cpu")
-    assert len(list((tmp_path / "assign_add_stacked").glob("*.pt"))) == 1
+    assert len(list((tmp_path / "assign_add" / "stacked").glob("*.pt"))) == 1
     for a, b in zip(first, again):
         assert a.history.equals(b.history)
 

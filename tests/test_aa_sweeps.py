@@ -77,5 +77,5 @@ def test_run_sweep_trains_its_points_as_one_cached_stack(tmp_path, monkeypatch):
     first = run_sweep(base, "f", [0.3, 0.6])
     assert list(first["value"]) == [0.3, 0.6] and first["score"].between(0, 1).all()
     assert (first["train_loss"] > 0).all()
-    assert len(list((tmp_path / "assign_add_stacked").glob("*.pt"))) == 1
+    assert len(list((tmp_path / "assign_add" / "stacked").glob("*.pt"))) == 1
     pd.testing.assert_frame_equal(run_sweep(base, "f", [0.3, 0.6]), first)

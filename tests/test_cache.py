@@ -1,9 +1,14 @@
-"""The on-disk cache (mechbook/cache.py): reuse, invalidation, corrupt files, fingerprints."""
+"""The on-disk cache (mechbook/cache.py): reuse, invalidation, corrupt files, fingerprints, keys
+derived from the code a computation reaches, data-file digests, failed writes, the profile manifest."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import shutil
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mechbook import cache
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, code_digest, computation_modules, file_digest, fingerprint, module_closure
 
 
 @pytest.fixture(autouse=True)
@@ -95,12 +100,118 @@ def test_fingerprint_sees_config_and_array_contents():
         fingerprint(object())
 
 
-def test_code_version_changes_with_source():
-    def f():
-        return 1
+PACKAGE = Path(cache.__file__).resolve().parent
 
-    def g():
-        return 2
 
-    assert code_version(f) == code_version(f) and code_version(f) != code_version(g)
-    assert code_version(cache) != code_version(f)
+@pytest.fixture
+def package_copy(tmp_path) -> Path:
+    """A temporary copy of the mechbook package (root folder returned)."""
+    root = tmp_path / "src"
+    shutil.copytree(PACKAGE, root / "mechbook", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _append(file: Path, text: str) -> None:
+    st = file.stat()
+    file.write_text(file.read_text() + text)
+    os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
+
+
+def test_code_digest_follows_the_import_closure_and_nothing_else(package_copy):
+    probes = ["mechbook.assign_add.probes"]
+    closure = module_closure(probes, package_copy)
+    assert {"mechbook.assign_add.task", "mechbook.cache", "mechbook"} <= set(closure)
+    assert "mechbook.leading_terms.train" not in closure
+    before = code_digest(probes, package_copy)
+    _append(package_copy / "mechbook" / "leading_terms" / "train.py", "\nX = 1\n")  # not reachable from probes
+    assert code_digest(probes, package_copy) == before
+    _append(package_copy / "mechbook" / "assign_add" / "task.py", "\nX = 1\n")  # imported by probes
+    assert code_digest(probes, package_copy) != before
+
+
+def test_closure_sees_relative_and_function_level_imports(tmp_path):
+    pkg = tmp_path / "mechbook"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from . import b\n\ndef f():\n    from ..deep import thing\n    return thing\n")
+    (pkg / "sub" / "b.py").write_text("from mechbook.sub.c import name\n")
+    (pkg / "sub" / "c.py").write_text("name = 1\n")
+    (pkg / "deep.py").write_text("import numpy\nthing = 2\n")
+    (pkg / "alone.py").write_text("")
+    assert module_closure(["mechbook.sub.a"], tmp_path) == ["mechbook", "mechbook.deep", "mechbook.sub", "mechbook.sub.a", "mechbook.sub.b", "mechbook.sub.c"]
+
+
+def test_computation_modules_include_the_model_a_computation_closes_over():
+    from mechbook.assign_add.model import AssignAddModel, ModelConfig
+    from mechbook.assign_add.probes import probe_table
+
+    model = AssignAddModel(ModelConfig(d_model=8, d_head=8, d_mlp=8))
+    found = computation_modules(lambda: probe_table(model, None, None, None), "mechbook.assign_add.probes")
+    assert found == {"mechbook.assign_add.probes", "mechbook.assign_add.model"}
+
+
+def test_editing_a_dependency_changes_the_entry(package_copy, monkeypatch):
+    from mechbook.assign_add.task import TaskConfig
+
+    monkeypatch.setattr(cache, "package_root", lambda: package_copy)
+    calls, compute = _counter()
+    cached("t/x", "k", lambda: (TaskConfig, compute())[1])
+    cached("t/x", "k", lambda: (TaskConfig, compute())[1])
+    assert len(calls) == 1
+    _append(package_copy / "mechbook" / "assign_add" / "task.py", "\nX = 1\n")
+    cached("t/x", "k", lambda: (TaskConfig, compute())[1])
+    assert len(calls) == 2
+
+
+def test_file_digest_tracks_contents(tmp_path):
+    data = tmp_path / "stories.txt"
+    data.write_text("once upon a time")
+    first = file_digest(data)
+    assert first == file_digest(str(data)) == __import__("hashlib").sha256(b"once upon a time").hexdigest()
+    data.write_text("once upon a tide")  # same size
+    os.utime(data, ns=(1, data.stat().st_mtime_ns + 1_000_000))
+    assert file_digest(data) != first
+    with pytest.raises(FileNotFoundError):
+        file_digest(tmp_path / "missing.txt")
+
+
+def test_a_failed_write_warns_and_returns_the_value(private_cache, monkeypatch):
+    calls, compute = _counter()
+    (private_cache / "blocked").write_text("a file where the namespace folder should be")
+    with pytest.warns(UserWarning, match="could not write the cache entry"):
+        value = cached("blocked", "k", compute)
+    assert value["n"] == 1 and len(calls) == 1
+
+    def full(path, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache, "save_verified", full)
+    with pytest.warns(UserWarning, match="No space left"):
+        assert cached("t", "k", compute)["n"] == 2
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_cache_still_returns_the_value(private_cache):
+    calls, compute = _counter()
+    (private_cache / "ro").mkdir()
+    (private_cache / "ro").chmod(0o500)
+    try:
+        with pytest.warns(UserWarning, match="could not write"):
+            assert cached("ro", "k", compute)["n"] == 1
+    finally:
+        (private_cache / "ro").chmod(0o700)
+
+
+def test_profile_manifest_lists_every_entry_served(private_cache, monkeypatch):
+    calls, compute = _counter()
+    cached("t/a", "k", compute)
+    assert not (private_cache / "manifests").exists()
+    monkeypatch.setenv("MECHBOOK_PROFILE", "smoke")
+    cached("t/a", "k", compute)  # a hit
+    cached("t/b", "k", compute)  # a miss
+    lines = [json.loads(line) for line in (private_cache / "manifests" / "smoke.jsonl").read_text().splitlines()]
+    assert [line["namespace"] for line in lines] == ["t/a", "t/b"]
+    assert all((private_cache / line["namespace"] / line["file"]).is_file() for line in lines)
+    with pytest.raises(ValueError, match="relative name"):
+        cached("../escape", "k", compute)

@@ -21,7 +21,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 import mechbook
 from mechbook.chapters import ch01_corpus_maps as ch01
 from mechbook.viz.fmt import escape_markdown as markdown_text
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.stats import corpus_stats
 
 SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))

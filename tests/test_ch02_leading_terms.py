@@ -8,7 +8,7 @@ import pytest
 import mechbook
 from lt_markov import markov_tokens
 from mechbook.chapters import ch02_leading_terms as ch
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.check import autograd_check
 from mechbook.leading_terms.stats import corpus_stats
 

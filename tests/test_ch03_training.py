@@ -9,7 +9,7 @@ import pytest
 
 import mechbook
 from mechbook.chapters import ch03_training as ch
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
@@ -24,7 +24,7 @@ def fake_run(cosine: float, loss: float, lr: float, steps: int, vocab: int = 200
         rows.append({"step": step, "loss": value, "matrix": "W_O", "kind": "W_O", "layer": None, "cosine": cos})
         for layer in range(3):
             for kind in ("W", "V", "P"):
-                rows.append({"step": step, "loss": value, "matrix": f"blocks.{layer}.attn.{kind}", "kind": kind, "layer": layer, "cosine": cos - 0.001 * layer})
+                rows.append({"step": step, "loss": value, "matrix": f"blocks.{layer}.attn.{kind}", "kind": kind, "layer": layer, "cosine": cos - 0.0001 * layer})
     history = pd.DataFrame(rows).assign(lr=lr, eta_s=lambda d: lr * d["step"])
     return TrainResult(history, {}, ModelConfig(vocab, 8), TrainConfig(lr=lr, steps=steps))
 
@@ -95,10 +95,10 @@ def test_charts_fit_the_column_and_title_the_finding():
     specs = [ch.cosine_chart(runs).to_dict(), ch.loss_chart(runs).to_dict(), ch.claim_chart(claim, TARGET).to_dict()]
     for spec in specs:
         assert 0 < _width(spec) <= ch.WIDTH - 60
-    assert "0.9975 at η = 0.005" in str(specs[0]["title"]) and "0.9480 at η = 0.1" in str(specs[0]["title"])
+    assert "0.9993 at η = 0.005" in str(specs[0]["title"]) and "0.9498 at η = 0.1" in str(specs[0]["title"])
     assert "stops at η·s = 0.5 of the paper's η·s = 27.8" in str(specs[2]["title"])
     table = ch.min_cosine_table(runs)
-    assert table.loc[0.1, "W vs Q"] == pytest.approx(0.948) and table.loc[0.005, "W_O vs B"] == pytest.approx(0.9995)
+    assert table.loc[0.1, "W vs Q"] == pytest.approx(0.9498) and table.loc[0.005, "W_O vs B"] == pytest.approx(0.9995)
 
 
 def test_bpe_markdown_justifies_the_size_from_the_support_table():

@@ -14,7 +14,7 @@ import torch
 
 import mechbook
 from mechbook.chapters import ch04_associations as ch04
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs

@@ -16,7 +16,7 @@ import torch
 
 import mechbook
 from mechbook.chapters import ch05_cooperation as ch05
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.stats import cached_corpus_stats

@@ -18,7 +18,7 @@ import mechbook
 from mechbook.chapters import intro
 from mechbook.chapters.intro import (CONFIGS, OverviewConfig, build_overview, coverage_histogram, headline,
                                      story_coverage, story_table, token_coverage, words)
-from mechbook.execute import check_thresholds, load_thresholds
+from mechbook.book.checks import check_thresholds, load_thresholds
 
 SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
 

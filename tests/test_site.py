@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from mechbook import site
-from mechbook.execute import toc_files
+from mechbook.book.toc import toc_files
 
 book = pytest.mark.book
 REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
@@ -149,7 +149,8 @@ def test_a_glued_chart_is_a_numbered_figure(tmp_path, root):
     import nbclient
 
     from conftest import make_notebook
-    from mechbook.execute import ExecuteConfig, build_site
+    from mechbook.book.config import ExecuteConfig
+    from mechbook.book.site import build_site
 
     (tmp_path / "mechbook").mkdir()
     (tmp_path / "_config.yml").write_text((root / "_config.yml").read_text())
@@ -180,7 +181,8 @@ def test_a_glued_chart_is_a_numbered_figure(tmp_path, root):
 @book
 def test_a_sphinx_warning_fails_the_build(tmp_path, root):
     """The site is built with warnings as errors: a broken cross-reference must stop it."""
-    from mechbook.execute import ExecuteConfig, build_site
+    from mechbook.book.config import ExecuteConfig
+    from mechbook.book.site import build_site
 
     (tmp_path / "mechbook").mkdir()
     (tmp_path / "_config.yml").write_text((root / "_config.yml").read_text())

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.assign_add import circuits, model as model_module, task as task_module
+from mechbook.assign_add import circuits
 from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import TrainResult, load_model
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.progress import progress
 
 MEASURES: dict[str, str] = {
@@ -78,7 +78,7 @@ def checkpoint_measures(model: torch.nn.Module, task: Task, tokens: np.ndarray) 
 
 def measures_over_training(result: TrainResult, cfg: MeasureConfig = MeasureConfig()) -> pd.DataFrame:
     """Tidy ``(step, measure, value)`` for every kept checkpoint of ``result`` (cached; the key
-    holds the run's config and final weights, the measure config and the code version)."""
+    holds the run's config and final weights and the measure config)."""
 
     def compute() -> pd.DataFrame:
         task = Task(result.config.task)
@@ -94,6 +94,5 @@ def measures_over_training(result: TrainResult, cfg: MeasureConfig = MeasureConf
         "steps": sorted(result.checkpoints),
         "final": result.final_state,
         "measures": cfg,
-        "code": code_version(circuits, model_module, task_module, top2_hits, checkpoint_measures),
     }
-    return cached("assign_add_measures", key, compute)
+    return cached("assign_add/measures", key, compute)

@@ -14,11 +14,13 @@ import numpy as np
 import torch
 
 from mechbook.assign_add.task import ONE_VAR_LEFT, ONE_VAR_RIGHT, Task
+from mechbook.determinism import deterministic
 
 PATCH_HOOK = "blocks.1.hook_resid_pre"
 """The residual stream after layer 1, read by layer-2 attention's keys and values."""
 
 
+@deterministic()
 def patched_logits(
     model: torch.nn.Module, clean: torch.Tensor, source: torch.Tensor, positions: torch.Tensor, hook: str = PATCH_HOOK
 ) -> torch.Tensor:
@@ -97,6 +99,7 @@ def one_var_patch_pairs(task: Task, n: int, seed: int = 0) -> PatchPairs:
     )
 
 
+@deterministic()
 def value_patching_effect(model: torch.nn.Module, pairs: PatchPairs) -> dict[str, float]:
     """What patching does to the answer at '='.
 

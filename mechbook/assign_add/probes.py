@@ -14,7 +14,8 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add.task import TaskConfig
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
+from mechbook.determinism import deterministic
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ProbeResult:
     n_classes: int
 
 
+@deterministic()
 def fit_probe(features: torch.Tensor, labels: torch.Tensor, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
     """Train a linear probe from ``features`` (n, d) to integer ``labels`` (n,) and score it on a
     seeded held-out split of ``cfg.test_fraction`` of the rows."""
@@ -126,6 +128,7 @@ def answer_sites(tokens: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return rows, np.full(len(tokens), tokens.shape[1] - 1), np.asarray(labels)
 
 
+@deterministic()
 def probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:
@@ -151,16 +154,13 @@ def probe_table(
 def cached_probe_table(
     model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
 ) -> pd.DataFrame:
-    """:func:`probe_table`, cached on the model's weights, the sequences, the probe config and
-    this module's code (probes train 12 small classifiers: seconds to a minute)."""
-    import sys
-
+    """:func:`probe_table`, cached on the model's weights, the sequences and the probe config
+    (probes train 12 small classifiers: seconds to a minute)."""
     key = {
         "weights": fingerprint(model.state_dict()),
         "task": task_cfg,
         "tokens": np.asarray(tokens),
         "labels": np.asarray(labels),
         "probe": cfg,
-        "code": code_version(sys.modules[__name__]),
     }
-    return cached("assign_add_probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))
+    return cached("assign_add/probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))

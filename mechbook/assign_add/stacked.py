@@ -36,13 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
-from mechbook.assign_add import model as model_module
-from mechbook.assign_add import task as task_module
-from mechbook.assign_add import train as train_module
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
+from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.progress import progress
 
@@ -142,6 +140,7 @@ def default_workers(n_runs: int, device: str) -> int:
     return max(1, min(n_runs, cores - 1))
 
 
+@deterministic()
 def train_stacked(
     cfgs: Sequence[TrainConfig], device: str | None = None, chunk: int = 200, workers: int | None = None, desc: str = "stacked training"
 ) -> list[TrainResult]:
@@ -237,9 +236,9 @@ def train_stacked(
 
 
 def load_or_train_stacked(cfgs: Sequence[TrainConfig], device: str | None = None, workers: int | None = None, desc: str = "stacked training") -> list[TrainResult]:
-    """The cached results of :func:`train_stacked` for ``cfgs`` (key: every config, the device and
-    the code of the task, model, training and this module; ``workers`` does not change results).
+    """The cached results of :func:`train_stacked` for ``cfgs`` (key: every config and the device;
+    ``workers`` does not change results).
     Chapter 11 trains each sweep this way."""
     device = device or default_device()
-    key = {"cfgs": list(cfgs), "device": device, "code": code_version(task_module, model_module, train_module, _draw_stream, _Streams, train_stacked)}
-    return cached("assign_add_stacked", key, lambda: train_stacked(cfgs, device, workers=workers, desc=desc))
+    key = {"cfgs": list(cfgs), "device": device}
+    return cached("assign_add/stacked", key, lambda: train_stacked(cfgs, device, workers=workers, desc=desc))

@@ -16,7 +16,6 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +27,7 @@ from mechbook.assign_add.circuits import variable_directions
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.train import TrainResult, load_model
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
 
 
 @dataclass(frozen=True)
@@ -209,6 +208,5 @@ def gradient_block_over_training(result: TrainResult, tokens: torch.Tensor, labe
         "steps": sorted(result.checkpoints),
         "tokens": tokens,
         "labels": labels,
-        "code": code_version(sys.modules[__name__], circuits),
     }
-    return cached("assign_add_gradient_blocks", key, compute)
+    return cached("assign_add/gradient_blocks", key, compute)

@@ -26,11 +26,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from mechbook.assign_add import model as model_module
-from mechbook.assign_add import task as task_module
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import POOL_NAMES, Task, TaskConfig
-from mechbook.cache import cache_root, cached, code_version, fingerprint, load_verified, save_verified, _torch_dumps, _torch_loads
+from mechbook.cache import cache_root, cached, code_digest, fingerprint, load_verified, save_verified, torch_dumps, torch_loads
+from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.progress import progress
 
@@ -127,6 +126,7 @@ def _keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
     return [int(s) for s in steps[keep]]
 
 
+@deterministic()
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | None = None) -> TrainResult:
     """Train a model for ``cfg.steps`` steps and return its :class:`TrainResult`.
 
@@ -149,7 +149,7 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
     tag = fingerprint(cfg)
     if resume is not None:
         data = load_verified(resume / "state.pt")
-        state = _torch_loads(data) if data is not None else None
+        state = torch_loads(data) if data is not None else None
         if state is not None and state["config"] != tag:
             raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
         saved = {s: load_verified(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
@@ -158,7 +158,7 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
             opt.load_state_dict(state["optim"])
             rng.bit_generator.state = state["rng"]
             step, rows, elapsed = state["step"], state["history"], state["elapsed"]
-            checkpoints = {s: _torch_loads(v) for s, v in saved.items()}
+            checkpoints = {s: torch_loads(v) for s, v in saved.items()}
         elif state is not None:
             warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
 
@@ -169,7 +169,7 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
             rows.append({"step": step, "pool": "train", "accuracy": train_acc, "loss": train_loss})
         checkpoints[step] = _compact(model.state_dict(), torch.float16)
         if resume is not None:
-            save_verified(resume / f"ckpt_{step}.pt", _torch_dumps(checkpoints[step]))
+            save_verified(resume / f"ckpt_{step}.pt", torch_dumps(checkpoints[step]))
 
     if step == 0:
         log_eval(float("nan"), float("nan"))
@@ -198,7 +198,7 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
                 "rng": rng.bit_generator.state, "history": rows, "checkpoint_steps": sorted(checkpoints),
                 "elapsed": elapsed + time.perf_counter() - start,
             }
-            save_verified(resume / "state.pt", _torch_dumps(state))
+            save_verified(resume / "state.pt", torch_dumps(state))
         bar.update(1)
     bar.close()
     history = pd.DataFrame(rows)
@@ -212,24 +212,19 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
     )
 
 
-def _cache_key(cfg: TrainConfig, device: str) -> dict:
-    """Config, device and the source of everything that computes a run (not the profiles table,
-    so adding a profile does not retrain the others)."""
-    code = code_version(task_module, model_module, TrainConfig, TrainResult, _compact, evaluate, _keep_steps, train)
-    return {"cfg": cfg, "device": device, "code": code}
-
-
 def resume_folder(cfg: TrainConfig, device: str | None = None) -> Path:
-    """Where :func:`load_or_train` keeps the resumable state of ``cfg`` while it trains."""
-    return cache_root() / "assign_add_resume" / fingerprint(_cache_key(cfg, device or default_device()))
+    """Where :func:`load_or_train` keeps the resumable state of ``cfg`` while it trains (keyed
+    like the cached run: config, device, the code this module reaches)."""
+    key = {"cfg": cfg, "device": device or default_device(), "code": code_digest([__name__])}
+    return cache_root() / "assign_add" / "resume" / fingerprint(key)
 
 
 def load_or_train(cfg: TrainConfig, device: str | None = None, refresh: bool = False) -> TrainResult:
-    """The cached :class:`TrainResult` of ``cfg`` (key: config, device, code of task/model/train);
+    """The cached :class:`TrainResult` of ``cfg`` (key: config, device, and the code it reaches);
     trains, resumably, when it is missing. Chapters 8-11 call this with :data:`TRAIN_PROFILES`."""
     device = device or default_device()
     folder = resume_folder(cfg, device)
-    result = cached("assign_add_train", _cache_key(cfg, device), lambda: train(cfg, folder, device), refresh=refresh)
+    result = cached("assign_add/train", {"cfg": cfg, "device": device}, lambda: train(cfg, folder, device), refresh=refresh)
     shutil.rmtree(folder, ignore_errors=True)
     return result
 

@@ -5,7 +5,10 @@
    formulation of the same network: logits at all 16 positions and a zeroed, frozen layer-1 MLP
    that is still computed (how the original was set up). Both start from the same weights; the
    losses and gradients are checked to agree first.
-2. Data generation: :meth:`Task.sample` (vectorised numpy) against :meth:`Task.sample_loop` (one
+2. The cost of determinism: the same fast training step under
+   :func:`~mechbook.determinism.deterministic` (deterministic kernels, one intra-op thread: the
+   setting every training run uses) against torch's defaults (its thread count, default kernels).
+3. Data generation: :meth:`Task.sample` (vectorised numpy) against :meth:`Task.sample_loop` (one
    sequence at a time in Python), checked to follow the same rules.
 
 Prints a table and a final JSON line; exits 1 if the formulations disagree or a speed-up is below
@@ -27,6 +30,7 @@ from torch import nn
 
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task
+from mechbook.determinism import deterministic
 
 
 class StraightforwardModel(nn.Module):
@@ -111,6 +115,8 @@ def main(argv: list[str]) -> int:
 
     t_fast = _best_seconds(_step_fn(fast, lambda t: fast(t, last_only=True), x, y), args.steps)
     t_plain = _best_seconds(_step_fn(plain, lambda t: plain(t)[:, -1], x, y), args.steps)
+    with deterministic():
+        t_det = _best_seconds(_step_fn(fast, lambda t: fast(t, last_only=True), x, y), args.steps)
 
     rng = np.random.default_rng(1)
     loop_x, loop_y = task.sample_loop(args.batch, rng)
@@ -122,6 +128,7 @@ def main(argv: list[str]) -> int:
     print(f"assign-add, batch {args.batch}, {torch.get_num_threads()} torch threads (timings inflated if the CPU is shared)")
     print(f"  training step, logits at '=' only, no layer-1 MLP: {t_fast * 1e3:8.1f} ms")
     print(f"  training step, full-sequence logits, zero MLP 1:    {t_plain * 1e3:8.1f} ms   speed-up {train_speedup:.1f}x (target {args.train_target}x)")
+    print(f"  training step, deterministic (1 thread):            {t_det * 1e3:8.1f} ms   {t_det / t_fast:.2f}x the default's time")
     print(f"  data, vectorised numpy:                           {t_vec * 1e3:8.2f} ms")
     print(f"  data, per-sequence Python loop:                   {t_loop * 1e3:8.2f} ms   speed-up {data_speedup:.1f}x (target {args.data_target}x)")
     print(f"  |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}")
@@ -129,6 +136,7 @@ def main(argv: list[str]) -> int:
     print(json.dumps({
         "benchmark": "assign-add", "batch": args.batch, "threads": torch.get_num_threads(),
         "train_fast_s_per_step": t_fast, "train_plain_s_per_step": t_plain, "train_speedup": train_speedup,
+        "train_deterministic_s_per_step": t_det, "deterministic_vs_default": t_det / t_fast,
         "data_vec_s": t_vec, "data_loop_s": t_loop, "data_speedup": data_speedup,
         "train_target": args.train_target, "data_target": args.data_target,
         "loss_abs_diff": loss_diff, "grad_max_rel_diff": grad_diff, "agree": agree, "ok": ok,

@@ -12,14 +12,13 @@ far as the profile's ``max_steps`` allows.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, replace
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.data import data_fingerprint
 from mechbook.leading_terms import tokenize
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, corpus_stories, load_corpus
@@ -338,8 +337,7 @@ def claim_reading(target: PaperTarget, reached: float, cosines: dict[str, dict[s
 
 def bpe_support(corpus: CorpusConfig, sizes: tuple[int, ...], rare: int = 10) -> pd.DataFrame:
     """For each cased-BPE vocabulary size fitted on the stories of ``corpus``: how many of its
-    tokens occur fewer than ``rare`` times in them, and that share (cached by stories, sizes and
-    code)."""
+    tokens occur fewer than ``rare`` times in them, and that share (cached by stories and sizes)."""
     stories = corpus_stories(corpus)
 
     def compute() -> pd.DataFrame:
@@ -351,7 +349,7 @@ def bpe_support(corpus: CorpusConfig, sizes: tuple[int, ...], rare: int = 10) ->
             rows.append({"vocabulary": size, f"tokens seen < {rare} times": n_rare, "share": n_rare / size})
         return pd.DataFrame(rows)
 
-    key = {"sizes": sizes, "rare": rare, "data": data_fingerprint(stories), "code": code_version(tokenize, sys.modules[__name__])}
+    key = {"sizes": sizes, "rare": rare, "data": data_fingerprint(stories)}
     return cached("leading_terms/bpe_support", key, compute)
 
 

@@ -11,15 +11,14 @@ model's skill rides on each leading term.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.cache import cached, code_version, fingerprint
-from mechbook.leading_terms import leading, model as model_module
+from mechbook.cache import cached, fingerprint
+from mechbook.leading_terms import leading
 from mechbook.leading_terms.model import AttentionModel, parameter_names
 
 
@@ -80,12 +79,11 @@ def ablation_table(state: dict[str, torch.Tensor], model: AttentionModel, stats:
 
 
 def cached_ablation_table(state: dict[str, torch.Tensor], model: AttentionModel, stats: Any, tokens: np.ndarray) -> pd.DataFrame:
-    """:func:`ablation_table` through the disk cache (key: weights, bases, tokens, code version)."""
+    """:func:`ablation_table` through the disk cache (key: weights, bases, tokens)."""
     bases = leading.bases(stats)
     key = {
         "state": fingerprint(*(state[k] for k in sorted(state))),
         "bases": fingerprint(*(bases[k] for k in sorted(bases))),
         "tokens": fingerprint(np.ascontiguousarray(tokens, dtype=np.int64)),
-        "code": code_version(model_module, leading, sys.modules[__name__]),
     }
-    return cached("leading_terms_ablation", key, lambda: ablation_table(state, model, stats, tokens))
+    return cached("leading_terms/ablation", key, lambda: ablation_table(state, model, stats, tokens))

@@ -3,15 +3,14 @@ after every step compared with its closed form of :mod:`.leading`, in direction 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mechbook.cache import cached, code_version, fingerprint
-from mechbook.leading_terms import leading, model, train
+from mechbook.cache import cached, fingerprint
+from mechbook.leading_terms import train
 from mechbook.leading_terms.leading import bases, coefficient
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import TrainConfig
@@ -51,7 +50,7 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
 
 
 def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
-    """:func:`autograd_check` through the disk cache (key: config, tokens, bases, code version)."""
+    """:func:`autograd_check` through the disk cache (key: config, tokens, bases)."""
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     basis = bases(stats)
     key = {
@@ -59,6 +58,5 @@ def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: 
         "vocab": vocab_size,
         "tokens": fingerprint(tokens),
         "bases": fingerprint(*(basis[k] for k in sorted(basis))),
-        "code": code_version(sys.modules[__name__], leading, model, train),
     }
-    return cached("leading_terms_check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))
+    return cached("leading_terms/check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))

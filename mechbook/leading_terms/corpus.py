@@ -11,10 +11,9 @@ sequences, cached on disk.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.data import data_fingerprint, load_stories
 from mechbook.leading_terms import tokenize
 from mechbook.leading_terms.tokenize import BPETokenizer, CasedBPETokenizer, NaturalTokenizer, SequenceSet, Tokenizer, make_sequences
@@ -78,7 +77,7 @@ def build_corpus(cfg: CorpusConfig, stories: list[str]) -> tuple[Tokenizer, Sequ
 
 
 def load_corpus(cfg: CorpusConfig) -> tuple[Tokenizer, SequenceSet]:
-    """Tokenizer and sequences for ``cfg``, cached by config, text fingerprint and code version."""
+    """Tokenizer and sequences for ``cfg``, cached by config and text fingerprint."""
     stories = corpus_stories(cfg)
-    key = {"cfg": cfg, "data": data_fingerprint(stories), "code": code_version(tokenize, sys.modules[__name__])}
+    key = {"cfg": cfg, "data": data_fingerprint(stories)}
     return cached("leading_terms/corpus", key, lambda: build_corpus(cfg, stories))

@@ -231,10 +231,8 @@ def literal_stats(tokens: np.ndarray, vocab_size: int) -> CorpusStats:
 
 
 def cached_corpus_stats(tokens: np.ndarray, vocab_size: int) -> CorpusStats:
-    """:func:`corpus_stats` through the on-disk cache, keyed by the tokens, |V| and this module's code."""
-    import sys
+    """:func:`corpus_stats` through the on-disk cache, keyed by the tokens and |V|."""
+    from mechbook.cache import cached
 
-    from mechbook.cache import cached, code_version
-
-    key = {"tokens": np.ascontiguousarray(tokens), "vocab_size": vocab_size, "code": code_version(sys.modules[__name__])}
+    key = {"tokens": np.ascontiguousarray(tokens), "vocab_size": vocab_size}
     return cached("leading_terms/corpus_stats", key, lambda: corpus_stats(tokens, vocab_size))

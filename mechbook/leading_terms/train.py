@@ -10,8 +10,6 @@ history holds the loss of the batch at the current weights and, for every matrix
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -19,8 +17,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.cache import cached, code_version, fingerprint
-from mechbook.leading_terms import leading, model as model_module
+from mechbook.cache import cached, fingerprint
+from mechbook.determinism import deterministic
+from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
@@ -76,17 +75,6 @@ class TrainResult:
         else:
             raise KeyError(f"step {step} was not kept; kept: {sorted(self.checkpoints)} and the last, {self.train_cfg.steps}")
         return AttentionModel(self.model_cfg, device=device).load_checkpoint(state)
-
-
-@contextlib.contextmanager
-def deterministic() -> Iterator[None]:
-    """Run the block with ``torch.use_deterministic_algorithms(True)``, restoring the old setting."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor | None]:
@@ -167,8 +155,7 @@ def _detached(net: AttentionModel) -> dict[str, torch.Tensor]:
 def cached_train(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
     """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
 
-    Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the code
-    version of the model, training and leading-term modules.
+    Key: both configs and the fingerprint of the tokens and of the leading-term bases.
     """
     tokens = np.ascontiguousarray(tokens, dtype=np.int64)
     bases = leading.bases(stats)
@@ -177,10 +164,9 @@ def cached_train(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_c
         "train": train_cfg,
         "tokens": fingerprint(tokens),
         "bases": fingerprint(*(bases[k] for k in sorted(bases))),
-        "code": code_version(model_module, leading, sys.modules[__name__]),
     }
     payload = cached(
-        "leading_terms_train",
+        "leading_terms/train",
         key,
         lambda: vars(train(tokens, stats, model_cfg, train_cfg)),
         refresh=refresh,

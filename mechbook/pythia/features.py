@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,6 @@ def compute_leading_features(tokens: np.ndarray, vocab_size: int, k: int) -> Lea
 
 
 def leading_features(tokens: np.ndarray, vocab_size: int, k: int) -> LeadingFeatures:
-    """:func:`compute_leading_features`, cached on the tokens, k and the code computing them."""
-    from mechbook.leading_terms import stats
-
-    import mechbook.pythia.features as this
-
-    key = {"tokens": fingerprint(np.asarray(tokens)), "vocab_size": vocab_size, "k": k, "code": code_version(this, stats)}
-    return cached("pythia_features", key, lambda: compute_leading_features(tokens, vocab_size, k))
+    """:func:`compute_leading_features`, cached on the tokens and k."""
+    key = {"tokens": fingerprint(np.asarray(tokens)), "vocab_size": vocab_size, "k": k}
+    return cached("pythia/features", key, lambda: compute_leading_features(tokens, vocab_size, k))

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechbook.cache import cached, code_version
+from mechbook.cache import cached
 from mechbook.data import data_fingerprint
+from mechbook.determinism import deterministic
 from mechbook.progress import progress
 from mechbook.pythia.checkpoints import scaled_schedule
 
@@ -124,14 +125,8 @@ def learning_rate(step: int, cfg: MiniatureConfig) -> float:
 def train_miniature(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
     """Fit the BPE tokenizer, cut sequences of T + 1 tokens, train from a seeded initialisation and
     keep a copy of the weights at every step of ``cfg.schedule`` (step s = after s updates)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the matrices are small: one thread is as fast, and 10x faster on a busy CPU
-    try:
+    with deterministic():
         return _train(stories, cfg)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
@@ -168,10 +163,6 @@ def _train(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
 
 
 def miniature_run(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
-    """:func:`train_miniature`, cached on the config, the stories and the code that trains it."""
-    from mechbook.leading_terms import tokenize
-
-    import mechbook.pythia.miniature as this
-
-    key = {"config": cfg, "data": data_fingerprint(stories), "code": code_version(this, tokenize)}
-    return cached("pythia_miniature", key, lambda: train_miniature(stories, cfg))
+    """:func:`train_miniature`, cached on the config and the stories."""
+    key = {"config": cfg, "data": data_fingerprint(stories)}
+    return cached("pythia/miniature", key, lambda: train_miniature(stories, cfg))

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from mechbook.cache import cached, code_version, fingerprint
+from mechbook.cache import cached, fingerprint
 from mechbook.progress import progress
-from mechbook.pythia import analysis, similarity
+from mechbook.pythia import analysis
 from mechbook.pythia.features import LeadingFeatures
 
 SOURCES = ("auto", "pythia", "miniature")
@@ -185,12 +185,9 @@ class PythiaSource:
 
 
 def _key(source: CheckpointSource, features: LeadingFeatures, **extra: Any) -> dict[str, Any]:
-    import mechbook.pythia.sources as this
-
     return {
         "source": source.identity(),
         "features": fingerprint(features.token_ids, features.BPhi_T, features.Q),
-        "code": code_version(analysis, similarity, this),
         **extra,
     }
 
@@ -207,7 +204,7 @@ def similarity_over_checkpoints(source: CheckpointSource, features: LeadingFeatu
             tables.append(table)
         return pd.concat(tables, ignore_index=True)
 
-    return cached("pythia_similarity", _key(source, features), compute)
+    return cached("pythia/similarity", _key(source, features), compute)
 
 
 def controls(source: CheckpointSource, features: LeadingFeatures, seed: int = 1) -> pd.DataFrame:
@@ -222,4 +219,4 @@ def controls(source: CheckpointSource, features: LeadingFeatures, seed: int = 1)
         shuffled_rows.insert(0, "control", "shuffled_tokens")
         return pd.concat([random_rows, shuffled_rows], ignore_index=True)
 
-    return cached("pythia_controls", _key(source, features, seed=seed), compute)
+    return cached("pythia/controls", _key(source, features, seed=seed), compute)
