@@ -90,7 +90,7 @@ def test_path_means_against_the_weights_read_literally(corpus):
             logits = c.models[lr](torch.as_tensor(inputs)).double().numpy()
         centred = np.take_along_axis(logits, targets[..., None], -1)[..., 0] - logits.mean(-1)
         assert means.loc[lr, "attention"] == pytest.approx(centred.mean() - residual.mean(), rel=1e-4, abs=1e-9)
-    share = means["attention"].abs() / (means["attention"].abs() + means["residual"].abs())
+    share = means["attention"] / (means["attention"].abs() + means["residual"].abs())
     assert np.allclose(means["attention share"], share)
 
 

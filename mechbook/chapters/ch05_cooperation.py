@@ -117,7 +117,7 @@ def path_explorer(c: Cooperation) -> Any:
 def path_means(c: Cooperation) -> pd.DataFrame:
     """Per learning rate, the mean over every evaluation position of the residual path's and of
     all attention paths' (summed) centred logit of the next token, and the attention share
-    |attention| / (|attention| + |residual|)."""
+    attention / (|attention| + |residual|) (negative when the attention paths lower the right token)."""
     rows = {}
     for lr in c.lrs:
         frame = logit_paths(c.models[lr], c.evaluation)
@@ -125,7 +125,7 @@ def path_means(c: Cooperation) -> pd.DataFrame:
         rows[lr] = frame.groupby(["sequence", "position", "kind"])["contribution"].sum().unstack().mean()
     table = pd.DataFrame(rows).T[["residual", "attention"]]
     table.index.name = "learning rate"
-    table["attention share"] = table["attention"].abs() / (table["attention"].abs() + table["residual"].abs())
+    table["attention share"] = table["attention"] / (table["attention"].abs() + table["residual"].abs())
     return table
 
 
