@@ -123,8 +123,7 @@ def path_means(c: Cooperation) -> pd.DataFrame:
         frame = logit_paths(c.models[lr], c.evaluation)
         frame["kind"] = np.where(frame["path"] == RESIDUAL, "residual", "attention")
         rows[lr] = frame.groupby(["sequence", "position", "kind"])["contribution"].sum().unstack().mean()
-    table = pd.DataFrame(rows).T[["residual", "attention"]]
-    table.index.name = "learning rate"
+    table = pd.DataFrame(rows).T[["residual", "attention"]].rename_axis(index="learning rate", columns=None)
     table["attention share"] = table["attention"] / (table["attention"].abs() + table["residual"].abs())
     return table
 
@@ -164,7 +163,8 @@ def ablation(c: Cooperation) -> pd.DataFrame:
 def ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Loss and loss increase of every ablation (rows, in the table's order) at both learning rates."""
     return table.pivot_table(index="label", columns="lr", values=["loss", "delta_loss"], sort=False).rename(
-        columns={"loss": "loss (nats)", "delta_loss": "minus the full model"})
+        columns={"loss": "loss (nats)", "delta_loss": "minus the full model"}).rename_axis(
+        index="removal", columns=[None, "learning rate"])
 
 
 def _costliest(table: pd.DataFrame) -> pd.DataFrame:
