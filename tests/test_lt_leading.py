@@ -6,7 +6,8 @@ from hypothesis import given, settings, strategies as st
 
 from lt_markov import markov_tokens
 from mechbook.leading_terms.stats import corpus_stats
-from mechbook.leading_terms.leading import CheckConfig, autograd_check, coefficient, cosine, kind_of, leading_term, ranking_overlap
+from mechbook.leading_terms.check import CheckConfig, autograd_check
+from mechbook.leading_terms.leading import coefficient, cosine, kind_of, leading_term, ranking_overlap
 
 VOCAB = 8
 

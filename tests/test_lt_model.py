@@ -83,14 +83,14 @@ def test_checkpoint_round_trip_and_clear_errors():
     other = AttentionModel(ModelConfig(11, 7, 3, dtype="float64"), device="cpu").load_checkpoint(model.state_dict())
     tokens = torch.randint(0, 11, (2, 7))
     torch.testing.assert_close(other(tokens), model(tokens))
-    with pytest.raises(ValueError, match="vocab_size=12"):
+    with pytest.raises(ValueError, match="d_vocab=12"):
         AttentionModel(ModelConfig(12, 7, 3), device="cpu").load_checkpoint(model.state_dict())
     with pytest.raises(ValueError, match="n_layers=2"):
         AttentionModel(ModelConfig(11, 7, 2), device="cpu").load_checkpoint(model.state_dict())
 
 
 def test_bad_config_and_inputs_say_what_to_do():
-    with pytest.raises(ValueError, match="vocab_size must be a positive integer"):
+    with pytest.raises(ValueError, match="d_vocab must be a positive integer"):
         ModelConfig(0, 5)
     with pytest.raises(ValueError, match="dtype must be one of"):
         ModelConfig(5, 5, dtype="float16")

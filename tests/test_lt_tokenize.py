@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 from collections import Counter
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from mechbook.leading_terms.tokenize import (
     UNK,
     BPETokenizer,
+    CasedBPETokenizer,
     NaturalTokenizer,
     join_natural,
     make_sequences,
@@ -200,3 +202,25 @@ def test_policy_survivors_count_what_each_policy_keeps():
         assert counts["long_enough"] == sum(len(natural_tokens(s)) >= T + 1 for s in stories)
         assert counts["in_vocabulary"] == make_sequences(stories, strict, T, "drop").n_kept == 1
     assert make_sequences(stories, with_unk, T, "unk").n_kept == policy_survivors(stories, with_unk, T)["long_enough"]
+
+
+def test_cased_bpe_keeps_case_splits_at_spaces_and_marks_unseen_characters():
+    tok = CasedBPETokenizer.fit(STORIES * 3, vocab_size=120)
+    assert tok.vocab_size == 120 and tok.id_to_token[tok.unk_id] == "[UNK]"
+    assert all(" " not in t for t in tok.id_to_token)
+    text = STORIES[0]
+    pieces = [tok.id_to_token[i] for i in tok.encode(text)]
+    assert "".join(pieces) == "".join(text.split())  # pre-split on whitespace, case kept, nothing lost
+    assert any(p != p.lower() for p in pieces)
+    assert tok.lookup("Ω")[0] == tok.unk_id
+    assert tok.counts(STORIES).sum() == sum(len(tok.encode(s)) for s in STORIES)
+    again = pickle.loads(pickle.dumps(tok))
+    assert again.encode(text) == tok.encode(text)
+
+
+def test_cased_bpe_size_errors_say_what_to_do():
+    alphabet = len({ch for s in STORIES for ch in s if not ch.isspace()})
+    with pytest.raises(ValueError, match=f"at least {alphabet + 1}"):
+        CasedBPETokenizer.fit(STORIES, alphabet)
+    with pytest.raises(ValueError, match="no more pairs to merge"):
+        CasedBPETokenizer.fit(["ab ab"], 50)

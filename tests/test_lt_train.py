@@ -9,7 +9,7 @@ from lt_markov import markov_tokens
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.leading_terms.leading import cosine
 from mechbook.leading_terms.model import ModelConfig
-from mechbook.leading_terms.train import TrainConfig, batch_indices, train, trained_model
+from mechbook.leading_terms.train import RunConfig, TrainConfig, batch_indices, cached_train, resolve_steps, train
 
 VOCAB, LENGTH = 9, 7
 
@@ -71,9 +71,9 @@ def test_cached_run_equals_fresh_run(corpus, tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     tokens, stats = corpus
     cfg = TrainConfig(lr=1.0, steps=5, batch_size=12)
-    first = trained_model(tokens, stats, MODEL, cfg)
+    first = cached_train(tokens, stats, MODEL, cfg)
     assert len(list(tmp_path.rglob("*.pt"))) == 1
-    again = trained_model(tokens, stats, MODEL, cfg)
+    again = cached_train(tokens, stats, MODEL, cfg)
     fresh = train(tokens, stats, MODEL, cfg, device="cpu")
     for k in fresh.state:
         assert torch.equal(first.state[k].cpu(), fresh.state[k]) and torch.equal(again.state[k].cpu(), fresh.state[k])
@@ -87,7 +87,7 @@ def test_bad_train_inputs_say_what_to_do(corpus):
         TrainConfig(lr=0, steps=3)
     with pytest.raises(ValueError, match="batch_size must be"):
         TrainConfig(lr=0.1, steps=3, batch_size=0)
-    with pytest.raises(ValueError, match="context\\+1"):
+    with pytest.raises(ValueError, match="n_ctx\\+1"):
         train(tokens[:, :-1], stats, MODEL, TrainConfig(lr=0.1, steps=1), device="cpu")
     with pytest.raises(ValueError, match="stats do not match"):
         train(tokens, stats, ModelConfig(VOCAB + 1, LENGTH - 1), TrainConfig(lr=0.1, steps=1), device="cpu")
@@ -100,3 +100,38 @@ def test_divergence_raises_or_stops_as_asked(corpus):
     res = train(tokens, stats, MODEL, TrainConfig(lr=1e6, steps=30, stop_on_divergence=True), device="cpu")
     assert 0 < res.history["step"].max() < 30
     assert np.isfinite(res.history["loss"]).all()
+
+
+def test_kept_checkpoints_are_the_weights_of_a_shorter_run(corpus):
+    tokens, stats = corpus
+    long = train(tokens, stats, MODEL, TrainConfig(lr=0.7, steps=9, batch_size=8, seed=2, keep=(4,)), device="cpu")
+    short = train(tokens, stats, MODEL, TrainConfig(lr=0.7, steps=4, batch_size=8, seed=2), device="cpu")
+    assert sorted(long.checkpoints) == [4]
+    for name, tensor in short.model(device="cpu").state_dict().items():
+        assert torch.equal(long.model(step=4, device="cpu").state_dict()[name], tensor)
+    assert not torch.equal(long.model(device="cpu").W_O, short.model(device="cpu").W_O)
+    with pytest.raises(KeyError, match="was not kept"):
+        long.model(step=5)
+    with pytest.raises(ValueError, match="keep must list steps"):
+        TrainConfig(lr=0.1, steps=3, keep=(4,))
+
+
+@given(n=st.integers(1, 5000), batch=st.integers(1, 3000), epochs=st.floats(0.5, 200))
+def test_epochs_become_floor_of_epochs_times_n_over_batch(n, batch, epochs):
+    if batch > n:
+        with pytest.raises(ValueError, match="fewer than one batch"):
+            resolve_steps(None, epochs, n, batch)
+        return
+    assert resolve_steps(None, epochs, n, batch) == int(epochs * n / batch)
+    assert resolve_steps(17, None, n, batch) == 17
+
+
+def test_run_config_takes_steps_or_epochs():
+    from mechbook.leading_terms.corpus import CorpusConfig
+
+    corpus = CorpusConfig(vocab_size=10, context=4)
+    with pytest.raises(ValueError, match="exactly one of steps and epochs"):
+        RunConfig(corpus, lr=0.1, batch_size=4, log_every=1)
+    with pytest.raises(ValueError, match="exactly one of steps and epochs"):
+        RunConfig(corpus, lr=0.1, batch_size=4, log_every=1, steps=3, epochs=2.0)
+    assert RunConfig(corpus, lr=0.1, batch_size=4, log_every=1, epochs=2.0).train_cfg(10).steps == 5

@@ -11,7 +11,6 @@ model's skill rides on each leading term.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,24 +20,6 @@ import torch
 from mechbook.cache import cached, fingerprint
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.model import AttentionModel, parameter_names
-from mechbook.leading_terms.train import RUNS_PROFILES, RunsConfig
-
-
-@dataclass(frozen=True)
-class CooperationConfig:
-    """Chapter 5: the runs of chapter 3, how many sequences the losses and path averages use, and
-    how many sentences the per-position explorer offers."""
-
-    runs: RunsConfig
-    n_eval: int
-    n_sentences: int = 5
-
-
-COOPERATION_PROFILES: dict[str, CooperationConfig] = {
-    "smoke": CooperationConfig(RUNS_PROFILES["smoke"], n_eval=256),
-    "cpu": CooperationConfig(RUNS_PROFILES["cpu"], n_eval=1024),
-    "paper": CooperationConfig(RUNS_PROFILES["paper"], n_eval=4096),
-}
 
 
 def remove_projection(weight: torch.Tensor, term: np.ndarray | torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from mechbook.cache import cached
 from mechbook.data import data_fingerprint, load_stories
 from mechbook.leading_terms import tokenize
-from mechbook.leading_terms.tokenize import BPETokenizer, NaturalTokenizer, SequenceSet, Tokenizer, make_sequences
+from mechbook.leading_terms.tokenize import BPETokenizer, CasedBPETokenizer, NaturalTokenizer, SequenceSet, Tokenizer, make_sequences
 
-TOKENIZERS = {"natural": NaturalTokenizer, "bpe": BPETokenizer}
+TOKENIZERS = {"natural": NaturalTokenizer, "bpe": BPETokenizer, "bpe_cased": CasedBPETokenizer}
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,8 @@ class CorpusConfig:
     ``n_stories``: the first n TinyStories stories (None: all available text); ``vocab_size``:
     |V| (``<unk>`` included when ``policy == "unk"``); ``context``: T, predicted positions per
     sequence; ``policy``: ``"unk"`` or the paper's ``"drop"`` (see :func:`make_sequences`);
-    ``tokenizer``: ``"natural"`` or ``"bpe"``; ``split``: TinyStories split when downloading.
+    ``tokenizer``: ``"natural"``, ``"bpe"`` (byte-level, lowercased) or ``"bpe_cased"`` (the paper's
+    BPE variant); ``split``: TinyStories split when downloading (the paper trained on ``"train"``).
     """
 
     vocab_size: int
@@ -50,7 +51,7 @@ class CorpusConfig:
 CORPUS_PROFILES: dict[str, CorpusConfig] = {
     "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500),
     "cpu": CorpusConfig(vocab_size=256, context=64, policy="unk"),
-    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop"),
+    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop", split="train"),
 }
 
 MAPS_PROFILES: dict[str, CorpusConfig] = {
@@ -68,7 +69,10 @@ def corpus_stories(cfg: CorpusConfig) -> list[str]:
 def build_corpus(cfg: CorpusConfig, stories: list[str]) -> tuple[Tokenizer, SequenceSet]:
     """Fit ``cfg``'s tokenizer on ``stories`` and cut them into sequences of T+1 tokens."""
     cls = TOKENIZERS[cfg.tokenizer]
-    tok = cls.fit(stories, cfg.vocab_size, unk=cfg.policy == "unk" and cls is NaturalTokenizer)
+    if cls is CasedBPETokenizer:
+        tok = cls.fit(stories, cfg.vocab_size)
+    else:
+        tok = cls.fit(stories, cfg.vocab_size, unk=cfg.policy == "unk" and cls is NaturalTokenizer)
     return tok, make_sequences(stories, tok, cfg.context, cfg.policy)
 
 

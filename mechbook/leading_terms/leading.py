@@ -1,5 +1,5 @@
-"""Closed-form leading terms of SGD from zero, and their check by autograd (chapter 2; chapters
-3 and 5 compare trained weights with them).
+"""Closed-form leading terms of SGD from zero (chapter 2 derives them, :mod:`.check` checks them by
+autograd; chapters 3-5 compare trained weights with them).
 
 After s full-batch SGD steps of learning rate eta from zero, to leading order in eta:
 
@@ -16,17 +16,12 @@ V(k) W_O(k) = eta^3 k^2 (k-1)/2 (B Phi)^T B, so W and P grow as eta^4/2 sum_{k<s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
-
-from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
 
 KINDS = ("W_O", "V", "W", "P")
 BASIS_ATTR = {"W_O": "B", "V": "BPhi_T", "W": "Q", "P": "P"}
-BASIS_LABEL = {"W_O": "B", "V": "(B Phi)^T", "W": "Q", "P": "P-term"}
 
 
 def kind_of(name: str) -> tuple[str, int | None]:
@@ -79,87 +74,9 @@ def leading_term(stats: Any, kind: str, eta: float, s: int, exact: bool = True) 
     return coefficient(kind, eta, s, exact) * bases(stats)[kind]
 
 
-@dataclass(frozen=True)
-class CheckConfig:
-    """Autograd check of chapter 2: learning rates, steps per rate, layers, dtype (float64)."""
-
-    lrs: tuple[float, ...] = (0.1,)
-    steps: int = 20
-    n_layers: int = 3
-    dtype: str = "float64"
-
-
-@dataclass(frozen=True)
-class LeadingConfig:
-    """Chapter 2: the corpus, how many of its sequences the full-batch runs use, the small learning
-    rates of the step-by-step check and the larger ones of the validity sweep."""
-
-    corpus: CorpusConfig
-    n_sequences: int
-    check_lrs: tuple[float, ...]
-    check_steps: int
-    sweep_lrs: tuple[float, ...]
-    sweep_steps: int
-    n_layers: int = 3
-
-    def check(self) -> CheckConfig:
-        return CheckConfig(lrs=self.check_lrs, steps=self.check_steps, n_layers=self.n_layers)
-
-    def sweep(self) -> CheckConfig:
-        return CheckConfig(lrs=self.sweep_lrs, steps=self.sweep_steps, n_layers=self.n_layers)
-
-
-LEADING_PROFILES: dict[str, LeadingConfig] = {
-    "smoke": LeadingConfig(CORPUS_PROFILES["smoke"], n_sequences=32, check_lrs=(0.03, 0.1), check_steps=12, sweep_lrs=(1.0, 2.0), sweep_steps=16),
-    "cpu": LeadingConfig(CORPUS_PROFILES["cpu"], n_sequences=256, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=40),
-    "paper": LeadingConfig(CORPUS_PROFILES["paper"], n_sequences=512, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=80),
-}
-
-
 def loglog_slope(x: Any, y: Any) -> float:
     """Least-squares slope of log y against log x (the exponent p of y ~ x^p)."""
     return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
-
-
-def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
-    """Run full-batch SGD from zero with autograd for every lr in ``cfg.lrs`` and compare each
-    matrix after s = 0..steps steps with its closed form.
-
-    Columns: lr, step, eta_s, loss, matrix, kind, layer, cosine (with the basis), norm,
-    predicted_norm = c(eta, s) ||basis|| and ratio = norm / predicted_norm (NaN where the
-    prediction is zero: W and P vanish for s <= 2, V for s <= 1). A rate whose loss stops being
-    finite ends early: its last logged step is below ``steps``.
-    """
-    from mechbook.leading_terms.model import ModelConfig
-    from mechbook.leading_terms.train import TrainConfig, train
-
-    tokens = np.asarray(tokens)
-    model_cfg = ModelConfig(vocab_size=vocab_size, context=tokens.shape[1] - 1, n_layers=cfg.n_layers, dtype=cfg.dtype)
-    basis_norm = {kind: float(np.linalg.norm(b)) for kind, b in bases(stats).items()}
-    frames = []
-    for lr in cfg.lrs:
-        run = TrainConfig(lr=lr, steps=cfg.steps, stop_on_divergence=True)
-        hist = train(tokens, stats, model_cfg, run).history
-        hist["predicted_norm"] = [coefficient(k, lr, s) * basis_norm[k] for k, s in zip(hist["kind"], hist["step"])]
-        predicted = hist["predicted_norm"].to_numpy()
-        hist["ratio"] = np.divide(hist["norm"].to_numpy(), predicted, out=np.full(len(hist), np.nan), where=predicted > 0)
-        frames.append(hist)
-    return pd.concat(frames, ignore_index=True)
-
-
-def cached_autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
-    """:func:`autograd_check` through the disk cache (key: config, tokens, bases)."""
-    from mechbook.cache import cached, fingerprint
-
-    tokens = np.ascontiguousarray(tokens, dtype=np.int64)
-    basis = bases(stats)
-    key = {
-        "cfg": cfg,
-        "vocab": vocab_size,
-        "tokens": fingerprint(tokens),
-        "bases": fingerprint(*(basis[k] for k in sorted(basis))),
-    }
-    return cached("leading_terms/check", key, lambda: autograd_check(tokens, stats, vocab_size, cfg))
 
 
 def ranking_overlap(theory: Any, trained: Any, rows: list[int], k: int = 10, exclude: list[int] | tuple[int, ...] = (), positive: bool = False) -> float:

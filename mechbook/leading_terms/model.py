@@ -36,20 +36,21 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Size of the attention-only model: vocabulary |V|, context T, layers L, parameter dtype."""
+    """Size of the attention-only model, in TransformerLens's field names: vocabulary |V|
+    (``d_vocab``), context T (``n_ctx``), layers L (``n_layers``), parameter dtype."""
 
-    vocab_size: int
-    context: int
+    d_vocab: int
+    n_ctx: int
     n_layers: int = 3
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context", "n_layers"):
+        for name in ("d_vocab", "n_ctx", "n_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        if self.vocab_size < 2:
-            raise ValueError(f"ModelConfig.vocab_size must be at least 2, got {self.vocab_size}")
+        if self.d_vocab < 2:
+            raise ValueError(f"ModelConfig.d_vocab must be at least 2, got {self.d_vocab}")
         if self.dtype not in DTYPES:
             raise ValueError(f"ModelConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
 
@@ -70,7 +71,7 @@ class Attention(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        v, t, dt = cfg.vocab_size, cfg.context, cfg.torch_dtype
+        v, t, dt = cfg.d_vocab, cfg.n_ctx, cfg.torch_dtype
         self.W = nn.Parameter(torch.zeros(v, v, dtype=dt))
         self.V = nn.Parameter(torch.zeros(v, v, dtype=dt))
         self.P = nn.Parameter(torch.zeros(t, dtype=dt))
@@ -129,17 +130,17 @@ class AttentionModel(HookedRootModule):
         self.cfg = cfg
         self.hook_embed = HookPoint()
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.W_O = nn.Parameter(torch.zeros(cfg.vocab_size, cfg.vocab_size, dtype=cfg.torch_dtype))
+        self.W_O = nn.Parameter(torch.zeros(cfg.d_vocab, cfg.d_vocab, dtype=cfg.torch_dtype))
         self.setup()
         self.to(device or default_device())
 
     def _check_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.ndim != 2:
             raise ValueError(f"tokens must have shape (batch, positions), got {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.cfg.context:
-            raise ValueError(f"{tokens.shape[1]} positions exceed the model's context {self.cfg.context}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.vocab_size):
-            raise ValueError(f"token ids must lie in [0, {self.cfg.vocab_size}); re-tokenize with this vocabulary")
+        if tokens.shape[1] > self.cfg.n_ctx:
+            raise ValueError(f"{tokens.shape[1]} positions exceed the model's context {self.cfg.n_ctx}")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.cfg.d_vocab):
+            raise ValueError(f"token ids must lie in [0, {self.cfg.d_vocab}); re-tokenize with this vocabulary")
         return tokens.to(device=self.W_O.device, dtype=torch.long)
 
     def _hooked(self) -> bool:
@@ -151,7 +152,7 @@ class AttentionModel(HookedRootModule):
         tokens = self._check_tokens(tokens)
         if not self._hooked():
             return self._fast_logits(tokens)
-        resid = self.hook_embed(F.one_hot(tokens, self.cfg.vocab_size).to(self.W_O.dtype))
+        resid = self.hook_embed(F.one_hot(tokens, self.cfg.d_vocab).to(self.W_O.dtype))
         for block in self.blocks:
             resid = block.hook_resid_pre(resid)
             attn = block.attn
@@ -173,7 +174,7 @@ class AttentionModel(HookedRootModule):
         with :func:`dense_reference_logits`).
         """
         batch, n = tokens.shape
-        v = self.cfg.vocab_size
+        v = self.cfg.d_vocab
         flat = tokens.reshape(-1)
 
         def rows(matrix: torch.Tensor) -> torch.Tensor:  # matrix[x], (batch, T, |V|)
@@ -212,7 +213,7 @@ class AttentionModel(HookedRootModule):
             if tuple(state[name].shape) != tuple(tensor.shape):
                 raise ValueError(
                     f"checkpoint {name} has shape {tuple(state[name].shape)}, this model expects "
-                    f"{tuple(tensor.shape)} (vocab_size={self.cfg.vocab_size}, context={self.cfg.context}); "
+                    f"{tuple(tensor.shape)} (d_vocab={self.cfg.d_vocab}, n_ctx={self.cfg.n_ctx}); "
                     "build the model with the config the checkpoint was trained with"
                 )
         self.load_state_dict({k: state[k].to(own[k].dtype) for k in own})
@@ -233,7 +234,7 @@ def dense_reference_logits(model: AttentionModel, tokens: torch.Tensor) -> torch
     """
     tokens = model._check_tokens(tokens)
     n = tokens.shape[1]
-    resid = F.one_hot(tokens, model.cfg.vocab_size).to(model.W_O.dtype)
+    resid = F.one_hot(tokens, model.cfg.d_vocab).to(model.W_O.dtype)
     mask = torch.full((n, n), float("-inf"), dtype=resid.dtype, device=resid.device).triu(1)
     for block in model.blocks:
         attn = block.attn

@@ -5,7 +5,9 @@
   apostrophe) is a token of its own; spaces and newlines are dropped. The vocabulary is the
   ``vocab_size`` most frequent tokens of the fitting text, optionally with an ``<unk>`` token.
 - :class:`BPETokenizer`: a byte-level byte-pair tokenizer trained locally with the ``tokenizers``
-  package (the paper's BPE variant). Byte-level BPE can spell any text, so it has no ``<unk>``.
+  package. Byte-level BPE can spell any text, so it has no ``<unk>``.
+- :class:`CasedBPETokenizer`: the paper's BPE variant: text split on whitespace and punctuation
+  first, case kept, merges learnt on the characters of the fitting text.
 - :func:`make_sequences`: stories -> an ``(N, T+1)`` array of token ids under a vocabulary policy
   (the paper's ``"drop"``, or ``"unk"``), with the fraction of ``<unk>`` tokens it produced.
 """
@@ -231,6 +233,77 @@ class BPETokenizer:
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
+
+
+class CasedBPETokenizer:
+    """The paper's BPE variant (chapter 3): case kept, text pre-split by ``tokenizers``'
+    ``Whitespace`` pre-tokenizer (runs of word characters, runs of other non-space characters),
+    merges learnt on the characters of the fitting text. ``vocab_size`` counts the characters, the
+    merges and one ``[UNK]`` for characters the fitting text never showed (``unk_id``)."""
+
+    UNK = "[UNK]"
+
+    def __init__(self, tokenizer) -> None:
+        self._tok = tokenizer
+        vocab = tokenizer.get_vocab()
+        self.id_to_token = [""] * len(vocab)
+        for tok, i in vocab.items():
+            self.id_to_token[i] = tok
+        self.token_to_id = dict(vocab)
+        self.vocab_size = len(self.id_to_token)
+        self.unk_id = self.token_to_id[self.UNK]
+
+    @classmethod
+    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = True) -> "CasedBPETokenizer":
+        """Learn merges on ``stories`` until ``vocab_size`` tokens (characters and ``[UNK]`` included)."""
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+        _check_corpus(stories, "CasedBPETokenizer.fit")
+        alphabet = {ch for s in stories for ch in s if not ch.isspace()}
+        if vocab_size < len(alphabet) + 1:
+            raise ValueError(
+                f"the fitting text has {len(alphabet)} distinct characters, so vocab_size must be at least "
+                f"{len(alphabet) + 1} (one per character and [UNK]), got {vocab_size}"
+            )
+        tok = Tokenizer(models.BPE(unk_token=cls.UNK))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=[cls.UNK])
+        tok.train_from_iterator(list(stories), trainer=trainer)
+        got = tok.get_vocab_size()
+        if got < vocab_size:
+            raise ValueError(
+                f"BPE stopped at {got} tokens: the corpus has no more pairs to merge for vocab_size={vocab_size}; "
+                f"use vocab_size <= {got} or a larger corpus"
+            )
+        return cls(tok)
+
+    def lookup(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (int64); unseen characters are ``[UNK]``, never -1."""
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        return self._tok.encode(text).ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The tokens of ``ids`` joined with spaces (pre-splitting drops where the spaces were)."""
+        return self._tok.decode([int(i) for i in ids])
+
+    def counts(self, stories: Sequence[str]) -> np.ndarray:
+        """How often each token id occurs in ``stories`` (int64, length ``vocab_size``)."""
+        ids = np.concatenate([np.asarray(e.ids, dtype=np.int64) for e in self._tok.encode_batch(list(stories))])
+        return np.bincount(ids, minlength=self.vocab_size)
+
+    def __getstate__(self) -> dict:
+        return {"json": self._tok.to_str()}
+
+    def __setstate__(self, state: dict) -> None:
+        from tokenizers import Tokenizer
+
+        self.__init__(Tokenizer.from_str(state["json"]))
+
+    def __repr__(self) -> str:
+        return f"CasedBPETokenizer(vocab_size={self.vocab_size})"
 
 
 POLICIES = ("unk", "drop")

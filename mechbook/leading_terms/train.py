@@ -10,7 +10,7 @@ history holds the loss of the batch at the current weights and, for every matrix
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -21,18 +21,19 @@ from mechbook.cache import cached, fingerprint
 from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.leading_terms import leading
-from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
+from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
+from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
 from mechbook.progress import progress
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """SGD run: learning rate, number of steps, batch size (None: full batch), seed, log interval;
-    ``stop_on_divergence``: end the run (keeping its history) instead of raising when the loss
-    stops being finite."""
+    ``keep``: steps whose weights the result keeps besides the last; ``stop_on_divergence``: end
+    the run (keeping its history) instead of raising when the loss stops being finite."""
 
     lr: float
     steps: int
@@ -40,6 +41,7 @@ class TrainConfig:
     seed: int = 0
     log_every: int = 1
     stop_on_divergence: bool = False
+    keep: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
@@ -50,20 +52,30 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.batch_size must be a positive integer or None (full batch), got {self.batch_size!r}")
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise ValueError(f"TrainConfig.log_every must be a positive integer, got {self.log_every!r}")
+        if any(not 0 <= k <= self.steps for k in self.keep):
+            raise ValueError(f"TrainConfig.keep must list steps in [0, {self.steps}], got {self.keep}")
 
 
 @dataclass
 class TrainResult:
-    """What a run leaves: the history (one row per logged step and matrix) and the final weights."""
+    """What a run leaves: the history (one row per logged step and matrix), the final weights and
+    the weights at the steps of ``train_cfg.keep``."""
 
     history: pd.DataFrame
     state: dict[str, torch.Tensor]
     model_cfg: ModelConfig
     train_cfg: TrainConfig
+    checkpoints: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
 
-    def model(self, device: str | None = None) -> AttentionModel:
-        """A fresh :class:`AttentionModel` holding the final weights."""
-        return AttentionModel(self.model_cfg, device=device).load_checkpoint(self.state)
+    def model(self, step: int | None = None, device: str | None = None) -> AttentionModel:
+        """A fresh :class:`AttentionModel` holding the weights after ``step`` steps (None: the last)."""
+        if step is None or step == self.train_cfg.steps:
+            state = self.state
+        elif step in self.checkpoints:
+            state = self.checkpoints[step]
+        else:
+            raise KeyError(f"step {step} was not kept; kept: {sorted(self.checkpoints)} and the last, {self.train_cfg.steps}")
+        return AttentionModel(self.model_cfg, device=device).load_checkpoint(state)
 
 
 def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor | None]:
@@ -103,16 +115,17 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
     steps: 0, every ``log_every``-th, and the last.
     """
     tokens = torch.as_tensor(np.asarray(tokens), dtype=torch.long)
-    if tokens.ndim != 2 or tokens.shape[1] != model_cfg.context + 1:
-        raise ValueError(f"tokens must have shape (N, context+1) = (N, {model_cfg.context + 1}), got {tuple(tokens.shape)}")
+    if tokens.ndim != 2 or tokens.shape[1] != model_cfg.n_ctx + 1:
+        raise ValueError(f"tokens must have shape (N, n_ctx+1) = (N, {model_cfg.n_ctx + 1}), got {tuple(tokens.shape)}")
     bases = leading.bases(stats)
-    if bases["W_O"].shape != (model_cfg.vocab_size, model_cfg.vocab_size) or bases["P"].shape != (model_cfg.context,):
+    if bases["W_O"].shape != (model_cfg.d_vocab, model_cfg.d_vocab) or bases["P"].shape != (model_cfg.n_ctx,):
         raise ValueError("stats do not match the model config: compute them from the same tokens and vocabulary")
     torch.manual_seed(train_cfg.seed)
     net = AttentionModel(model_cfg, device=device)
     tokens = tokens.to(net.W_O.device)
     opt = torch.optim.SGD(net.parameters(), lr=train_cfg.lr, momentum=0.0, weight_decay=0.0)
     rows: list[dict[str, Any]] = []
+    kept: dict[int, dict[str, torch.Tensor]] = {}
     batches = batch_indices(tokens.shape[0], train_cfg)
     with deterministic():
         for step in progress(range(train_cfg.steps + 1), desc=f"SGD lr={train_cfg.lr}"):
@@ -124,6 +137,8 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
                 raise FloatingPointError(f"SGD diverged: the loss is {loss.item()} at step {step} with lr {train_cfg.lr}; lower the learning rate")
             if step % train_cfg.log_every == 0 or step == train_cfg.steps:
                 rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases))
+            if step in train_cfg.keep and step < train_cfg.steps:
+                kept[step] = _detached(net)
             if step < train_cfg.steps:
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -131,11 +146,14 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
     history = pd.DataFrame(rows)
     history["lr"] = train_cfg.lr
     history["eta_s"] = train_cfg.lr * history["step"]
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    return TrainResult(history=history, state=state, model_cfg=model_cfg, train_cfg=train_cfg)
+    return TrainResult(history=history, state=_detached(net), model_cfg=model_cfg, train_cfg=train_cfg, checkpoints=kept)
 
 
-def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
+def _detached(net: AttentionModel) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+
+
+def cached_train(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
     """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
 
     Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the device
@@ -159,32 +177,83 @@ def trained_model(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_
     return TrainResult(**payload)
 
 
+@dataclass
+class Corpus:
+    """A fitted tokenizer, its training sequences and their statistics (computed on all of them)."""
+
+    tokenizer: Tokenizer
+    sequences: SequenceSet
+    stats: CorpusStats
+
+    def model_cfg(self, n_layers: int) -> ModelConfig:
+        """The model that reads this corpus: d_vocab = |V|, n_ctx = T."""
+        return ModelConfig(d_vocab=self.tokenizer.vocab_size, n_ctx=self.sequences.context, n_layers=n_layers)
+
+
+def load_training_corpus(cfg: CorpusConfig) -> Corpus:
+    """:func:`load_corpus` and the statistics of all its sequences, both cached."""
+    tokenizer, sequences = load_corpus(cfg)
+    return Corpus(tokenizer, sequences, cached_corpus_stats(sequences.tokens, tokenizer.vocab_size))
+
+
+def resolve_steps(steps: int | None, epochs: float | None, n_sequences: int, batch_size: int | None) -> int:
+    """``steps`` when given, else the steps of ``epochs`` epochs: floor(epochs N / batch), with a
+    clear error when the N sequences cannot fill one batch."""
+    if batch_size is not None and batch_size > n_sequences:
+        raise ValueError(cannot_fill_batch(n_sequences, batch_size))
+    if steps is not None:
+        return steps
+    return steps_for_epochs(epochs, n_sequences, batch_size or n_sequences)
+
+
 @dataclass(frozen=True)
-class RunsConfig:
-    """The trained models chapters 3-5 share: corpus, layers, learning rates, steps, batch, logging."""
+class RunConfig:
+    """One run of chapters 3-5: its corpus, layers and SGD settings. Give ``steps`` or ``epochs``
+    (then steps = floor(epochs N / batch) once the corpus is known)."""
 
     corpus: CorpusConfig
-    lrs: tuple[float, ...]
-    steps: int
+    lr: float
     batch_size: int | None
     log_every: int
+    steps: int | None = None
+    epochs: float | None = None
     n_layers: int = 3
     seed: int = 0
 
-    def model_cfg(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig(vocab_size=vocab_size, context=self.corpus.context, n_layers=self.n_layers)
+    def __post_init__(self) -> None:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError(f"RunConfig needs exactly one of steps and epochs, got steps={self.steps}, epochs={self.epochs}")
 
-    def train_cfg(self, lr: float) -> TrainConfig:
-        return TrainConfig(lr=lr, steps=self.steps, batch_size=self.batch_size, seed=self.seed, log_every=self.log_every)
+    def train_cfg(self, n_sequences: int) -> TrainConfig:
+        """The :class:`TrainConfig` of this run on ``n_sequences`` sequences."""
+        steps = resolve_steps(self.steps, self.epochs, n_sequences, self.batch_size)
+        return TrainConfig(lr=self.lr, steps=steps, batch_size=self.batch_size, seed=self.seed, log_every=self.log_every)
 
 
-# lr 0.005 is the paper's; the larger rate shows where the leading terms stop describing training.
-# paper: 100 epochs of batch 2048 over about 300k kept stories is about 15,000 steps.
-RUNS_PROFILES: dict[str, RunsConfig] = {
-    "smoke": RunsConfig(CORPUS_PROFILES["smoke"], lrs=(0.005, 0.1), steps=100, batch_size=64, log_every=20),
-    "cpu": RunsConfig(CORPUS_PROFILES["cpu"], lrs=(0.005, 0.1), steps=1500, batch_size=128, log_every=50),
-    "paper": RunsConfig(CORPUS_PROFILES["paper"], lrs=(0.005, 0.1), steps=15000, batch_size=2048, log_every=250),
-}
+def load_or_train(cfg: RunConfig, refresh: bool = False) -> TrainResult:
+    """The cached :class:`TrainResult` of ``cfg``: loads the corpus, checks that it fills a batch,
+    and trains when the run is not in the cache."""
+    corpus = load_training_corpus(cfg.corpus)
+    train_cfg = cfg.train_cfg(corpus.sequences.n_kept)
+    return cached_train(corpus.sequences.tokens, corpus.stats, corpus.model_cfg(cfg.n_layers), train_cfg, refresh=refresh)
+
+
+@dataclass(frozen=True)
+class RunsConfig:
+    """The trained models chapters 3-5 share: one corpus, one :class:`RunConfig` per learning rate."""
+
+    corpus: CorpusConfig
+    lrs: tuple[float, ...]
+    batch_size: int | None
+    log_every: int
+    steps: int | None = None
+    epochs: float | None = None
+    n_layers: int = 3
+    seed: int = 0
+
+    def run(self, lr: float) -> RunConfig:
+        """The run of learning rate ``lr``."""
+        return RunConfig(self.corpus, lr, self.batch_size, self.log_every, self.steps, self.epochs, self.n_layers, self.seed)
 
 
 @dataclass
@@ -198,12 +267,10 @@ class Runs:
 
 
 def chapter_runs(cfg: RunsConfig) -> Runs:
-    """Load the corpus and its statistics and train (or load from the cache) a model per lr.
+    """The corpus of ``cfg`` and :func:`load_or_train` of each of its learning rates.
 
     Chapters 3, 4 and 5 call this with the same config, so they share one set of runs.
     """
-    tokenizer, sequences = load_corpus(cfg.corpus)
-    stats = cached_corpus_stats(sequences.tokens, tokenizer.vocab_size)
-    model_cfg = cfg.model_cfg(tokenizer.vocab_size)
-    results = {lr: trained_model(sequences.tokens, stats, model_cfg, cfg.train_cfg(lr)) for lr in cfg.lrs}
-    return Runs(tokenizer, sequences, stats, results)
+    corpus = load_training_corpus(cfg.corpus)
+    results = {lr: load_or_train(cfg.run(lr)) for lr in cfg.lrs}
+    return Runs(corpus.tokenizer, corpus.sequences, corpus.stats, results)

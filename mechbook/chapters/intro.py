@@ -1,0 +1,268 @@
+"""The introduction (book/intro.ipynb): a first look at TinyStories with plain word counts.
+
+Words are maximal runs of letters and apostrophes, lower-cased: ``"Tom's dog ran."`` gives
+``["tom's", "dog", "ran"]``. This is deliberately simpler than Part I's tokenizer; it only serves
+to show what TinyStories looks like: how long stories are, how many distinct words they use, and
+how much of the text a vocabulary of the ``V`` most frequent words covers. The module holds the
+chapter's profiles (:data:`CONFIGS`), its counts, its two charts and its computed sentences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from typing import Any
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+WORD = re.compile(r"[a-z']+")
+PAPER_VOCAB = 3000
+"""|V| of the paper's experiment in Part I (Im et al., 2026)."""
+COLUMN_WIDTH = 520
+"""Plot-area width (px) of the introduction's charts: with their axes they fit the ~680 px text column."""
+COVERAGE_SIZES = (1000, PAPER_VOCAB)
+"""The vocabulary sizes whose token coverage the introduction records."""
+
+
+def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
+    if allow_none and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "a positive integer or None (every story)" if allow_none else "a positive integer"
+        raise ValueError(f"OverviewConfig.{name} must be {allowed}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class OverviewConfig:
+    """Sizes of the introduction's overview.
+
+    ``max_stories``: the first n stories read (None: all of them); ``chart_stories``: how many of
+    them the length chart draws (a random sample); ``vocab_sizes``: the slider positions of the
+    coverage explorer (increasing); ``seed``: the chart's sample.
+    """
+
+    max_stories: int | None
+    chart_stories: int
+    vocab_sizes: tuple[int, ...]
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _positive_int("max_stories", self.max_stories, allow_none=True)
+        _positive_int("chart_stories", self.chart_stories)
+        sizes = self.vocab_sizes
+        if not isinstance(sizes, tuple) or not sizes:
+            raise ValueError(f"OverviewConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}")
+        for v in sizes:
+            _positive_int("vocab_sizes", v)
+        if list(sizes) != sorted(set(sizes)):
+            raise ValueError(f"OverviewConfig.vocab_sizes must be strictly increasing, got {sizes!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"OverviewConfig.seed must be a non-negative integer, got {self.seed!r}")
+
+
+_SLIDER = tuple(range(250, 3001, 250))
+CONFIGS: dict[str, OverviewConfig] = {
+    "smoke": OverviewConfig(max_stories=1000, chart_stories=300, vocab_sizes=_SLIDER),
+    "cpu": OverviewConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
+    "paper": OverviewConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
+}
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of ``text`` (runs of letters and apostrophes)."""
+    return WORD.findall(text.lower())
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusOverview:
+    """Every story as word ids, where id ``r`` is the word of frequency rank ``r`` (0 = most common).
+
+    ``ids[offsets[s]:offsets[s + 1]]`` are the words of story ``s``; ``counts[r]`` is how often
+    word ``vocab[r]`` occurs in the whole corpus.
+    """
+
+    vocab: tuple[str, ...]
+    counts: np.ndarray
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def n_stories(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Words per story."""
+        return np.diff(self.offsets)
+
+
+def build_overview(stories: list[str]) -> CorpusOverview:
+    """Split every story into words and rank the words by corpus frequency (ties alphabetically)."""
+    if not stories:
+        raise ValueError("no stories to look at: load_stories() returned an empty list")
+    split = [words(s) for s in stories]
+    freq = Counter(w for ws in split for w in ws)
+    vocab = tuple(sorted(freq, key=lambda w: (-freq[w], w)))
+    rank = {w: r for r, w in enumerate(vocab)}
+    ids = np.fromiter((rank[w] for ws in split for w in ws), dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum([len(ws) for ws in split])]).astype(np.int64)
+    counts = np.array([freq[w] for w in vocab], dtype=np.int64)
+    return CorpusOverview(vocab, counts, ids, offsets)
+
+
+def story_table(ov: CorpusOverview) -> pd.DataFrame:
+    """One row per story: ``words`` (length) and ``distinct`` (number of different words)."""
+    distinct = [len(np.unique(ov.ids[a:b])) for a, b in zip(ov.offsets[:-1], ov.offsets[1:])]
+    return pd.DataFrame({"story": np.arange(ov.n_stories), "words": ov.lengths, "distinct": distinct})
+
+
+def story_coverage(ov: CorpusOverview, vocab_size: int) -> np.ndarray:
+    r"""Per story, the fraction of its words among the ``vocab_size`` most frequent words:
+    :math:`c_s = \frac{1}{n_s} \sum_{i} [\mathrm{rank}(w_{s,i}) < V]` (empty stories count as 1)."""
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be at least 1, got {vocab_size}")
+    inside = (ov.ids < vocab_size).astype(np.int64)
+    covered = np.add.reduceat(np.append(inside, 0), ov.offsets[:-1])
+    lengths = ov.lengths
+    return np.where(lengths > 0, covered / np.maximum(lengths, 1), 1.0)
+
+
+def token_coverage(ov: CorpusOverview, vocab_size: int) -> float:
+    """The fraction of all word occurrences among the ``vocab_size`` most frequent words."""
+    return float(ov.counts[:vocab_size].sum() / ov.counts.sum())
+
+
+def coverage_histogram(ov: CorpusOverview, vocab_size: int, bins: int = 25, lo: float = 0.5) -> pd.DataFrame:
+    """Stories per bin of :func:`story_coverage` on ``[lo, 1]`` (equal bins; stories below ``lo``
+    are counted in the first bin); columns ``lo``, ``hi`` (fractions) and ``stories``."""
+    if not 0.0 <= lo < 1.0:
+        raise ValueError(f"lo must be in [0, 1), got {lo}")
+    values = np.clip(story_coverage(ov, vocab_size), lo, 1.0)
+    counts, edges = np.histogram(values, bins=bins, range=(lo, 1.0))
+    return pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "stories": counts})
+
+
+def load_overview(cfg: OverviewConfig) -> CorpusOverview:
+    """The overview of the stories ``cfg`` selects (see :func:`mechbook.data.load_stories` for
+    where they come from)."""
+    from mechbook.data import load_stories
+
+    return build_overview(load_stories(max_stories=cfg.max_stories))
+
+
+def headline(ov: CorpusOverview) -> dict[str, Any]:
+    """The numbers the introduction records: stories, words, distinct words, the median story
+    length, and the token coverage of the 1,000 and 3,000 most frequent words."""
+    numbers: dict[str, Any] = {
+        "n_stories": ov.n_stories,
+        "n_words": int(ov.lengths.sum()),
+        "vocabulary": len(ov.vocab),
+        "median_words": float(np.median(ov.lengths)),
+    }
+    numbers.update({f"coverage_top{v}": token_coverage(ov, v) for v in COVERAGE_SIZES})
+    return numbers
+
+
+def record_all(numbers: dict[str, Any]) -> dict[str, Any]:
+    """``mechbook.record`` every headline number (hidden outputs the tests read back)."""
+    from mechbook import record
+
+    return {name: record(name, value) for name, value in numbers.items()}
+
+
+def corpus_prose(ov: CorpusOverview) -> str:
+    """The sentence under the corpus counts: stories, words, distinct words, median and quartiles
+    of the story length."""
+    n = headline(ov)
+    q25, q75 = np.quantile(ov.lengths, [0.25, 0.75])
+    return (
+        f"We read **{n['n_stories']:,} stories** with **{n['n_words']:,} words** in all, "
+        f"**{n['vocabulary']:,} of them distinct**. The median story has **{n['median_words']:.0f} words**; "
+        f"half of the stories have between {q25:.0f} and {q75:.0f}."
+    )
+
+
+def coverage_prose(ov: CorpusOverview) -> str:
+    """The sentence after the coverage explorer: token coverage of the 1,000 and 3,000 most
+    frequent words."""
+    small, paper = (token_coverage(ov, v) for v in COVERAGE_SIZES)
+    return (
+        f"Over the whole corpus the {COVERAGE_SIZES[0]:,} most frequent words cover **{small:.1%}** of all word "
+        f"occurrences, and the {PAPER_VOCAB:,} most frequent (the vocabulary size of the paper in Part I) "
+        f"cover **{paper:.1%}**: a small vocabulary keeps almost all of TinyStories."
+    )
+
+
+def chart_sample(ov: CorpusOverview, cfg: OverviewConfig) -> pd.DataFrame:
+    """The :func:`story_table` rows the length chart draws: ``cfg.chart_stories`` stories drawn
+    without replacement with ``cfg.seed`` (all of them when there are fewer)."""
+    table = story_table(ov)
+    return table.sample(n=min(cfg.chart_stories, len(table)), random_state=cfg.seed)
+
+
+def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
+    """Histogram of story length with an interval brush over a scatter of distinct words against
+    length (the brushed stories light up), with the limit d = n dashed; the scatter's title gives
+    the median share of distinct words in the sample."""
+    sample = chart_sample(ov, cfg)
+    ratio = float((sample.distinct / sample.words.clip(lower=1)).median())
+    brush = alt.selection_interval(encodings=["x"], name="length_range")
+    lengths = (
+        alt.Chart(sample)
+        .mark_bar()
+        .encode(
+            x=alt.X("words:Q", bin=alt.Bin(maxbins=40), title="story length (words)"),
+            y=alt.Y("count():Q", title="stories"),
+        )
+        .add_params(brush)
+        .properties(width=COLUMN_WIDTH, height=160, title="Story length: drag to select a range")
+    )
+    diagonal = (
+        alt.Chart(pd.DataFrame({"words": [0, int(sample.distinct.max())]}))
+        .mark_line(strokeDash=[4, 4], color="gray")
+        .encode(x="words:Q", y=alt.Y("words:Q", title="distinct words"))
+    )
+    points = (
+        alt.Chart(sample)
+        .mark_circle(size=22)
+        .encode(
+            x=alt.X("words:Q", title="story length (words)"),
+            y=alt.Y("distinct:Q", title="distinct words"),
+            color=alt.condition(brush, alt.value("#1f77b4"), alt.value("#d0d0d0")),
+            opacity=alt.condition(brush, alt.value(0.8), alt.value(0.4)),
+            tooltip=[alt.Tooltip("words:Q", title="words"), alt.Tooltip("distinct:Q", title="distinct")],
+        )
+    )
+    scatter = (diagonal + points).properties(
+        width=COLUMN_WIDTH, height=280,
+        title=f"In the median story {ratio:.0%} of the words are distinct",
+    )
+    return alt.vconcat(lengths, scatter).properties(
+        title=alt.Title("Distinct words grow slower than story length",
+                        subtitle=f"{len(sample):,} TinyStories stories, a random sample", anchor="start")
+    )
+
+
+def coverage_explorer(ov: CorpusOverview, cfg: OverviewConfig) -> Any:
+    """The book's first :func:`mechbook.viz.explore`: the histogram of c_s(V) over stories, with a
+    slider over ``cfg.vocab_sizes``."""
+    import mechbook.viz
+
+    def chart(base: alt.Chart) -> alt.Chart:
+        return base.mark_bar().encode(
+            x=alt.X("lo:Q", bin="binned", title="share of the story's words inside the vocabulary",
+                    axis=alt.Axis(format="%")),
+            x2="hi:Q",
+            y=alt.Y("stories:Q", title="stories"),
+        ).properties(width=COLUMN_WIDTH)
+
+    return mechbook.viz.explore(
+        lambda vocab_size: coverage_histogram(ov, vocab_size),
+        chart,
+        controls={"vocab_size": list(cfg.vocab_sizes)},
+        title="The V most frequent words cover most of every story",
+    )
+

@@ -1,0 +1,159 @@
+"""What a Part I training run will cost, computed before it starts (chapter 3; the ``paper``
+profile checks it before any training).
+
+A run of ``epochs`` epochs over N kept sequences at batch size b takes
+``steps = floor(epochs * N / b)`` SGD steps and reaches eta*s = lr * steps. Its memory is at least
+the float weights, their gradients (plain SGD keeps no other state) and the tensors autograd keeps
+for the backward pass; the last are measured with ``torch.autograd.graph.saved_tensors_hooks`` on
+forward passes of two and three sequences and extrapolated linearly in the batch.
+
+The paper trained on the TinyStories train split, whose size is :data:`TINYSTORIES_TRAIN_STORIES`;
+:func:`paper_sequences` extrapolates how many of its stories the paper's filter keeps from the
+share it keeps of the text at hand.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from mechbook.leading_terms.model import AttentionModel, ModelConfig
+
+TINYSTORIES_TRAIN_STORIES = 2_119_719
+"""Rows of the Hugging Face ``roneneldan/TinyStories`` train split (the text the paper trained on)."""
+
+
+def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
+    """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
+    if n_sequences < 1 or batch_size < 1 or epochs <= 0:
+        raise ValueError(f"need n_sequences >= 1, batch_size >= 1 and epochs > 0, got {n_sequences}, {batch_size}, {epochs}")
+    return int(math.floor(epochs * n_sequences / batch_size))
+
+
+def cannot_fill_batch(n_sequences: int, batch_size: int) -> str:
+    """The error message for a corpus of ``n_sequences`` that cannot fill a batch of ``batch_size``."""
+    return (
+        f"the corpus keeps {n_sequences:,} sequences, fewer than one batch of {batch_size:,}: give more text "
+        "(set MECHBOOK_TINYSTORIES to the full TinyStories train file, or let the book download it), or lower batch_size"
+    )
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """Trainable numbers of the model: W_O plus W, V (|V| x |V| each) and P (T) per layer."""
+    return cfg.d_vocab**2 * (1 + 2 * cfg.n_layers) + cfg.n_layers * cfg.n_ctx
+
+
+def measure_saved_bytes(cfg: ModelConfig, batch_size: int) -> int:
+    """Bytes of the non-parameter tensors autograd keeps for the backward pass of the training loss
+    on ``batch_size`` random sequences (each storage counted once), measured on the CPU with
+    ``torch.autograd.graph.saved_tensors_hooks``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    model = AttentionModel(cfg, device="cpu")
+    own = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in own:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    tokens = torch.randint(0, cfg.d_vocab, (batch_size, cfg.n_ctx + 1), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.loss(tokens)
+    return sum(seen.values())
+
+
+def saved_activation_bytes(cfg: ModelConfig, batch_size: int) -> int:
+    """:func:`measure_saved_bytes` at ``batch_size``, extrapolated linearly from two and three
+    sequences (from two on, every saved tensor is batch-independent or has the batch as its first
+    dimension; a single sequence saves a few bytes less), so a plan at batch 2048 never runs a
+    batch of 2048."""
+    if batch_size <= 3:
+        return measure_saved_bytes(cfg, batch_size)
+    two, three = measure_saved_bytes(cfg, 2), measure_saved_bytes(cfg, 3)
+    return two + (batch_size - 2) * (three - two)
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A run's size before it starts: kept sequences, batch, epochs, steps, lr, and its memory."""
+
+    n_sequences: int
+    batch_size: int
+    epochs: float
+    steps: int
+    lr: float
+    n_parameters: int
+    parameter_bytes: int
+    activation_bytes: int
+
+    @property
+    def eta_s(self) -> float:
+        """eta * s at the end of the run."""
+        return self.lr * self.steps
+
+    @property
+    def fits(self) -> bool:
+        """True when the sequences fill at least one batch."""
+        return self.n_sequences >= self.batch_size
+
+    @property
+    def memory_bytes(self) -> int:
+        """Weights + gradients + the tensors saved for the backward pass (a lower bound on the peak)."""
+        return 2 * self.parameter_bytes + self.activation_bytes
+
+    def require_fits(self) -> None:
+        """Raise before any training when the data cannot fill one batch."""
+        if not self.fits:
+            raise ValueError(cannot_fill_batch(self.n_sequences, self.batch_size))
+
+    def markdown(self) -> str:
+        """One sentence a chapter shows before training."""
+        gib = 2**30
+        return (
+            f"{self.n_sequences:,} kept sequences; {self.epochs:g} epochs at batch {self.batch_size:,} are "
+            f"⌊{self.epochs:g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**, so η·s = "
+            f"{self.lr:g} × {self.steps:,} = **{self.eta_s:.3g}**. Memory: {self.n_parameters:,} parameters "
+            f"({self.parameter_bytes / gib:.2f} GiB, as much again for their gradients) and "
+            f"{self.activation_bytes / gib:.2f} GiB kept for the backward pass, "
+            f"**{self.memory_bytes / gib:.2f} GiB** in all."
+            + ("" if self.fits else " **The data cannot fill one batch.**")
+        )
+
+
+def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | None, lr: float, epochs: float | None = None, steps: int | None = None) -> TrainingPlan:
+    """The :class:`TrainingPlan` of a run given either its ``epochs`` or its ``steps`` (not both).
+
+    ``batch_size`` None is the full batch. With ``steps``, ``epochs = steps * batch_size / n_sequences``.
+    """
+    if (epochs is None) == (steps is None):
+        raise ValueError("give exactly one of epochs and steps")
+    batch = batch_size or n_sequences
+    if steps is None:
+        steps = steps_for_epochs(epochs, n_sequences, batch)
+    else:
+        epochs = steps * batch / n_sequences
+    itemsize = torch.empty((), dtype=model_cfg.torch_dtype).element_size()
+    n_params = parameter_count(model_cfg)
+    return TrainingPlan(
+        n_sequences=n_sequences,
+        batch_size=batch,
+        epochs=float(epochs),
+        steps=int(steps),
+        lr=lr,
+        n_parameters=n_params,
+        parameter_bytes=n_params * itemsize,
+        activation_bytes=saved_activation_bytes(model_cfg, batch),
+    )
+
+
+def paper_sequences(n_kept: int, n_stories: int) -> int:
+    """Sequences the paper's filter would keep of the whole train split, extrapolated from
+    ``n_kept`` of ``n_stories`` stories: round(TINYSTORIES_TRAIN_STORIES * n_kept / n_stories)."""
+    if n_stories < 1 or not 0 <= n_kept <= n_stories:
+        raise ValueError(f"need 0 <= n_kept <= n_stories and n_stories >= 1, got {n_kept} of {n_stories}")
+    return round(TINYSTORIES_TRAIN_STORIES * n_kept / n_stories)

@@ -1,0 +1,134 @@
+"""Chapter 5's module (mechbook.chapters.ch05_cooperation): the config, path averages against the
+weights read literally, distinct ablation labels, records, sentences and chart, and the smoke
+bounds against an untrained model (on the smoke corpus, with weights set by hand, no training)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import mechbook
+from mechbook.chapters import ch05_cooperation as ch05
+from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.leading_terms.corpus import load_corpus
+from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
+from mechbook.leading_terms.stats import cached_corpus_stats
+from mechbook.leading_terms.train import Runs, TrainResult
+
+SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+
+
+@pytest.mark.parametrize("knobs, message", [({"n_eval": 0}, "n_eval must be a positive integer"),
+                                            ({"n_sentences": 300}, "must not exceed n_eval")])
+def test_config_ranges(knobs, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(ch05.CONFIGS["smoke"], **knobs)
+
+
+def test_seed_knob_reaches_the_runs():
+    assert mechbook.resolve_profile(ch05.CONFIGS, "smoke", runs__seed=4).runs.seed == 4
+    with pytest.raises(TypeError, match="n_eval"):
+        mechbook.resolve_profile(ch05.CONFIGS, "smoke", n_eval="10")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    if not SAMPLE.exists():
+        pytest.skip("needs the TinyStories sample")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    mp.setenv("MECHBOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
+    cfg = dataclasses.replace(ch05.CONFIGS["smoke"], n_eval=24, n_sentences=2)
+    tok, seqs = load_corpus(cfg.runs.corpus)
+    yield cfg, tok, seqs, cached_corpus_stats(seqs.tokens, tok.vocab_size)
+    mp.undo()
+
+
+def _coop(corpus, weights):
+    """A Cooperation whose run at lr has the weights ``weights(name, lr, zero_tensor)``."""
+    cfg, tok, seqs, stats = corpus
+    model_cfg = ModelConfig(d_vocab=tok.vocab_size, n_ctx=seqs.context, n_layers=cfg.runs.n_layers)
+    results, models = {}, {}
+    for lr in cfg.runs.lrs:
+        model = AttentionModel(model_cfg, device="cpu")
+        state = {k: weights(k, lr, torch.zeros_like(v)) for k, v in model.state_dict().items()}
+        results[lr] = TrainResult(pd.DataFrame(), state, model_cfg, cfg.runs.run(lr).train_cfg(len(seqs.tokens)))
+        models[lr] = results[lr].model(device="cpu")
+    return ch05.Cooperation(cfg, Runs(tok, seqs, stats, results), models, seqs.tokens[: cfg.n_eval])
+
+
+def _leading(corpus):
+    """Weights equal to their leading terms after s = 100 steps at lr (W and P left at zero)."""
+    stats, s = corpus[3], 100
+
+    def weights(name, lr, zero):
+        if name == "W_O":
+            return torch.as_tensor(lr * s * stats.B, dtype=zero.dtype)
+        if name.endswith(".V"):
+            return torch.as_tensor(lr**2 * s * (s - 1) / 2 * stats.BPhi_T, dtype=zero.dtype)
+        return zero
+
+    return weights
+
+
+def test_path_means_against_the_weights_read_literally(corpus):
+    c = _coop(corpus, _leading(corpus))
+    means = ch05.path_means(c)
+    inputs, targets = c.evaluation[:, :-1], c.evaluation[:, 1:]
+    for lr in c.lrs:
+        W_O = c.runs.results[lr].state["W_O"].double().numpy()
+        residual = W_O[inputs, targets] - W_O[inputs].mean(-1)
+        assert means.loc[lr, "residual"] == pytest.approx(residual.mean(), rel=1e-5)
+        with torch.no_grad():
+            logits = c.models[lr](torch.as_tensor(inputs)).double().numpy()
+        centred = np.take_along_axis(logits, targets[..., None], -1)[..., 0] - logits.mean(-1)
+        assert means.loc[lr, "attention"] == pytest.approx(centred.mean() - residual.mean(), rel=1e-4, abs=1e-9)
+    share = means["attention"] / (means["attention"].abs() + means["residual"].abs())
+    assert np.allclose(means["attention share"], share)
+
+
+def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
+    c = _coop(corpus, _leading(corpus))
+    table = ch05.ablation(c)
+    for lr in c.lrs:
+        labels = table.loc[table["lr"] == lr, "label"]
+        assert labels.is_unique and len(labels) == len(parameter_names(c.models[lr].cfg)) + 3
+    assert {"W_O − its B part", "V⁽²⁾ − its (BΦ)ᵀ part", "W⁽⁰⁾ − its Q part", "P⁽¹⁾ − its P-term part"} <= set(table["label"])
+    spec = ch05.ablation_chart(table).to_dict()
+    assert spec["spec"]["encoding"]["x"]["field"] == "delta_loss"
+    assert "over the full model" in spec["spec"]["encoding"]["x"]["title"]
+    assert spec["title"].startswith("Costliest single removal: the leading term of W_O")
+    assert ch05.ablation_summary(table).shape == (len(table) // 2, 4)
+
+
+def test_records_and_sentences_of_a_leading_term_model(corpus):
+    c = _coop(corpus, _leading(corpus))
+    table, means = ch05.ablation(c), ch05.path_means(c)
+    numbers = ch05.headline(c, table, means)
+    bounds = load_thresholds("05_cooperation")
+    assert set(bounds["smoke"]) <= set(numbers) and set(bounds["cpu"]) <= set(numbers)
+    assert numbers["loss_zero"] == pytest.approx(math.log(c.runs.tokenizer.vocab_size), abs=1e-5)
+    assert numbers["worst_single_large_lr"] == "W_O"  # the bigram term carries the most
+    assert numbers["loss_full_large_lr"] < numbers["loss_no_leading_large_lr"]
+    assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_note(c)
+    text = ch05.ablation_prose(c, table)
+    assert f"reaches **{numbers['loss_full_paper_lr']:.4f}**" in text and "leading term of W_O" in text
+    assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(c, means)
+    frame = ch05.sentence_paths(c, 1, c.lrs[1])
+    assert len(frame) == c.cfg.runs.corpus.context * (1 + c.models[c.lrs[1]].cfg.n_layers)
+    assert frame["label"].str.match(r"^\d\d ").all()
+
+
+def test_smoke_bounds_reject_an_untrained_model(corpus):
+    c = _coop(corpus, lambda name, lr, zero: zero)
+    numbers = ch05.headline(c, ch05.ablation(c), ch05.path_means(c))
+    problems = check_thresholds(numbers, load_thresholds("05_cooperation")["smoke"])
+    for name in ("loss_full_paper_lr", "loss_full_large_lr", "mean_residual_paper_lr", "mean_residual_large_lr"):
+        assert any(p.startswith(name) for p in problems), problems

@@ -1,0 +1,95 @@
+"""What a Part I run costs before it starts (chapter 3 and the paper profile): steps, parameters,
+the memory autograd keeps, and the paper profile dry-run on the offline sample."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from mechbook.leading_terms.model import AttentionModel, ModelConfig
+from mechbook.leading_terms.plan import (
+    TINYSTORIES_TRAIN_STORIES,
+    measure_saved_bytes,
+    paper_sequences,
+    parameter_count,
+    plan_training,
+    saved_activation_bytes,
+    steps_for_epochs,
+)
+
+SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+
+
+@given(epochs=st.floats(0.1, 300), n=st.integers(1, 10**6), batch=st.integers(1, 4096))
+def test_steps_are_floor_of_epochs_times_n_over_batch(epochs, n, batch):
+    steps = steps_for_epochs(epochs, n, batch)
+    assert steps <= epochs * n / batch < steps + 1
+
+
+@settings(max_examples=10, deadline=None)
+@given(v=st.integers(2, 12), t=st.integers(1, 6), layers=st.integers(1, 4))
+def test_parameter_count_is_the_models(v, t, layers):
+    cfg = ModelConfig(v, t, layers)
+    assert parameter_count(cfg) == sum(p.numel() for p in AttentionModel(cfg, device="cpu").parameters())
+
+
+@pytest.mark.parametrize("cfg", [ModelConfig(7, 5, 1), ModelConfig(11, 6, 2), ModelConfig(9, 4, 3, dtype="float64")])
+def test_saved_bytes_extrapolated_from_two_batches_equal_the_measured(cfg):
+    for batch in (1, 3, 8, 13):
+        assert saved_activation_bytes(cfg, batch) == measure_saved_bytes(cfg, batch)
+    # the logits alone (batch x T x |V| floats) are kept for the cross-entropy's backward
+    assert measure_saved_bytes(cfg, 8) >= 8 * cfg.n_ctx * cfg.d_vocab * cfg.torch_dtype.itemsize
+
+
+def test_plan_arithmetic_and_a_batch_it_cannot_fill():
+    cfg = ModelConfig(13, 6, 3)
+    plan = plan_training(1000, cfg, 64, 0.005, epochs=100)
+    assert plan.steps == 100 * 1000 // 64 and plan.eta_s == pytest.approx(0.005 * plan.steps)
+    assert plan.parameter_bytes == 4 * parameter_count(cfg)
+    assert plan.memory_bytes == 2 * plan.parameter_bytes + saved_activation_bytes(cfg, 64)
+    assert f"{plan.steps:,} steps" in plan.markdown()
+    by_steps = plan_training(1000, cfg, None, 0.1, steps=30)
+    assert by_steps.batch_size == 1000 and by_steps.epochs == pytest.approx(30.0)
+    small = plan_training(100, cfg, 2048, 0.005, epochs=100)
+    assert not small.fits and "cannot fill one batch" in small.markdown()
+    with pytest.raises(ValueError, match="fewer than one batch of 2,048.*MECHBOOK_TINYSTORIES"):
+        small.require_fits()
+
+
+def test_paper_sequences_scale_the_kept_share_to_the_train_split():
+    assert paper_sequences(272, 5042) == round(TINYSTORIES_TRAIN_STORIES * 272 / 5042)
+    assert paper_sequences(5, TINYSTORIES_TRAIN_STORIES) == 5
+    with pytest.raises(ValueError):
+        paper_sequences(10, 5)
+
+
+@pytest.mark.skipif(not SAMPLE.is_file(), reason="needs the offline TinyStories sample")
+def test_paper_profile_dry_run_on_the_sample(monkeypatch, tmp_path):
+    """Resolve the paper profile, check its arithmetic, build the model at full size, train nothing."""
+    import mechbook
+    from mechbook.chapters import ch03_training as ch
+    from mechbook.leading_terms.corpus import load_corpus
+    from mechbook.leading_terms.train import chapter_runs
+
+    monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    cfg = mechbook.resolve_profile(ch.CONFIGS, "paper")
+    assert cfg.runs.corpus.split == "train" and cfg.runs.epochs == 100 and cfg.runs.batch_size == 2048
+    tokenizer, sequences = load_corpus(cfg.runs.corpus)
+    assert (tokenizer.vocab_size, sequences.context, sequences.policy) == (3000, 200, "drop")
+    target = ch.paper_target(cfg.claim)
+    assert target.n_kept == sequences.n_kept and target.n_stories == sequences.n_stories
+    assert target.steps == int(100 * target.n_sequences / 2048) and target.eta_s == pytest.approx(0.005 * target.steps)
+    model_cfg = ModelConfig(d_vocab=3000, n_ctx=200, n_layers=3)
+    model = AttentionModel(model_cfg, device="cpu")
+    assert sum(p.numel() for p in model.parameters()) == parameter_count(model_cfg) == 7 * 3000**2 + 3 * 200
+    assert all(not p.detach().any() for p in model.parameters())
+    del model
+    plan = plan_training(sequences.n_kept, model_cfg, 2048, 0.005, epochs=100)
+    assert plan.steps == int(100 * sequences.n_kept / 2048)
+    assert plan.fits == (sequences.n_kept >= 2048)
+    if not plan.fits:  # the sample keeps too few sequences: training must stop before it starts
+        with pytest.raises(ValueError, match="fewer than one batch"):
+            chapter_runs(cfg.shared_runs())
+        assert not list(tmp_path.glob("leading_terms_train/*.pt"))
