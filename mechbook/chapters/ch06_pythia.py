@@ -342,50 +342,45 @@ def head_heatmap(table: pd.DataFrame, title: str) -> alt.Chart:
     )
 
 
-def curves_with_controls(curve: pd.DataFrame, control_means: pd.DataFrame, title: str) -> alt.Chart:
-    """Layer-mean similarity against training step (symmetric-log x, so step 0 shows), one panel
-    per measure, with the random-initialisation and shuffled-token controls as dashed lines in
-    their mapping's colour; click a legend entry (below the chart) to isolate one mapping."""
-    lines = curve.assign(mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS), measure_label=lambda d: d["measure"].map(MEASURE_LABELS))
-    ticks = [0] + [10**p for p in range(len(str(int(curve["step"].max()))))]
-    rules = control_means[control_means["control"].isin(["random_init", "shuffled_tokens"])].assign(
-        mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS),
-        control_label=lambda d: d["control"].map(CONTROL_LABELS),
-        measure_label=lambda d: d["measure"].map(MEASURE_LABELS),
-    )
-    pick = alt.selection_point(fields=["mapping_label"], bind="legend")
-    colour = alt.Color(
-        "mapping_label:N", title="mapping (click to isolate)", sort=[MAPPING_LABELS[m] for m in MAPPINGS], legend=alt.Legend(orient="bottom", columns=1, labelLimit=400)
-    )
-    opacity = alt.condition(pick, alt.value(1.0), alt.value(0.12))
-    line = (
-        alt.Chart(lines)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", scale=alt.Scale(type="symlog"), axis=alt.Axis(values=ticks), title="training step (symmetric log scale)"),
-            y=alt.Y("similarity:Q", title="similarity (mean over layers)"),
-            color=colour,
-            opacity=opacity,
-            tooltip=["measure_label:N", "mapping_label:N", "step:Q", alt.Tooltip("similarity:Q", format=".3f")],
-        )
-        .add_params(pick)
-    )
-    rule = (
-        alt.Chart(rules)
-        .mark_rule(strokeWidth=1.5)
-        .encode(
-            y="similarity:Q",
-            color=colour,
-            strokeDash=alt.StrokeDash("control_label:N", title="control (dashed)", legend=alt.Legend(orient="bottom", columns=1)),
-            opacity=opacity,
-            tooltip=["measure_label:N", "mapping_label:N", "control_label:N", alt.Tooltip("similarity:Q", format=".3f")],
-        )
-    )
-    return (
-        alt.layer(line, rule, data=pd.DataFrame())
-        .properties(width=WIDTH // 2 - 45, height=220)
-        .facet(column=alt.Column("measure_label:N", title=None, sort=[MEASURE_LABELS[m] for m in MEASURES]))
-        .properties(title=title)
+def curves_frame(curve: pd.DataFrame, control_means: pd.DataFrame) -> pd.DataFrame:
+    """The trained model's layer-mean curve per measure and mapping, and the random-initialisation
+    and shuffled-token controls drawn as constant lines over the same steps: ``measure, mapping,
+    step, similarity, line``."""
+    steps = sorted(curve["step"].unique())
+    trained = curve.assign(line="trained checkpoints")
+    flat = [
+        (r.measure, r.mapping, step, r.similarity, CONTROL_LABELS[r.control])
+        for r in control_means[control_means["control"].isin(["random_init", "shuffled_tokens"])].itertuples()
+        for step in steps
+    ]
+    controls = pd.DataFrame(flat, columns=["measure", "mapping", "step", "similarity", "line"])
+    frame = pd.concat([trained[controls.columns], controls], ignore_index=True)
+    return frame.assign(mapping=frame["mapping"].map(MAPPING_LABELS), measure=frame["measure"].map(MEASURE_LABELS))
+
+
+def similarity_curves(curve: pd.DataFrame, control_means: pd.DataFrame, title: str) -> alt.TopLevelMixin:
+    """Layer-mean similarity against training step (symmetric-log x, so step 0 shows), one colour
+    per mapping, its two model controls dashed in the same colour; radio buttons pick the measure,
+    the legend (below) highlights a mapping."""
+    from mechbook.viz import curves_with_controls
+
+    frame = curves_frame(curve, control_means)
+    return curves_with_controls(
+        frame,
+        controls=["measure"],
+        initial={"measure": MEASURE_LABELS[MEASURES[0]]},
+        x="step",
+        y="similarity",
+        series="mapping",
+        stroke_dash="line",
+        dash_title="line",
+        x_title="training step (symmetric log scale)",
+        y_title="similarity (mean over layers)",
+        series_title="mapping",
+        x_scale=alt.Scale(type="symlog", nice=False, domainMin=0, zero=True),
+        point=True,
+        height=260,
+        title=title,
     )
 
 
