@@ -178,7 +178,7 @@ def test_curves_frame_draws_each_model_control_as_a_flat_line():
     frame = curves_frame(layer_mean(table), layer_mean(ctl))
     flat = frame[frame["line"] == "random initialisation"]
     assert len(flat) == len(STEPS) * len(MEASURES) * len(MAPPINGS) and np.allclose(flat["similarity"], 0.2)
-    assert set(frame["line"]) == {"trained checkpoints", "random initialisation", "shuffled-token feature"}
+    assert set(frame["line"]) == {"checkpoints", "random initialisation", "shuffled-token feature"}
 
 
 def _records(result: Chapter6Result, monkeypatch) -> dict:

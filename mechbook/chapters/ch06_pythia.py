@@ -25,8 +25,8 @@ WIDTH = 640  # the text column is ~680 px; charts leave room for the axis labels
 MAPPING_LABELS = {
     "embedding": "embedding (resid_post)",
     "no_mlp": "no-MLP (resid_pre + attn_out)",
-    "attention": "attention scores from ln1 output (the model's)",
-    "attention_resid_pre": "attention scores from resid_pre (the paper's)",
+    "attention": "scores from ln1 output (model's)",
+    "attention_resid_pre": "scores from resid_pre (paper's)",
 }
 CONTROL_LABELS = {
     "random_init": "random initialisation",
@@ -310,10 +310,10 @@ def layer_heatmaps(table: pd.DataFrame, title: str) -> alt.Chart:
             color=alt.Color("similarity:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"), title="similarity", legend=alt.Legend(orient="bottom")),
             tooltip=["measure_label:N", "mapping_label:N", "layer:O", "step:Q", alt.Tooltip("similarity:Q", format=".3f")],
         )
-        .add_params(pick)
         .transform_filter(alt.datum.measure_label == pick)
         .properties(width=WIDTH // 2 - 50, height=90)
         .facet(facet=alt.Facet("mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS]), columns=2)
+        .add_params(pick)  # a facet chart's parameters live at its top level
         .properties(title=title)
     )
 
@@ -347,7 +347,7 @@ def curves_frame(curve: pd.DataFrame, control_means: pd.DataFrame) -> pd.DataFra
     and shuffled-token controls drawn as constant lines over the same steps: ``measure, mapping,
     step, similarity, line``."""
     steps = sorted(curve["step"].unique())
-    trained = curve.assign(line="trained checkpoints")
+    trained = curve.assign(line="checkpoints")
     flat = [
         (r.measure, r.mapping, step, r.similarity, CONTROL_LABELS[r.control])
         for r in control_means[control_means["control"].isin(["random_init", "shuffled_tokens"])].itertuples()
@@ -399,11 +399,10 @@ def controls_chart(summary: dict[tuple[str, str], dict[str, float]], control_mea
         .encode(
             x=alt.X("similarity:Q", scale=alt.Scale(domain=[-0.2, 1]), title="similarity"),
             y=alt.Y("mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS], axis=alt.Axis(labelLimit=330)),
-            color=alt.Color("what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=3, labelLimit=260)),
-            shape=alt.Shape("what:N", sort=order, title=None),
+            color=alt.Color("what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)),
             tooltip=["measure_label:N", "mapping_label:N", "what:N", alt.Tooltip("similarity:Q", format=".3f")],
         )
-        .properties(width=WIDTH - 340, height=150)
+        .properties(width=WIDTH - 320, height=150)
         .facet(row=alt.Row("measure_label:N", title=None, sort=[MEASURE_LABELS[m] for m in MEASURES], header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top")))
         .properties(title=title)
     )
