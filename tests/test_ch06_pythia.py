@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import ROOT
+
 from mechbook.chapters.ch06_pythia import (
     CONFIGS,
     WIDTH,
@@ -139,7 +139,7 @@ def test_verdict_picks_the_strongest_negative_control():
 
 
 def test_defect_note_names_the_papers_variant_and_the_corrected_one():
-    table, ctl = _fake(PEAKS, dict.fromkeys(CONTROLS, 0.0))
+    table, _ = _fake(PEAKS, dict.fromkeys(CONTROLS, 0.0))
     note = defect_note(summarise(layer_mean(table)))
     assert "the paper's variant peaks at 0.120, the corrected one at 0.100 (0.020 higher)" in note
     assert note.count("(0.020 higher)") == 2 and "LayerNorm output" in note

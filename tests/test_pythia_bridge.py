@@ -8,14 +8,18 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
+
 from mechbook.data import load_stories
 from mechbook.pythia import analysis
 from mechbook.pythia.features import compute_leading_features
 from mechbook.pythia.miniature import MiniatureConfig, train_miniature
 from mechbook.pythia.similarity import MEASURES
-from mechbook.pythia.sources import MiniatureSource, controls, similarity_over_checkpoints
+from mechbook.pythia.sources import (
+    MiniatureSource,
+    controls,
+    similarity_over_checkpoints,
+)
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 TINY = MiniatureConfig(bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2, seed=3)

@@ -10,7 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.leading_terms.stats import corpus_stats, softmax_jacobian_tensor
-from mechbook.pythia.features import compute_leading_features, restrict_top_k, top_k_maps
+from mechbook.pythia.features import (
+    compute_leading_features,
+    restrict_top_k,
+    top_k_maps,
+)
 
 
 def literal_top_k(tokens: np.ndarray, vocab: int, k: int):

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechbook.pythia.similarity import MEASURES, centred_gram, covariance_similarity, feature_gram, matrix_cosine, row_normalise
+from mechbook.pythia.similarity import (
+    MEASURES,
+    centred_gram,
+    covariance_similarity,
+    feature_gram,
+    matrix_cosine,
+    row_normalise,
+)
 
 seeds = st.integers(0, 2**32 - 1)
 sizes = st.integers(3, 12)
