@@ -119,8 +119,17 @@ def test_reading_a_feature_that_beats_the_controls_and_fades():
 def test_reading_a_peak_at_the_end_is_not_an_early_peak():
     table, ctl = _fake(PEAKS, {"random_init": 0.02, "shuffled_tokens": 0.01, "offset": 0.0, "linear": 0.9}, peak_at=STEPS[-1])
     text = _read(table, ctl)
-    assert "so there is no early peak that fades" in text and "clearest early" not in text
+    assert "ends at 0.500 (step 20), so there is no early peak that fades" in text and "clearest early" not in text
     assert "the attention scores the model computes carry Q" in text
+
+
+def test_reading_a_tiny_drift_is_not_fading():
+    """A peak at the first checkpoint that loses under a tenth of its margin does not fade."""
+    table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.95)
+    text = _read(table, ctl)
+    assert "clearest early" not in text and "early-then-fading" not in text
+    table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.85)
+    assert "drifts down by 0.075 to 0.425" in _read(table, ctl)
 
 
 def test_reading_a_measure_that_cannot_see_the_feature_and_is_fooled_by_an_offset():
