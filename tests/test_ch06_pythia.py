@@ -22,6 +22,7 @@ from mechbook.chapters.ch06_pythia import (
     best_head,
     build_source,
     controls_chart,
+    corpus_note,
     curves_frame,
     defect_note,
     head_heatmap,
@@ -257,3 +258,12 @@ def test_hf_sequences_keeps_the_first_tokens_of_long_texts():
     assert got.tolist() == [[1, 2, 3], [5, 2, 1]] and got.dtype == np.int64
     with pytest.raises(ValueError, match="shorter context"):
         hf_sequences(["a b"], Words(), 5)
+
+
+def test_corpus_note_keeps_special_tokens_visible():
+    vocab = {0: "<|endoftext|>", 1: " the", 2: "*"}
+    src = SimpleNamespace(tokens=np.zeros((7, 9), dtype=np.int64), decode=vocab.__getitem__)
+    feats = SimpleNamespace(token_ids=np.array([0, 1, 2]), k=3, other_fraction=0.25)
+    note = corpus_note(SimpleNamespace(choice=SimpleNamespace(source=src), features=feats))
+    assert "7 sequences of 8 + 1 tokens; the top 3 tokens cover 75.0% of them, and the other 25.0% are dropped" in note
+    assert "\\<\\|endoftext\\|\\>" in note and "\\*" in note and "<|" not in note

@@ -282,7 +282,9 @@ def defect_note(summary: dict[tuple[str, str], dict[str, float]]) -> str:
 def corpus_note(result: Chapter6Result) -> str:
     """Markdown: the corpus the features come from and the share of tokens the top k cover."""
     src, feats = result.choice.source, result.features
-    top = ", ".join(repr(src.decode(t)) for t in feats.token_ids[:20]).replace("<", "&lt;").replace(">", "&gt;")
+    from mechbook.viz import escape_markdown
+
+    top = ", ".join(escape_markdown(repr(src.decode(t))) for t in feats.token_ids[:20])
     return (
         f"{src.tokens.shape[0]} sequences of {src.tokens.shape[1] - 1} + 1 tokens; the top {feats.k} tokens cover "
         f"{100 * (1 - feats.other_fraction):.1f}% of them, and the other {100 * feats.other_fraction:.1f}% are dropped. "
