@@ -1,8 +1,10 @@
 # The book in two commands: `make book` and `make test` (see README.md).
 #   make book [PROFILE=smoke|cpu|paper] [ONLY=<notebook stem>]   execute + site in _build/html
 #   make test                                                    the whole test suite
+#   make spread [PROFILE=smoke] [SEEDS=5] [ONLY=<stem>]           records over seeds -> book/thresholds
 PROFILE ?= cpu
 ONLY ?=
+SEEDS ?= 5
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -18,7 +20,7 @@ export MECHBOOK_TINYSTORIES := $(SAMPLE)
 endif
 endif
 
-.PHONY: book test venv clean
+.PHONY: book test spread venv clean
 
 venv: $(STAMP) $(MATHJAX)
 
@@ -40,6 +42,9 @@ book: venv
 
 test: venv
 	$(PY) -m pytest
+
+spread: venv
+	$(PY) -m mechbook spread --profile $(if $(filter file,$(origin PROFILE)),smoke,$(PROFILE)) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY))
 
 clean:
 	rm -rf _build

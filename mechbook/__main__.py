@@ -2,7 +2,10 @@
 
 - ``execute --profile P [--only STEM ...] [--force]``: run chapters with papermill.
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
-- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, and
+  those bounds vs the measured seed spreads.
+- ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
+  spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 """
 
@@ -31,10 +34,22 @@ def _parser() -> argparse.ArgumentParser:
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
         ("build", "execute the chapters, then build the HTML site into _build/html"),
         ("check", "compare the executed chapters' records with book/thresholds/<stem>.yml"),
+        ("spread", "execute each chapter once per seed and write book/thresholds/<stem>.spread.yml"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--profile", choices=PROFILES, default="cpu")
-        cmd.add_argument("--only", nargs="+", default=[], metavar="STEM", help="only these chapters (notebook stems)")
+        cmd.add_argument(
+            "--only",
+            nargs="+",
+            action="extend",
+            default=[],
+            metavar="STEM",
+            help="only these chapters (notebook stems); may be repeated",
+        )
+        if name == "spread":
+            cmd.add_argument(
+                "--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)"
+            )
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
@@ -59,23 +74,31 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args.name, args.args)
 
-    from mechbook import execute
+    from mechbook.book import checks, run, site
+    from mechbook.book.config import ExecuteConfig
 
-    cfg = execute.ExecuteConfig(
+    cfg = ExecuteConfig(
         profile=args.profile,
         only=tuple(args.only),
         force=getattr(args, "force", False),
         knobs=tuple(getattr(args, "knob", [])),
     )
     if args.command == "check":
-        problems = execute.check_book(cfg)
+        problems = checks.check_book(cfg)
         for line in problems:
             print(f"FAIL {line}")
         print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
         return 1 if problems else 0
-    failed = execute.failures(execute.execute_book(cfg))
+    if args.command == "spread":
+        from mechbook.book.spread import spread_book
+
+        _, failed = spread_book(cfg, args.seeds)
+        for line in failed:
+            print(f"FAILED {line}", file=sys.stderr)
+        return 1 if failed else 0
+    failed = run.failures(run.execute_book(cfg))
     if args.command == "build":
-        html = execute.build_site(cfg)
+        html = site.build_site(cfg)
         print(f"site: {html / 'index.html'} (serve it with: python -m http.server -d {html})")
     for line in failed:
         print(f"FAILED {line}", file=sys.stderr)

@@ -17,6 +17,7 @@ import hashlib
 import os
 import socket
 import tempfile
+import warnings
 from pathlib import Path
 
 from mechbook.cache import cache_root
@@ -73,8 +74,9 @@ def download(split: str = "valid", timeout: float = 10.0) -> Path:
         raise ValueError(f"split must be one of {sorted(FILES)}, got {split!r}")
     if not hub_reachable():
         raise TinyStoriesUnavailable(_unavailable_message(split))
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
     import urllib.request
+
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
 
     url = hf_hub_url(REPO_ID, FILES[split], repo_type="dataset")
     try:
@@ -147,16 +149,36 @@ def split_stories(text: str, source: str = "text") -> list[str]:
     return [s for s in stories if s]
 
 
+class FewerStoriesWarning(UserWarning):
+    """The corpus holds fewer stories than were asked for; all of them are used."""
+
+
 def load_stories(path: str | Path | None = None, split: str = "valid", max_stories: int | None = None) -> list[str]:
-    """Return TinyStories stories as a list of strings (first ``max_stories`` if given)."""
+    """Return TinyStories stories as a list of strings (first ``max_stories`` if given).
+
+    A UTF-8 byte-order mark at the start of the file is dropped. When the corpus holds fewer
+    than ``max_stories`` stories, all are returned with a :class:`FewerStoriesWarning` naming
+    both numbers.
+    """
+    if max_stories is not None and (isinstance(max_stories, bool) or not isinstance(max_stories, int) or max_stories < 1):
+        raise ValueError(f"max_stories must be a whole number of at least 1 (or None for all), got {max_stories!r}")
     file = tinystories_file(path, split)
     raw = file.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{file} is not UTF-8 text (byte {exc.start}); give the TinyStories .txt file") from exc
     stories = split_stories(text, source=str(file))
-    return stories[:max_stories] if max_stories is not None else stories
+    if max_stories is None:
+        return stories
+    if len(stories) < max_stories:
+        warnings.warn(
+            f"{file} holds {len(stories):,} stories, fewer than the {max_stories:,} asked for; "
+            f"using all {len(stories):,}",
+            FewerStoriesWarning,
+            stacklevel=2,
+        )
+    return stories[:max_stories]
 
 
 def data_fingerprint(stories: list[str]) -> str:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union
 
 PROFILES: tuple[str, ...] = ("smoke", "cpu", "paper")
 
@@ -51,15 +52,15 @@ def _hints(cls: type) -> dict[str, Any]:
     (a name imported only for type checkers) is left out and checked against its current value."""
     try:
         return typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - fall back field by field
+    except Exception:  # one unresolvable annotation: fall back field by field
         hints = {}
         module = __import__(cls.__module__, fromlist=["_"])
         for f in dataclasses.fields(cls):
             try:
                 hints[f.name] = (
-                    eval(f.type, vars(module)) if isinstance(f.type, str) else f.type  # noqa: S307
+                    eval(f.type, vars(module)) if isinstance(f.type, str) else f.type
                 )
-            except Exception:  # noqa: BLE001
+            except Exception:
                 continue
         return hints
 

@@ -35,7 +35,8 @@ def root() -> Path:
 def smoke_book():
     """Execute every chapter of ``_toc.yml`` in the smoke profile once per session (cached runs
     are reused) and return the results."""
-    from mechbook.execute import ExecuteConfig, execute_book
+    from mechbook.book.config import ExecuteConfig
+    from mechbook.book.run import execute_book
 
     os.environ.setdefault("MECHBOOK_TINYSTORIES", str(ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
     cfg = ExecuteConfig(profile="smoke", root=ROOT, cell_timeout=600)  # a hung cell fails, not CI
@@ -45,7 +46,7 @@ def smoke_book():
 @pytest.fixture(scope="session")
 def built_site(smoke_book):
     """The HTML site built from the smoke execution (Sphinx warnings are errors)."""
-    from mechbook.execute import build_site
+    from mechbook.book.site import build_site
 
     cfg, _ = smoke_book
     return build_site(cfg)

@@ -124,3 +124,23 @@ def test_the_offline_sample_loads_when_present(root):
     if not sample.exists():
         pytest.skip("the offline sample is not beside this checkout")
     assert len(load_stories(path=sample)) == 5042
+
+
+def test_a_utf8_byte_order_mark_is_dropped_from_the_first_story(no_sources):
+    bom = _write(no_sources / "bom.txt", b"\xef\xbb\xbf" + TEXT.encode())
+    stories = load_stories(path=bom)
+    assert stories[0] == "Tom had a red ball."
+    assert stories == load_stories(path=_write(no_sources / "plain.txt", TEXT))
+
+
+def test_fewer_stories_than_asked_warns_with_both_numbers(no_sources):
+    small = _write(no_sources / "small.txt", TEXT)
+    with pytest.warns(data.FewerStoriesWarning, match="holds 3 stories, fewer than the 5,000 asked for"):
+        assert len(load_stories(path=small, max_stories=5000)) == 3
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1.5, True, "10"])
+def test_max_stories_must_be_a_positive_whole_number(no_sources, bad):
+    small = _write(no_sources / "small.txt", TEXT)
+    with pytest.raises(ValueError, match="max_stories must be a whole number of at least 1"):
+        load_stories(path=small, max_stories=bad)

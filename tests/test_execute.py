@@ -1,8 +1,10 @@
-"""The executor (mechbook/execute.py): cache key, papermill runs, failure reports, thresholds,
-and the bench dispatcher."""
+"""The book's machinery (mechbook/book/): toc, cache key, papermill runs, failure reports,
+thresholds, the command line and the bench dispatcher."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 import sys
 import types
@@ -10,13 +12,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import make_notebook
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import make_notebook
-from mechbook import execute
 from mechbook.benchmarks import run as run_bench
-from mechbook.execute import ExecuteConfig, cache_key, check_thresholds, execute_book, failures, read_records
+from mechbook.book import environment, site, toc
+from mechbook.book.checks import check_book, check_thresholds
+from mechbook.book.config import ExecuteConfig
+from mechbook.book.relay import format_seconds
+from mechbook.book.run import cache_key, execute_book, failures
+from mechbook.records import read_records
 
 
 def _tiny_repo(tmp: Path) -> Path:
@@ -84,7 +90,7 @@ def test_execute_runs_caches_and_reports_failures(tmp_path):
     tracebacks = [o for c in report.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert tracebacks and tracebacks[0].ename == "ValueError", "the failed notebook keeps its traceback"
     lines = failures(list(first.values()))
-    assert len(lines) == 1 and lines[0].startswith("book/p/02_bad.ipynb") and "cell" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("book/p/02_bad.ipynb: code cell 3 (")
 
     src = repo / "book" / "p" / "01_ok.ipynb"
     nb = nbformat.read(src, as_version=4)
@@ -102,24 +108,24 @@ def test_execute_runs_caches_and_reports_failures(tmp_path):
 def test_stage_site_copies_pages_and_unexecuted_notebooks(tmp_path):
     repo = _tiny_repo(tmp_path)
     cfg = ExecuteConfig(profile="smoke", root=repo)
-    staged = execute.stage_site(cfg)
+    staged = site.stage_site(cfg)
     assert (staged / "_toc.yml").exists() and (staged / "book" / "intro.md").exists()
     assert (staged / "book" / "p" / "02_bad.ipynb").exists()
 
 
 def test_select_rejects_unknown_chapter(tmp_path):
     repo = _tiny_repo(tmp_path)
-    notebooks = execute.toc_notebooks(repo)
-    assert [p.stem for p in execute.select(notebooks, ("02_bad",))] == ["02_bad"]
+    notebooks = toc.toc_notebooks(repo)
+    assert [p.stem for p in toc.select(notebooks, ("02_bad",))] == ["02_bad"]
     with pytest.raises(SystemExit, match="unknown chapter"):
-        execute.select(notebooks, ("nope",))
+        toc.select(notebooks, ("nope",))
 
 
 def test_toc_entry_without_file_is_reported(tmp_path):
     repo = _tiny_repo(tmp_path)
     (repo / "book" / "p" / "02_bad.ipynb").unlink()
     with pytest.raises(FileNotFoundError, match="02_bad"):
-        execute.toc_files(repo)
+        toc.toc_files(repo)
 
 
 def test_check_thresholds_bounds():
@@ -163,10 +169,11 @@ def test_cli_exits_non_zero_naming_failed_chapter_and_cell(tmp_path, monkeypatch
     from mechbook.__main__ import main
 
     repo = _tiny_repo(tmp_path)
-    monkeypatch.setattr(execute, "ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
+    monkeypatch.setattr("mechbook.book.config.ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
     assert main(["execute", "--profile", "smoke", "--only", "02_bad"]) == 1
     captured = capsys.readouterr()
-    assert "FAILED book/p/02_bad.ipynb: cell" in captured.err and "ValueError" in captured.err
+    assert "FAILED book/p/02_bad.ipynb: code cell 3 (\"raise ValueError('broken on purpose')\")" in captured.err
+    assert "ValueError: broken on purpose" in captured.err
     assert "[1/1] book/p/02_bad.ipynb (smoke)" in captured.out
     assert main(["execute", "--profile", "smoke", "--only", "01_ok"]) == 0
     (repo / "book" / "thresholds").mkdir(parents=True)
@@ -204,3 +211,322 @@ def test_unknown_injected_knob_is_refused_before_any_kernel(tmp_path, monkeypatc
     with pytest.raises(SystemExit, match=r"unknown knob\(s\) steps; its parameters cell declares profile"):
         execute_book(cfg)
     assert not started and not cfg.out_dir.exists()
+
+
+def test_cli_keeps_every_repeated_only():
+    from mechbook.__main__ import _parser
+
+    args = _parser().parse_args(["execute", "--only", "01_ok", "--only", "02_bad", "intro"])
+    assert args.only == ["01_ok", "02_bad", "intro"]
+
+
+def test_select_keeps_book_order_and_each_chapter_once(tmp_path):
+    notebooks = toc.toc_notebooks(_tiny_repo(tmp_path))
+    chosen = toc.select(notebooks, ("02_bad", "01_ok", "02_bad", "book/p/01_ok"))
+    assert [p.stem for p in chosen] == ["01_ok", "02_bad"]
+
+
+def test_failure_names_the_code_cell_among_code_cells_and_its_first_line(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    make_notebook(
+        repo / "book" / "p" / "02_bad.ipynb",
+        [("md", "# Title"), ("code", "x = 1"), ("md", "prose"), ("code", "# comment\ny = 2"),
+         ("md", "more"), ("code", "\n\nz = 1 / 0\nw = 3")],
+    )
+    (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=120))
+    assert result.failure.startswith("code cell 4 ('z = 1 / 0'): ZeroDivisionError")
+    assert str(result.output) in result.failure
+
+
+def test_a_dead_kernel_is_reported_at_the_cell_it_died_in(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    make_notebook(
+        repo / "book" / "p" / "02_bad.ipynb",
+        [("code", "x = 1"), ("md", "prose"), ("code", "import os\nos._exit(3)"), ("code", "y = 2")],
+    )
+    (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=120))
+    assert result.status == "failed"
+    assert result.failure.startswith("code cell 3 ('import os'): the kernel died"), result.failure
+    problems = check_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",)))
+    assert problems == [f"book/p/02_bad.ipynb: its last run failed at {result.failure}"]
+
+
+def test_kernels_get_absolute_paths_and_the_profile(tmp_path, monkeypatch):
+    repo = _tiny_repo(tmp_path)
+    make_notebook(
+        repo / "book" / "p" / "01_ok.ipynb",
+        [("code", "import os, mechbook\n"
+                  "mechbook.record('cache', os.environ['MECHBOOK_CACHE'])\n"
+                  "mechbook.record('stories', os.environ['MECHBOOK_TINYSTORIES'])\n"
+                  "mechbook.record('profile_env', os.environ['MECHBOOK_PROFILE'])")],
+    )
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "stories.txt").write_text("a\n<|endoftext|>\n")
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("MECHBOOK_CACHE", "rel/cache")
+    monkeypatch.setenv("MECHBOOK_TINYSTORIES", "stories.txt")
+    (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("01_ok",), cell_timeout=120))
+    assert read_records(result.output) == {
+        "cache": str(tmp_path / "work" / "rel" / "cache"),
+        "stories": str(tmp_path / "work" / "stories.txt"),
+        "profile_env": "smoke",
+    }
+
+
+def test_absolute_paths_only_rewrites_relative_path_variables(tmp_path):
+    env = {"MECHBOOK_CACHE": "c", "MECHBOOK_AA_RELEASE": "/abs/release", "HF_HOME": "~/hf",
+           "MECHBOOK_DEVICE": "cpu", "MECHBOOK_TINYSTORIES": ""}
+    changed = environment.absolute_paths(env, tmp_path)
+    assert changed == {"MECHBOOK_CACHE": str(tmp_path / "c"), "HF_HOME": str(Path("~/hf").expanduser())}
+
+
+def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypatch):
+    repo = _tiny_repo(tmp_path)
+    nb_path = repo / "book" / "p" / "01_ok.ipynb"
+    stories = tmp_path / "stories.txt"
+    stories.write_text("one\n<|endoftext|>\ntwo\n")
+    release = tmp_path / "release" / "checkpoints"
+    release.mkdir(parents=True)
+    (release / "step_1.pth").write_bytes(b"\x00" * 64)
+    monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(stories))
+    monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(release.parent))
+    params = {"profile": "smoke"}
+    base = cache_key(nb_path, params, repo)
+    stories.write_text("one\n<|endoftext|>\n")  # same path, fewer stories
+    k_file = cache_key(nb_path, params, repo)
+    assert k_file != base
+    (release / "step_1.pth").write_bytes(b"\x01" * 64)
+    k_dir = cache_key(nb_path, params, repo)
+    assert k_dir != k_file
+    (release / "step_2.pth").write_bytes(b"")
+    k_new = cache_key(nb_path, params, repo)
+    assert k_new != k_dir
+    assert cache_key(nb_path, params, repo) == k_new
+    real = environment.versions()
+    monkeypatch.setattr(environment, "versions", lambda: {**real, "torch": "0.0.1"})
+    assert cache_key(nb_path, params, repo) != k_new
+
+
+def test_data_digests_are_memoised_by_path_size_and_mtime(tmp_path, monkeypatch):
+    data = tmp_path / "d.txt"
+    data.write_bytes(b"abc")
+    memo_file = tmp_path / "memo.json"
+    reads = []
+    real = environment._sha256
+    monkeypatch.setattr(environment, "_sha256", lambda p: reads.append(p) or real(p))
+    first = environment.DigestMemo(memo_file)
+    digest = first.tree(data)
+    first.save()
+    assert environment.DigestMemo(memo_file).tree(data) == digest and len(reads) == 1
+    data.write_bytes(b"abcd")
+    assert environment.DigestMemo(memo_file).tree(data) != digest and len(reads) == 2
+    memo_file.write_text("{not json")
+    assert environment.DigestMemo(memo_file).tree(data) == real(data)
+
+
+def _truncate(path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+def test_an_unreadable_executed_notebook_counts_as_not_executed_everywhere(tmp_path, capsys):
+    repo = _tiny_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("01_ok",), cell_timeout=120)
+    (first,) = execute_book(cfg)
+    _truncate(first.output)
+    problems = check_book(cfg)
+    assert len(problems) == 1 and str(first.output) in problems[0] and "counts as not executed" in problems[0]
+    capsys.readouterr()
+    site.stage_site(cfg)
+    assert f"note: {first.output} cannot be read" in capsys.readouterr().out
+    assert nbformat.read(first.output, as_version=4).cells, "staged from the source notebook"
+    _truncate(first.output)
+    (again,) = execute_book(cfg)
+    assert again.status == "executed"
+    assert f"note: {first.output} cannot be read" in capsys.readouterr().out
+    assert read_records(again.output)["profile_seen"] == "smoke"
+
+
+def test_an_interrupted_run_keeps_the_last_notebook_whole_and_check_says_so(tmp_path, monkeypatch):
+    import papermill
+
+    repo = _tiny_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("01_ok",), cell_timeout=120)
+
+    def interrupted_before_writing(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted_before_writing)
+    with pytest.raises(KeyboardInterrupt):
+        execute_book(cfg)
+    assert "interrupted at start-up" in check_book(cfg)[0]
+
+    def interrupted_in_cell_2(src, out, **kwargs):
+        nb = nbformat.read(src, as_version=4)
+        for i, cell in enumerate(nb.cells):
+            cell.metadata["papermill"] = {"start_time": "2026-12-01T00:00:00" if i < 3 else None}
+        out_path = Path(out)
+        nbformat.write(nb, out_path)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted_in_cell_2)
+    with pytest.raises(KeyboardInterrupt):
+        execute_book(cfg)
+    (problem,) = check_book(cfg)
+    assert "its last run was interrupted at code cell 2 ('import os, mechbook')" in problem
+    assert "None" not in problem
+    assert not list(cfg.running_dir.rglob("*.ipynb")), "nothing half-written is left behind"
+
+
+def test_check_names_what_happened_to_a_notebook_the_executor_did_not_write(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("01_ok",))
+    target = cfg.out_dir / "book" / "p" / "01_ok.ipynb"
+    target.parent.mkdir(parents=True)
+    shutil.copy2(repo / "book" / "p" / "01_ok.ipynb", target)
+    (problem,) = check_book(cfg)
+    assert "no record of the executor" in problem and "None" not in problem
+
+
+def test_bench_attention_model_refuses_zero_steps(capsys):
+    with pytest.raises(SystemExit):
+        run_bench("attention-model", ["--steps", "0"])
+    assert "--steps: must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def _slow_repo(tmp: Path) -> Path:
+    """The tiny repository plus a chapter whose nested bars run for about two seconds."""
+    repo = _tiny_repo(tmp)
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: P\n    chapters:\n"
+        "      - file: book/p/01_ok\n      - file: book/p/03_slow\n"
+    )
+    make_notebook(
+        repo / "book" / "p" / "03_slow.ipynb",
+        [("code", "import time\nfrom mechbook.progress import progress\n"
+                  "for run in progress(range(2), desc='sweep'):\n"
+                  "    for step in progress(range(10), desc='training', unit='step', mininterval=0.05):\n"
+                  "        time.sleep(0.1)\n"
+                  "print('done')")],
+    )
+    return repo
+
+
+def test_progress_reaches_the_console_not_the_notebook_with_plan_eta_and_costs(tmp_path, capsys):
+    import io
+
+    from mechbook.book import costs
+
+    repo = _slow_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, cell_timeout=120)
+    console = io.StringIO()
+    first = {r.source.stem: r for r in execute_book(cfg, stream=console)}
+    out = capsys.readouterr().out
+    assert "2 chapter(s) in profile smoke: 2 to run, 0 from cache" in out
+    assert "run     book/p/03_slow.ipynb  (unknown)" in out and "ETA: unknown" in out
+    assert "took:" in out and "in all" in out
+    relayed = console.getvalue().splitlines()
+    assert relayed and relayed[0].startswith("[2/2] 03_slow: sweep ")
+    assert any("› training " in line and "/10 · " in line and " step/s · " in line for line in relayed)
+    texts = [
+        json.dumps(o) for c in nbformat.read(first["03_slow"].output, as_version=4).cells
+        for o in c.get("outputs", [])
+    ]
+    assert any("done" in t for t in texts) and not any("training" in t or "sweep" in t for t in texts)
+    measured = costs.load_costs(repo)["smoke"]
+    assert set(measured) == {"01_ok", "03_slow"} and measured["03_slow"] >= 2.0
+
+    (repo / "book" / "p" / "03_slow.ipynb").touch()
+    forced = dataclasses.replace(cfg, force=True, only=("03_slow",))
+    execute_book(forced, stream=io.StringIO())
+    out = capsys.readouterr().out
+    assert f"run     book/p/03_slow.ipynb  (~{format_seconds(measured['03_slow'])})" in out
+    assert f"ETA: {format_seconds(measured['03_slow'])}" in out
+    cached = execute_book(dataclasses.replace(cfg, only=("01_ok",)), stream=io.StringIO())
+    assert cached[0].status == "cached"
+    assert "1 to run" not in capsys.readouterr().out.splitlines()[0]
+
+
+def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
+    from mechbook.book import costs
+
+    repo = _tiny_repo(tmp_path)
+    nb_path = repo / "book" / "p" / "01_ok.ipynb"
+    base = cache_key(nb_path, {"profile": "smoke"}, repo)
+    costs.save_costs(repo, "smoke", {"01_ok": 3.0})
+    assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0}}
+    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base
+
+
+def _seeded_repo(tmp: Path) -> Path:
+    """The tiny repository plus a chapter with a ``seed`` knob whose records depend on it."""
+    repo = _tiny_repo(tmp)
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: P\n    chapters:\n"
+        "      - file: book/p/01_ok\n      - file: book/p/02_bad\n      - file: book/p/04_seeded\n"
+    )
+    make_notebook(
+        repo / "book" / "p" / "04_seeded.ipynb",
+        [("code", "import mechbook\nseed = 0 if seed is None else seed\n"
+                  "mechbook.record('score', 0.5 + 0.1 * seed)\nmechbook.record('label', f's{seed}')")],
+        parameters='profile = "cpu"\nseed = None',
+    )
+    return repo
+
+
+def test_spread_runs_seeded_chapters_per_seed_and_deterministic_ones_once(tmp_path, monkeypatch, capsys):
+    import functools
+
+    import yaml
+
+    from mechbook.__main__ import main
+    from mechbook.book.checks import load_spread
+
+    repo = _seeded_repo(tmp_path)
+    monkeypatch.setattr("mechbook.book.config.ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
+    assert main(["spread", "--profile", "smoke", "--seeds", "3"]) == 1, "02_bad fails"
+    assert "FAILED book/p/02_bad.ipynb seed None: code cell 3" in capsys.readouterr().err
+    seeded = load_spread("04_seeded", repo)["smoke"]
+    assert seeded["seeds"] == [0, 1, 2] and seeded["failed_seeds"] == []
+    score = seeded["records"]["score"]
+    assert score["values"] == pytest.approx([0.5, 0.6, 0.7]) and score["seeds"] == [0, 1, 2]
+    assert (score["min"], score["max"]) == (pytest.approx(0.5), pytest.approx(0.7))
+    assert seeded["records"]["label"] == {"values": ["s0", "s1", "s2"], "seeds": [0, 1, 2]}
+    assert seeded["date"] and seeded["git"]
+    once = load_spread("01_ok", repo)["smoke"]
+    assert once["seeds"] == [None] and once["records"]["profile_seen"]["values"] == ["smoke"]
+    assert not (repo / "book" / "thresholds" / "02_bad.spread.yml").exists()
+    assert not (repo / "_build" / "executed").exists(), "the book's own executed notebooks are untouched"
+
+    thresholds = repo / "book" / "thresholds"
+    (thresholds / "04_seeded.yml").write_text(yaml.safe_dump({"smoke": {"score": {"min": 0.55}}}))
+    (thresholds / "01_ok.yml").write_text(yaml.safe_dump({"smoke": {"profile_seen": {"equals": "smoke"}}}))
+    problems = check_book(ExecuteConfig(profile="smoke", root=repo, only=("04_seeded", "01_ok")))
+    inside = [p for p in problems if "sits inside the measured seed spread" in p]
+    assert len(inside) == 1 and inside[0].startswith("book/p/04_seeded.ipynb: score: bound {'min': 0.55}")
+    assert "[0.5, 0.7]" in inside[0] and "seed 0: 0.5" in inside[0]
+    (thresholds / "04_seeded.yml").write_text(yaml.safe_dump({"smoke": {"score": {"min": 0.45}}}))
+    problems = check_book(ExecuteConfig(profile="smoke", root=repo, only=("04_seeded",)))
+    assert not [p for p in problems if "spread" in p]
+
+
+def test_check_spread_matches_a_literal_loop_over_the_seeds():
+    from mechbook.book.checks import check_spread
+
+    @given(st.lists(st.floats(-10, 10), min_size=1, max_size=6), st.floats(-10, 10), st.floats(-10, 10))
+    def agree(values, lo, hi):
+        measured = {"records": {"v": {"min": min(values), "max": max(values), "values": values,
+                                      "seeds": list(range(len(values)))}}}
+        inside = check_spread({"v": {"min": lo, "max": hi}}, measured) != []
+        assert inside == any(not (lo <= v <= hi) for v in values)
+
+    agree()
+
+
+def test_a_cell_timeout_is_a_failure_at_that_cell(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    make_notebook(repo / "book" / "p" / "02_bad.ipynb", [("code", "x = 1"), ("code", "import time\ntime.sleep(60)")])
+    (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=3))
+    assert result.status == "failed"
+    assert result.failure.startswith("code cell 3 ('import time'): CellTimeoutError: A cell timed out")
+    assert "\n" not in result.failure, "one line"

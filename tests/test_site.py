@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mechbook.execute import toc_files
+from mechbook.book.toc import toc_files
 
 pytestmark = pytest.mark.book
 REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
@@ -102,7 +102,8 @@ def test_charts_carry_an_svg_fallback_and_their_spec(built_site):
 
 def test_a_sphinx_warning_fails_the_build(tmp_path, root):
     """The site is built with warnings as errors: a broken cross-reference must stop it."""
-    from mechbook.execute import ExecuteConfig, build_site
+    from mechbook.book.config import ExecuteConfig
+    from mechbook.book.site import build_site
 
     (tmp_path / "mechbook").mkdir()
     (tmp_path / "_config.yml").write_text((root / "_config.yml").read_text())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -23,13 +23,24 @@ import torch.nn.functional as F
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mechbook bench attention-model", description=__doc__.splitlines()[0])
-    p.add_argument("--vocab", type=int, default=256, help="|V| (default 256)")
-    p.add_argument("--context", type=int, default=64, help="T (default 64)")
-    p.add_argument("--batch", type=int, default=128, help="sequences per step (default 128)")
-    p.add_argument("--layers", type=int, default=3)
-    p.add_argument("--steps", type=int, default=9, help="timed steps per formulation (default 9)")
+    p.add_argument("--vocab", type=_positive, default=256, help="|V| (default 256)")
+    p.add_argument("--context", type=_positive, default=64, help="T (default 64)")
+    p.add_argument("--batch", type=_positive, default=128, help="sequences per step (default 128)")
+    p.add_argument("--layers", type=_positive, default=3)
+    p.add_argument("--steps", type=_positive, default=9, help="timed steps per formulation (default 9)")
     p.add_argument("--quick", action="store_true", help="small size (|V| 64, T 16, batch 32) for a fast check")
     p.add_argument("--target", type=float, default=2.0, help="required speed-up (default 2)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present)")

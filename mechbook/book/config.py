@@ -1,0 +1,59 @@
+"""What the executor is asked to do (:class:`ExecuteConfig`) and what one chapter gave
+(:class:`ChapterResult`); shared by :mod:`~mechbook.book.run`, :mod:`~mechbook.book.site` and
+:mod:`~mechbook.book.checks`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from mechbook.book.toc import ROOT
+from mechbook.profiles import PROFILES
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecuteConfig:
+    """What to execute: a profile, optionally only some chapters (by notebook stem), and knobs
+    injected into every chosen chapter's parameters cell (``(name, value)`` pairs). Executed
+    notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart)."""
+
+    profile: str = "cpu"
+    only: tuple[str, ...] = ()
+    root: Path = ROOT
+    force: bool = False
+    cell_timeout: int | None = 3600
+    knobs: tuple[tuple[str, Any], ...] = ()
+    out_subdir: str = "executed"
+
+    def __post_init__(self):
+        if self.profile not in PROFILES:
+            raise SystemExit(
+                f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}"
+            )
+
+    def parameters(self) -> dict[str, Any]:
+        """What papermill injects: ``profile`` and the knobs."""
+        return {"profile": self.profile, **dict(self.knobs)}
+
+    @property
+    def out_dir(self) -> Path:
+        """Where executed notebooks and the staged site sources go."""
+        return self.root / "_build" / self.out_subdir / self.profile
+
+    @property
+    def running_dir(self) -> Path:
+        """Where papermill writes a chapter while it runs (moved into :attr:`out_dir` at the end,
+        so an interrupted run never leaves a half-written notebook among the executed ones)."""
+        return self.root / "_build" / "running" / self.out_subdir / self.profile
+
+
+@dataclasses.dataclass(frozen=True)
+class ChapterResult:
+    """The outcome of one chapter: ``executed``, ``cached`` or ``failed`` (with the cell)."""
+
+    source: Path
+    output: Path
+    status: str
+    seconds: float
+    failure: str | None = None

@@ -1,0 +1,173 @@
+"""The environment of the chapters' kernels, and the part of it that decides their results.
+
+Kernels run in each notebook's own folder, so every path an environment variable gives
+(:data:`PATH_ENV`) is made absolute against the caller's working directory before any kernel
+starts (:func:`absolute_paths`). The executor's cache key covers the *contents* of the data that
+environment variables choose (:data:`DATA_ENV`, a SHA-256 of the file or of every file of the
+folder, memoised by path, size and modification time in ``_build/digests.json``), the values of
+the variables that choose device or network (:data:`VALUE_ENV`) and the versions of the numeric
+libraries (:data:`VERSIONED`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping, MutableMapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: Variables holding paths; relative ones are made absolute against the caller's directory.
+PATH_ENV: tuple[str, ...] = (
+    "MECHBOOK_CACHE",
+    "MECHBOOK_TINYSTORIES",
+    "MECHBOOK_AA_RELEASE",
+    "MECHBOOK_MATHJAX",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+)
+#: Variables choosing data: the cache key holds a digest of what they name.
+DATA_ENV: tuple[str, ...] = ("MECHBOOK_TINYSTORIES", "MECHBOOK_AA_RELEASE")
+#: Variables choosing device or network: the cache key holds their values.
+VALUE_ENV: tuple[str, ...] = ("MECHBOOK_DEVICE", "MECHBOOK_OFFLINE", "HF_HUB_OFFLINE")
+#: Distributions whose versions are part of the cache key.
+VERSIONED: tuple[str, ...] = ("torch", "numpy")
+
+
+def absolute_paths(environ: Mapping[str, str], cwd: Path | None = None) -> dict[str, str]:
+    """``{variable: absolute path}`` for each variable of :data:`PATH_ENV` in ``environ`` whose
+    value is relative (or starts with ``~``), resolved against ``cwd`` (default: the current
+    directory); variables already absolute are left out."""
+    base = Path.cwd() if cwd is None else Path(cwd)
+    changed = {}
+    for name in PATH_ENV:
+        value = environ.get(name)
+        if not value:
+            continue
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = base / path
+        if str(path) != value:
+            changed[name] = os.path.normpath(path)
+    return changed
+
+
+@contextlib.contextmanager
+def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set ``values`` in ``os.environ`` (kernels started inside inherit them), then restore."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class DigestMemo:
+    """SHA-256 of files, memoised by ``(size, mtime_ns)`` per absolute path in a JSON file.
+
+    A file whose size or modification time changed is read again; an unreadable memo is
+    ignored (and rewritten), so a corrupt memo never gives a stale digest of a changed file.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, list[Any]] = {}
+        self.dirty = False
+        if path is not None and path.exists():
+            try:
+                loaded = json.loads(path.read_text(encoding="utf-8"))
+                if isinstance(loaded, dict):
+                    self.entries = loaded
+            except (OSError, ValueError):
+                self.entries = {}
+
+    def file(self, path: Path) -> str:
+        """The SHA-256 of one file's bytes."""
+        stat = path.stat()
+        key = str(path.resolve())
+        held = self.entries.get(key)
+        if isinstance(held, list) and held[:2] == [stat.st_size, stat.st_mtime_ns]:
+            return held[2]
+        digest = _sha256(path)
+        self.entries[key] = [stat.st_size, stat.st_mtime_ns, digest]
+        self.dirty = True
+        return digest
+
+    def tree(self, path: Path) -> str:
+        """The SHA-256 of a file, or of a folder's files (relative names and their digests, in
+        sorted order); ``missing`` for a path that does not exist."""
+        if path.is_file():
+            return self.file(path)
+        if not path.is_dir():
+            return "missing"
+        digest = hashlib.sha256()
+        for item in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(f"{item.relative_to(path).as_posix()}\0{self.file(item)}\n".encode())
+        return digest.hexdigest()
+
+    def save(self) -> None:
+        """Write the memo atomically when it changed; a memo that cannot be written is skipped
+        (digests are then recomputed next time)."""
+        if self.path is None or not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.part")
+            tmp.write_text(json.dumps(self.entries, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:
+            pass
+
+
+def versions() -> dict[str, str | None]:
+    """The installed versions of :data:`VERSIONED` (None where not installed)."""
+    found: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What of the environment decides a chapter's outputs: for each of :data:`DATA_ENV` the
+    digest of what it names (not its path: the same bytes elsewhere give the same key), the values of :data:`VALUE_ENV`, and
+    :func:`versions`."""
+    env = os.environ if environ is None else environ
+    absolute = {**env, **absolute_paths(env)}
+    data = {}
+    for name in DATA_ENV:
+        value = absolute.get(name)
+        data[name] = None if not value else memo.tree(Path(value))
+    return {
+        "data": data,
+        "values": {k: env.get(k) for k in VALUE_ENV},
+        "versions": versions(),
+    }
+
+
+def make_paths_absolute(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Rewrite the relative paths of :data:`PATH_ENV` in ``environ`` (default ``os.environ``) as
+    absolute ones, and return what changed."""
+    env = os.environ if environ is None else environ
+    changed = absolute_paths(env)
+    env.update(changed)
+    return changed

@@ -1,0 +1,392 @@
+"""Execute the book's notebooks with papermill, reusing a run whose inputs did not change.
+
+Used by ``python -m mechbook execute|build|spread`` (see :mod:`mechbook.__main__`), ``make
+book`` and the chapter and site tests.
+
+Each notebook listed in ``_toc.yml`` runs through papermill with ``profile`` (and any knob)
+injected into its ``parameters`` cell, in the notebook's own folder, with :data:`KERNEL_ENV`
+(no progress bars in the outputs, ``explore`` in its static form), ``MECHBOOK_PROFILE`` and the
+paths of the environment made absolute. Papermill writes into ``_build/running/<profile>/``;
+the finished notebook is moved into ``_build/executed/<profile>/<same path>`` in one
+``os.replace``, so an executed notebook is never half written.
+
+An executed notebook is reused when its cache key is unchanged. The key (:func:`cache_key`) is
+the SHA-256 of: the code cells (source and tags), the kernel name, the injected parameters, every
+file under ``mechbook/`` (but the measured costs, :mod:`mechbook.book.costs`),
+``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
+data that environment variables choose, device and network variables, torch and numpy
+versions). Markdown cells are *not* part of the key: editing prose re-renders the page with the
+stored outputs instead of re-running the chapter. A failed chapter is never reused, and an
+executed notebook that cannot be read counts as not executed.
+
+On a failing cell papermill stops that chapter and keeps the executed notebook, traceback
+included, as the report; the other chapters still run, and the command exits non-zero naming
+each failed chapter, its code cell (1-based among the chapter's code cells) and that cell's
+first line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import nbformat
+
+from mechbook.book import costs
+from mechbook.book.config import ChapterResult, ExecuteConfig
+from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
+from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
+from mechbook.book.toc import select, toc_notebooks
+
+KERNEL = "python3"
+#: Set for every kernel: no progress bars in the outputs, ``explore`` in its static form.
+KERNEL_ENV: dict[str, str] = {"MECHBOOK_QUIET": "1", "MECHBOOK_STATIC": "1"}
+#: The tag myst-nb honours to leave a cell off the page.
+HIDDEN_TAG = "remove-cell"
+INJECTED_TAG = "injected-parameters"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _package_digest(root: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``mechbook/`` (bytecode caches and the measured costs, which
+    every build rewrites, excluded)."""
+    pkg = root / "mechbook"
+    return {
+        p.relative_to(pkg).as_posix(): _sha256(p)
+        for p in sorted(pkg.rglob("*"))
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
+    }
+
+
+def digest_memo(root: Path) -> DigestMemo:
+    """The memo of data digests kept in ``_build/digests.json`` under ``root``."""
+    return DigestMemo(root / "_build" / "digests.json")
+
+
+def cache_key(
+    notebook: Path, parameters: dict[str, Any], root: Path, memo: DigestMemo | None = None
+) -> str:
+    """SHA-256 of everything that decides a chapter's outputs (see the module docstring).
+
+    Code cells count with their source and tags; markdown and raw cells do not.
+    """
+    memo = memo or digest_memo(root)
+    nb = nbformat.read(notebook, as_version=4)
+    code = [
+        [c.source, sorted(c.get("metadata", {}).get("tags", []))]
+        for c in nb.cells
+        if c.cell_type == "code"
+    ]
+    requirements = root / "requirements.txt"
+    payload = {
+        "code": code,
+        "kernel": nb.metadata.get("kernelspec", {}).get("name"),
+        "parameters": parameters,
+        "mechbook": _package_digest(root),
+        "requirements": _sha256(requirements) if requirements.exists() else None,
+        "env": key_environment(memo),
+    }
+    memo.save()
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_executed(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
+    """``(notebook, None)``, or ``(None, why)`` when ``path`` is missing or cannot be read as a
+    notebook (truncated by a kill or a full disk): such a chapter counts as not executed."""
+    if not path.exists():
+        return None, f"{path} does not exist"
+    try:
+        return nbformat.read(path, as_version=4), None
+    except Exception as exc:  # NotJSONError, a truncated file, bad encoding
+        first = (str(exc).strip().splitlines() or [""])[0][:120]
+        return None, f"{path} cannot be read ({type(exc).__name__}: {first})"
+
+
+def mechbook_meta(nb: nbformat.NotebookNode) -> dict[str, Any]:
+    """What the executor stored about a run: cache key, profile, status, seconds, failure."""
+    return nb.metadata.get("mechbook", {})
+
+
+def write_atomic(nb: nbformat.NotebookNode, path: Path) -> None:
+    """Write ``nb`` to ``path`` through a temporary file and one ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        nbformat.write(nb, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def hide_parameters(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Tag the chapter's ``parameters`` cell and papermill's injected one ``remove-cell`` (myst-nb
+    leaves them off the page, where the chapter's ``ran_with`` note says what ran); in place."""
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if ({"parameters", INJECTED_TAG} & set(tags)) and HIDDEN_TAG not in tags:
+            tags.append(HIDDEN_TAG)
+    return nb
+
+
+def check_knobs(notebook: Path, parameters: dict[str, Any]) -> None:
+    """Refuse (``ValueError``) parameters that the notebook's ``parameters`` cell does not name,
+    before any kernel starts: papermill would only log them and run with the defaults."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(notebook))
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise ValueError(
+            f"{notebook}: unknown knob(s) {', '.join(unknown)}; its parameters cell declares "
+            f"{', '.join(sorted(declared)) or 'nothing'}"
+        )
+
+
+def refresh_prose(
+    executed: nbformat.NotebookNode, source: nbformat.NotebookNode
+) -> nbformat.NotebookNode:
+    """The source notebook's cells with the executed code cells' outputs put back in order.
+
+    Valid when the code cells are unchanged (same cache key): markdown edits show up without
+    re-running anything. Papermill's injected-parameters cell is kept after the parameters cell.
+    """
+    ran = [
+        c
+        for c in executed.cells
+        if c.cell_type == "code" and INJECTED_TAG not in c.metadata.get("tags", [])
+    ]
+    injected = [c for c in executed.cells if INJECTED_TAG in c.metadata.get("tags", [])]
+    merged = nbformat.from_dict(json.loads(json.dumps(executed)))
+    cells = []
+    code_iter = iter(ran)
+    for cell in source.cells:
+        if cell.cell_type == "code":
+            done = next(code_iter)
+            cells.append(nbformat.from_dict({**done, "source": cell.source}))
+            if "parameters" in cell.metadata.get("tags", []):
+                cells.extend(injected)
+        else:
+            cells.append(cell)
+    merged.cells = cells
+    return merged
+
+
+def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
+    """``(number, first line)`` of the last code cell papermill started, numbered from 1 among
+    the chapter's own code cells (the injected-parameters cell is not counted); None when no
+    cell started. A cell that raised, timed out or killed its kernel is the last one started."""
+    found = None
+    number = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code" or INJECTED_TAG in cell.metadata.get("tags", []):
+            continue
+        number += 1
+        if (cell.metadata.get("papermill") or {}).get("start_time"):
+            lines = cell.source.strip().splitlines()
+            found = (number, lines[0][:80] if lines else "")
+    return found
+
+
+def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None, report: Path) -> str:
+    """``code cell N ('first line'): Error: first line of its message (report: path)``;
+    ``start-up`` when no cell ran."""
+    cell = last_started_cell(nb) if nb is not None else None
+    where = f"code cell {cell[0]} ({cell[1]!r})" if cell else "start-up"
+    if exc is None:
+        what = "stopped (papermill marked the cell failed: a timeout?)"
+    else:
+        ename = getattr(exc, "ename", None) or type(exc).__name__
+        evalue = (str(getattr(exc, "evalue", None) or exc).strip().splitlines() or [""])[0]
+        if isinstance(exc, KeyboardInterrupt):
+            what = "interrupted (Ctrl-C or a signal)"
+        elif type(exc).__name__ == "DeadKernelError":
+            what = f"the kernel died ({ename}: {evalue[:200]})"
+        else:
+            what = f"{ename}: {evalue[:300]}".rstrip(": ")
+    return f"{where}: {what} (report: {report})"
+
+
+def _papermill_failed(nb: nbformat.NotebookNode) -> bool:
+    return any(
+        (c.metadata.get("papermill") or {}).get("status") == "failed" for c in nb.cells
+    )
+
+
+def reusable(
+    source: Path, cfg: ExecuteConfig, key: str
+) -> tuple[nbformat.NotebookNode | None, str | None]:
+    """``(executed notebook, None)`` when the chapter's last run is valid for ``key``; else
+    ``(None, why not)``, why not being a line for the user when the executed file is unreadable."""
+    if cfg.force:
+        return None, None
+    out = cfg.out_dir / source
+    if not out.exists():
+        return None, None
+    old, problem = read_executed(out)
+    if old is None:
+        return None, f"{problem}; it counts as not executed"
+    meta = mechbook_meta(old)
+    if meta.get("cache_key") == key and meta.get("status") == "ok":
+        return old, None
+    return None, None
+
+
+def execute_chapter(
+    source: Path,
+    cfg: ExecuteConfig,
+    memo: DigestMemo | None = None,
+    progress_file: Path | None = None,
+) -> ChapterResult:
+    """Run one notebook (repo-relative ``source``) with papermill unless its cached run is valid;
+    its progress bars write their state to ``progress_file`` when given (see
+    :mod:`mechbook.book.relay`)."""
+    import papermill
+
+    src = cfg.root / source
+    out = cfg.out_dir / source
+    params = cfg.parameters()
+    check_knobs(src, params)
+    make_paths_absolute()
+    key = cache_key(src, params, cfg.root, memo)
+    source_nb = nbformat.read(src, as_version=4)
+    old, problem = reusable(source, cfg, key)
+    if problem:
+        print(f"note: {problem}", flush=True)
+    if old is not None:
+        write_atomic(hide_parameters(refresh_prose(old, source_nb)), out)
+        return ChapterResult(source, out, "cached", 0.0)
+    running = cfg.running_dir / source
+    running.parent.mkdir(parents=True, exist_ok=True)
+    running.unlink(missing_ok=True)
+    env = {**KERNEL_ENV, "MECHBOOK_PROFILE": cfg.profile}
+    if progress_file is not None:
+        env[PROGRESS_ENV] = str(progress_file)
+    start = time.perf_counter()
+    error: BaseException | None = None
+    interrupted = False
+    try:
+        with patched_environ(env):
+            papermill.execute_notebook(
+                str(src),
+                str(running),
+                parameters=params,
+                kernel_name=KERNEL,
+                cwd=str(src.parent),
+                progress_bar=False,
+                execution_timeout=cfg.cell_timeout,
+            )
+    except KeyboardInterrupt as exc:
+        error, interrupted = exc, True
+    except Exception as exc:  # papermill's execution error, a dead kernel, a timeout
+        error = exc
+    seconds = time.perf_counter() - start
+    done, _ = read_executed(running)
+    running.unlink(missing_ok=True)
+    failed = error is not None or (done is not None and _papermill_failed(done))
+    failure = describe_failure(error, done, out) if failed else None
+    if done is None:  # papermill could not even start: keep the source as the report
+        done = nbformat.from_dict(json.loads(json.dumps(source_nb)))
+    status = "interrupted" if interrupted else ("failed" if failed else "ok")
+    hide_parameters(done).metadata["mechbook"] = {
+        "cache_key": key,
+        "profile": cfg.profile,
+        "parameters": params,
+        "status": status,
+        "seconds": round(seconds, 2),
+        "failure": failure,
+    }
+    write_atomic(done, out)
+    if interrupted:
+        raise KeyboardInterrupt(f"{source} interrupted at {failure}")
+    return ChapterResult(source, out, "failed" if failed else "executed", seconds, failure)
+
+
+def failures(results: list[ChapterResult]) -> list[str]:
+    """One line per failed chapter, naming it and the cell."""
+    return [f"{r.source}: {r.failure}" for r in results if r.failure]
+
+
+def plan(cfg: ExecuteConfig, chosen: list[Path], memo: DigestMemo) -> list[tuple[Path, bool]]:
+    """``(chapter, will run)`` for each chosen chapter: False when its executed notebook is
+    valid for its cache key and will be reused."""
+    out = []
+    for source in chosen:
+        key = cache_key(cfg.root / source, cfg.parameters(), cfg.root, memo)
+        old, _ = reusable(source, cfg, key)
+        out.append((source, old is None))
+    return out
+
+
+def plan_lines(cfg: ExecuteConfig, planned: list[tuple[Path, bool]]) -> list[str]:
+    """The lines printed before the work starts: which chapters run (with their last measured
+    cost), which come from cache, and the estimated total."""
+    table = costs.load_costs(cfg.root)
+    known = table.get(cfg.profile, {})
+    to_run = [s.stem for s, runs in planned if runs]
+    lines = [
+        f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
+        f"{len(planned) - len(to_run)} from cache"
+    ]
+    for source, runs in planned:
+        if not runs:
+            lines.append(f"  cached  {source}")
+        else:
+            cost = known.get(source.stem)
+            lines.append(f"  run     {source}  ({'~' + format_seconds(cost) if cost is not None else 'unknown'})")
+    seconds, unknown = costs.estimate(table, cfg.profile, to_run)
+    if not to_run:
+        lines.append("ETA: nothing to run")
+    elif unknown and len(unknown) == len(to_run):
+        lines.append("ETA: unknown (no measured cost for these chapters in this profile yet)")
+    elif unknown:
+        lines.append(
+            f"ETA: {format_seconds(seconds)} for {len(to_run) - len(unknown)} chapter(s), "
+            f"plus {len(unknown)} of unknown cost ({', '.join(unknown)})"
+        )
+    else:
+        lines.append(f"ETA: {format_seconds(seconds)}")
+    return lines
+
+
+def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[ChapterResult]:
+    """Execute the chosen chapters in book order: first the plan (which run, which come from
+    cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
+    progress is relayed (to ``stream``, default stderr), then what each chapter took. The
+    seconds of each chapter executed to the end refresh the costs."""
+    chosen = select(toc_notebooks(cfg.root), cfg.only)
+    for source in chosen:
+        try:
+            check_knobs(cfg.root / source, cfg.parameters())
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+    make_paths_absolute()
+    memo = digest_memo(cfg.root)
+    for line in plan_lines(cfg, plan(cfg, chosen, memo)):
+        print(line, flush=True)
+    results = []
+    for i, source in enumerate(chosen, 1):
+        tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile})"
+        print(f"{tag}: running", flush=True)
+        with Relay(f"[{i}/{len(chosen)}] {source.stem}", stream=stream) as relay:
+            result = execute_chapter(source, cfg, memo, progress_file=relay.path)
+        note = f"FAILED at {result.failure}" if result.failure else result.status
+        print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
+        results.append(result)
+        if result.status == "executed":
+            costs.save_costs(cfg.root, cfg.profile, {source.stem: result.seconds})
+    print("took:", flush=True)
+    for r in results:
+        print(f"  {format_seconds(r.seconds):>12}  {r.status:<8}  {r.source}", flush=True)
+    total = sum(r.seconds for r in results)
+    print(f"  {format_seconds(total):>12}  in all", flush=True)
+    return results

@@ -1,0 +1,58 @@
+"""The chapters of the book: the files ``_toc.yml`` names, and a choice among them (``--only``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def toc_files(root: Path = ROOT) -> list[Path]:
+    """Every file ``_toc.yml`` names (root first), repo-relative, with its extension resolved."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    entries = [toc["root"]]
+
+    def walk(items: list[dict[str, Any]]) -> None:
+        for item in items:
+            if "file" in item:
+                entries.append(item["file"])
+            walk(item.get("sections", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    walk(toc.get("chapters", []))
+    found = []
+    for entry in entries:
+        matches = [
+            root / f"{entry}{ext}"
+            for ext in ("", ".ipynb", ".md")
+            if (root / f"{entry}{ext}").is_file()
+        ]
+        if not matches:
+            raise FileNotFoundError(
+                f"_toc.yml lists {entry!r} but neither {entry}.ipynb nor {entry}.md exists"
+            )
+        found.append(matches[0].relative_to(root))
+    return found
+
+
+def toc_notebooks(root: Path = ROOT) -> list[Path]:
+    """The notebooks of ``_toc.yml`` in book order, repo-relative."""
+    return [p for p in toc_files(root) if p.suffix == ".ipynb"]
+
+
+def select(notebooks: list[Path], only: tuple[str, ...]) -> list[Path]:
+    """The notebooks whose stem (or repo-relative path without suffix) is in ``only``, in book
+    order and each once; all of them if ``only`` is empty."""
+    if not only:
+        return notebooks
+    known = {p.stem: p for p in notebooks} | {str(p.with_suffix("")): p for p in notebooks}
+    missing = [o for o in dict.fromkeys(only) if o not in known]
+    if missing:
+        raise SystemExit(
+            f"unknown chapter(s) {missing}; _toc.yml has {sorted(p.stem for p in notebooks)}"
+        )
+    return [p for p in notebooks if p.stem in only or str(p.with_suffix("")) in only]
