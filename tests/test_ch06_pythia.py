@@ -209,8 +209,8 @@ def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float]) -> Chap
 
 def test_smoke_bounds_reject_an_untrained_run(monkeypatch):
     """Every checkpoint equal to the random initialisation, at the loss of uniform guessing: the
-    margins and the loss fall outside the smoke bounds."""
-    from mechbook.execute import check_thresholds, load_thresholds
+    rises, the peak and the loss fall outside the smoke bounds."""
+    from mechbook.book.checks import check_thresholds, load_thresholds
 
     bounds = load_thresholds("06_pythia")["smoke"]
     steps = list(range(12))
@@ -219,7 +219,7 @@ def test_smoke_bounds_reject_an_untrained_run(monkeypatch):
     table = pd.concat([table[table["step"] == 0].assign(step=s) for s in steps], ignore_index=True)
     problems = check_thresholds(_records(_result(table, ctl, [5.95] * 20), monkeypatch), bounds)
     failed = {p.split(" ")[0].rstrip(":") for p in problems}
-    assert {"cka_embedding_margin", "cka_no_mlp_margin", "miniature_final_loss", "cka_embedding_peak"} <= failed
+    assert {"cka_embedding_rise", "cka_no_mlp_rise", "paper_embedding_rise", "miniature_final_loss", "cka_embedding_peak"} <= failed
 
 
 def test_unknown_profile_is_explained():

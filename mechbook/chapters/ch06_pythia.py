@@ -436,8 +436,9 @@ def best_head(table: pd.DataFrame, measure: str = "cka") -> pd.Series:
 
 def record_all(result: Chapter6Result) -> None:
     """Record the chapter's headline numbers: the source, per measure and mapping the peak, its
-    step, the final value, every control and the margin over the strongest negative control, and
-    the best single head under each measure."""
+    step, the final value, the rise (peak minus the value at the first checkpoint, the
+    initialisation), every control and the margin over the strongest negative control, and the
+    best single head under each measure."""
     from mechbook import record
 
     src = result.choice.source
@@ -452,6 +453,7 @@ def record_all(result: Chapter6Result) -> None:
         record(f"{name}_peak", s["peak"])
         record(f"{name}_peak_step", s["peak_step"])
         record(f"{name}_final", s["final"])
+        record(f"{name}_rise", s["peak"] - s["initial"])
         record(f"{name}_margin", v["margin"])
         for control, value in v["controls"].items():
             record(f"{name}_control_{control}", value)
