@@ -181,6 +181,10 @@ def test_charts_build_and_fit_the_column():
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
         assert _width(spec) <= WIDTH
     assert (best_head(table)[["layer", "head", "step"]] == [0, 2, 2]).all()
+    params = {p["name"]: p.get("value") for p in head_heatmap(table, "t", layer=0).to_dict()["params"]}
+    assert params["layer_pick"] == 0
+    with pytest.raises(ValueError, match="not among the table's layers"):
+        head_heatmap(table, "t", layer=5)
 
 
 def test_curves_frame_draws_each_model_control_as_a_flat_line():

@@ -327,14 +327,16 @@ def layer_heatmaps(table: pd.DataFrame, title: str) -> alt.Chart:
     )
 
 
-def head_heatmap(table: pd.DataFrame, title: str) -> alt.Chart:
+def head_heatmap(table: pd.DataFrame, title: str, layer: int | None = None) -> alt.Chart:
     """Head x checkpoint heatmap of the model's attention scores (ln1 output) against Q; a
-    dropdown picks the layer, radio buttons the measure."""
+    dropdown picks the layer (first shown: ``layer``, default the last), radio buttons the measure."""
     data = table[(table["mapping"] == "attention") & (table["head"] != LAYER_LEVEL)].assign(
         step_label=lambda d: d["step"].astype(str), measure_label=lambda d: d["measure"].map(MEASURE_LABELS)
     )
     layers = sorted(int(layer) for layer in data["layer"].unique())
-    layer_pick = alt.param(name="layer_pick", value=layers[-1], bind=alt.binding_select(options=layers, name="layer "))
+    if layer is not None and layer not in layers:
+        raise ValueError(f"layer {layer} is not among the table's layers {layers}")
+    layer_pick = alt.param(name="layer_pick", value=layers[-1] if layer is None else layer, bind=alt.binding_select(options=layers, name="layer "))
     measure_pick = _measure_pick("head_measure")
     return (
         alt.Chart(data, title=title)
