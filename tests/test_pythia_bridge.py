@@ -8,13 +8,18 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from conftest import ROOT
+
 from mechbook.data import load_stories
 from mechbook.pythia import analysis
 from mechbook.pythia.features import compute_leading_features
 from mechbook.pythia.miniature import MiniatureConfig, train_miniature
-from mechbook.pythia.sources import MiniatureSource, controls, similarity_over_checkpoints
+from mechbook.pythia.similarity import MEASURES
+from mechbook.pythia.sources import (
+    MiniatureSource,
+    controls,
+    similarity_over_checkpoints,
+)
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 TINY = MiniatureConfig(bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2, seed=3)
@@ -51,7 +56,20 @@ def test_bridge_hooks_match_the_hf_model(source):
         hidden = hf(torch.as_tensor(tokens).reshape(-1, 1), output_hidden_states=True).hidden_states
     for layer in range(TINY.n_layers - 1):  # the last hidden state has the final LayerNorm applied
         assert np.allclose(reps["embedding"][layer], hidden[layer + 1][:, 0].double().numpy(), atol=1e-5)
-    assert reps["no_mlp"].shape == reps["attn_in"].shape == (TINY.n_layers, 5, TINY.d_model)
+    assert reps["no_mlp"].shape == reps["attn_in"].shape == reps["resid_pre"].shape == (TINY.n_layers, 5, TINY.d_model)
+
+
+def test_the_papers_scores_from_resid_pre_are_not_the_models(source):
+    """The model's attention reads the LayerNorm output; scores from the un-normalised resid_pre
+    (the paper's pipeline) differ, and LayerNorm is what maps one onto the other."""
+    bridge = source.load(8)
+    reps = analysis.read_layers(bridge, np.arange(6))
+    ln = bridge.original_model.gpt_neox.layers[0].input_layernorm
+    with torch.no_grad():
+        normalised = ln(torch.as_tensor(reps["resid_pre"][0], dtype=torch.float32)).double().numpy()
+    assert np.allclose(normalised, reps["attn_in"][0], atol=1e-5)
+    paper, model = analysis.head_scores(bridge, reps["resid_pre"]), analysis.head_scores(bridge, reps["attn_in"])
+    assert not np.allclose(paper, model, rtol=0.1)
 
 
 def test_head_scores_are_the_attention_scores_without_biases(source):
@@ -78,16 +96,20 @@ def test_similarity_tables_and_controls(source, tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     feats = compute_leading_features(source.tokens, source.vocab_size, 12)
     table = similarity_over_checkpoints(source, feats)
+    n_measures = len(MEASURES)
     layers = table[table["head"] == analysis.LAYER_LEVEL]
-    assert len(layers) == len(source.steps) * TINY.n_layers * len(analysis.MAPPINGS)
-    assert len(table) - len(layers) == len(source.steps) * TINY.n_layers * TINY.n_heads
+    assert len(layers) == n_measures * len(source.steps) * TINY.n_layers * len(analysis.MAPPINGS)
+    assert len(table) - len(layers) == n_measures * len(source.steps) * TINY.n_layers * TINY.n_heads * len(analysis.SCORE_INPUTS)
     assert table["similarity"].between(-1, 1).all() and table["similarity"].std() > 0
     ctl = controls(source, feats)
-    assert set(ctl["control"]) == {"random_init", "shuffled_tokens"}
+    assert set(ctl["control"]) == {"random_init", "shuffled_tokens", "offset", "linear"}
+    model_rows = ctl[ctl["control"] == "shuffled_tokens"].drop(columns="control").reset_index(drop=True)
     final = table[table["step"] == source.steps[-1]].drop(columns="step").reset_index(drop=True)
-    shuffled = ctl[ctl["control"] == "shuffled_tokens"].drop(columns="control").reset_index(drop=True)
-    assert not np.allclose(final["similarity"], shuffled["similarity"])
+    assert final[["measure", "mapping", "layer", "head"]].equals(model_rows[["measure", "mapping", "layer", "head"]])
+    assert not np.allclose(final["similarity"], model_rows["similarity"])
+    synthetic = ctl[ctl["control"].isin(["offset", "linear"])]
+    assert len(synthetic) == 2 * n_measures * len(analysis.MAPPINGS)
     summary = analysis.summarise(analysis.layer_mean(table))
-    assert set(summary) == set(analysis.MAPPINGS)
-    assert all(s["peak"] >= s["final"] and s["peak_step"] in source.steps for s in summary.values())
+    assert set(summary) == {(m, p) for m in MEASURES for p in analysis.MAPPINGS}
+    assert all(s["peak"] >= max(s["final"], s["initial"]) and s["peak_step"] in source.steps for s in summary.values())
     assert similarity_over_checkpoints(source, feats).equals(table)  # served from the cache

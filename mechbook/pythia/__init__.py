@@ -6,9 +6,13 @@
   TransformerLens ``TransformerBridge``, OpenWebText texts.
 - :mod:`~mechbook.pythia.miniature`: "Pythia in miniature", a GPT-NeoX model trained from scratch
   on TinyStories with its own checkpoints, wrapped in the same ``TransformerBridge``.
-- :mod:`~mechbook.pythia.features`: the leading-term features (B Phi)^T and Q restricted to the
-  top-k tokens of a corpus.
-- :mod:`~mechbook.pythia.similarity`: the covariance similarity (pure numpy).
+- :mod:`~mechbook.pythia.features`: the leading-term features (B Phi)^T and Q on the top-k tokens
+  of a corpus, every other token dropped (the paper's restriction).
+- :mod:`~mechbook.pythia.similarity`: the two similarities, the paper's row-centred covariance
+  and linear CKA (pure numpy).
 - :mod:`~mechbook.pythia.analysis`: token representations and attention score matrices read from
-  any ``TransformerBridge``, and their similarity to the features, per layer, head and checkpoint.
+  any ``TransformerBridge``, their similarity to the features per measure, layer, head and
+  checkpoint, and the model-free offset and exactly-linear controls.
+
+The chapter's configs, charts and prose are in :mod:`mechbook.chapters.ch06_pythia`.
 """

@@ -1,21 +1,29 @@
-"""The covariance similarity between a model's token representations and a feature matrix
-(chapter 6). Pure numpy, float64.
+"""The two similarities between a model's token representations and a feature matrix (chapter 6).
+Pure numpy, float64.
 
-For k tokens, a representation ``R`` (k x d: one row per token) and a feature ``F`` (k x m):
+For k tokens, a representation ``R`` (k x d: one row per token) and a feature ``F`` (k x m), with
+F_hat the rows of F divided by their norms, both measures compare token x token Gram matrices:
 
-    C(X)  = (X - 1 mean(X)) (X - 1 mean(X))^T        token x token covariance (mean over tokens)
-    F_hat = rows of F divided by their norms          (row-normalised feature)
     sim(R, F) = <C(R), C(F_hat)>_F / (||C(R)||_F ||C(F_hat)||_F)
 
-Centring subtracts the mean token (C = H X X^T H with H = I - 11^T/k), so ``sim`` is linear CKA
-between the representation and the row-normalised feature. It does not change when the
-representation space is rotated (R -> R U, U orthogonal) or scaled, nor when a feature row is
-multiplied by a positive number; for independent random R (k x d) and F it is about d/(d+k).
+and differ only in how a matrix is centred before its Gram C(X) = X_c X_c^T is formed:
+
+- ``paper``: each row is centred over its own entries (X_c = X - mean_row(X) 1^T), the paper's
+  token covariance. A direction shared by every token survives this centring, so a representation
+  with a large common offset, even a random one, matches any feature whose rows also share a
+  direction.
+- ``cka``: each column is centred over the tokens (X_c = H X with H = I - 11^T/k): linear CKA.
+  The shared offset is removed, so random representations stay near d/(d+k). It does not change
+  under rotations or scalings of the representation space; because only F, not R, is
+  row-normalised, an R exactly linear in F with rows of unequal norm can still score low.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+MEASURES: tuple[str, ...] = ("paper", "cka")
+MEASURE_LABELS = {"paper": "paper's row-centred covariance", "cka": "linear CKA (token-centred)"}
 
 
 def _matrix(x: np.ndarray, name: str) -> np.ndarray:
@@ -27,10 +35,17 @@ def _matrix(x: np.ndarray, name: str) -> np.ndarray:
     return x
 
 
-def centred_gram(x: np.ndarray) -> np.ndarray:
-    """C = (X - mean_tokens X)(X - mean_tokens X)^T: the k x k covariance of the k token rows."""
+def _measure(measure: str) -> str:
+    if measure not in MEASURES:
+        raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
+    return measure
+
+
+def centred_gram(x: np.ndarray, measure: str) -> np.ndarray:
+    """C(X) = X_c X_c^T (k x k), X_c centred per row (``paper``) or per column over tokens (``cka``)."""
     x = _matrix(x, "x")
-    xc = x - x.mean(axis=0, keepdims=True)
+    axis = 1 if _measure(measure) == "paper" else 0
+    xc = x - x.mean(axis=axis, keepdims=True)
     return xc @ xc.T
 
 
@@ -51,18 +66,18 @@ def matrix_cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float((a * b).sum() / denom) if denom > 0 else 0.0
 
 
-def feature_gram(feature: np.ndarray) -> np.ndarray:
-    """C(F_hat): the token covariance of the row-normalised feature (compute once, compare often)."""
-    return centred_gram(row_normalise(feature))
+def feature_gram(feature: np.ndarray, measure: str) -> np.ndarray:
+    """C(F_hat) under ``measure``: the feature side, computed once and compared often."""
+    return centred_gram(row_normalise(feature), measure)
 
 
-def covariance_similarity(representation: np.ndarray, feature: np.ndarray | None = None, *, gram: np.ndarray | None = None) -> float:
-    """sim(R, F) = cos(C(R), C(F_hat)); pass ``gram=feature_gram(F)`` instead of ``feature`` to
-    reuse the feature side across many representations."""
+def covariance_similarity(representation: np.ndarray, feature: np.ndarray | None = None, *, measure: str, gram: np.ndarray | None = None) -> float:
+    """sim(R, F) = cos(C(R), C(F_hat)) under ``measure`` (``paper`` or ``cka``); pass
+    ``gram=feature_gram(F, measure)`` instead of ``feature`` to reuse the feature side."""
     if (feature is None) == (gram is None):
         raise ValueError("give exactly one of feature= or gram=")
-    target = feature_gram(feature) if gram is None else gram
-    rep = centred_gram(representation)
+    target = feature_gram(feature, measure) if gram is None else gram
+    rep = centred_gram(representation, measure)
     if rep.shape != target.shape:
         raise ValueError(f"representation has {rep.shape[0]} tokens but the feature has {target.shape[0]}; use the same top-k tokens")
     return matrix_cosine(rep, target)

@@ -208,15 +208,19 @@ def similarity_over_checkpoints(source: CheckpointSource, features: LeadingFeatu
 
 
 def controls(source: CheckpointSource, features: LeadingFeatures, seed: int = 1) -> pd.DataFrame:
-    """The two baselines, as tidy rows ``control, mapping, layer, head, similarity``:
-    ``random_init`` (a freshly initialised model of the same architecture, seed ``seed``) and
-    ``shuffled_tokens`` (the last checkpoint against features whose rows were permuted)."""
+    """The four baselines, as tidy rows ``control, measure, mapping, layer, head, similarity``:
+    ``random_init`` (a freshly initialised model of the same architecture, seed ``seed``),
+    ``shuffled_tokens`` (the last checkpoint against features whose rows were permuted), and the
+    model-free ``offset`` and ``linear`` representations of
+    :func:`~mechbook.pythia.analysis.synthetic_controls` at the model's width."""
 
     def compute() -> pd.DataFrame:
-        random_rows = analysis.checkpoint_similarity(source.random_init(seed), features)
+        random_model = source.random_init(seed)
+        random_rows = analysis.checkpoint_similarity(random_model, features)
         shuffled_rows = analysis.checkpoint_similarity(source.load(source.steps[-1]), analysis.shuffled_features(features, seed))
         random_rows.insert(0, "control", "random_init")
         shuffled_rows.insert(0, "control", "shuffled_tokens")
-        return pd.concat([random_rows, shuffled_rows], ignore_index=True)
+        synthetic = analysis.synthetic_controls(features, random_model.cfg.d_model, seed)
+        return pd.concat([random_rows, shuffled_rows, synthetic], ignore_index=True)
 
     return cached("pythia/controls", _key(source, features, seed=seed), compute)

@@ -1,0 +1,273 @@
+"""Chapter 6's module: profiles and knobs, offline source choice, banner, the computed reading in
+each of its branches, the resid_pre note, charts that fit the column, and smoke bounds that reject
+an untrained run."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from mechbook.chapters.ch06_pythia import (
+    CONFIGS,
+    WIDTH,
+    Chapter6Config,
+    Chapter6Result,
+    PythiaConfig,
+    banner_html,
+    best_head,
+    build_source,
+    controls_chart,
+    corpus_note,
+    curves_frame,
+    defect_note,
+    head_heatmap,
+    layer_heatmaps,
+    loss_chart,
+    reading,
+    record_all,
+    similarity_curves,
+    verdict,
+)
+from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summarise
+from mechbook.pythia.checkpoints import pythia_steps
+from mechbook.pythia.miniature import MiniatureConfig
+from mechbook.pythia.similarity import MEASURES
+
+SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+TINY = MiniatureConfig(bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2)
+STEPS = [0, 1, 2, 4, 10, 20]
+CONTROLS = ("random_init", "shuffled_tokens", "offset", "linear")
+
+
+def test_profiles_are_consistent():
+    assert set(CONFIGS) == {"smoke", "cpu", "paper"}
+    assert CONFIGS["smoke"].source == "miniature" and len(CONFIGS["smoke"].miniature.schedule) == 12
+    assert len(CONFIGS["cpu"].miniature.schedule) >= 20 and len(CONFIGS["cpu"].pythia.steps) >= 20
+    assert set(CONFIGS["cpu"].pythia.steps) <= set(pythia_steps())
+    assert CONFIGS["paper"].pythia.size == "1.4b" and CONFIGS["paper"].pythia.deduped and not CONFIGS["paper"].pythia.steps
+
+
+def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():
+    import mechbook
+
+    cfg = mechbook.resolve_profile(CONFIGS, "cpu", pythia__n_texts=50, seed=7, miniature__steps=600)
+    assert cfg.pythia.n_texts == 50 and cfg.miniature.steps == 600 and cfg.seed == 7
+    assert cfg.miniature_run.seed == 7 and cfg.miniature_run.steps == 600
+
+
+def test_bad_configs_say_what_to_do():
+    with pytest.raises(ValueError, match="no checkpoints at steps \\[3\\]"):
+        PythiaConfig(steps=(0, 3))
+    with pytest.raises(ValueError, match="one of 14m"):
+        PythiaConfig(size="70b")
+    with pytest.raises(ValueError, match="top_k must be >= 2"):
+        Chapter6Config(source="miniature", top_k=1, n_stories=10, miniature=TINY)
+
+
+def test_offline_auto_builds_the_miniature_and_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("MECHBOOK_OFFLINE", "1")
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    if not os.environ.get("MECHBOOK_TINYSTORIES"):
+        monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    choice = build_source(Chapter6Config(source="auto", top_k=8, n_stories=300, miniature=TINY, seed=3))
+    assert choice.kind == "miniature" and "did not answer" in choice.reason
+    assert choice.source.steps == TINY.schedule and choice.source.run.config.seed == 3
+    html = banner_html(choice)
+    assert 'class="admonition warning"' in html and "Pythia in miniature" in html and choice.reason in html
+
+
+def _fake(peak: dict[str, float], controls: dict[str, float], *, peak_at: int = 2, late: float = 0.5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A similarity table whose layer means peak at ``peak_at`` with ``peak[mapping]`` and sit at
+    ``late`` times that elsewhere; every control at ``controls[control]`` for every mapping."""
+    rows = []
+    for measure in MEASURES:
+        for mapping in MAPPINGS:
+            for step in STEPS:
+                value = peak[mapping] if step == peak_at else late * peak[mapping]
+                rows += [(step, measure, mapping, layer, LAYER_LEVEL, value) for layer in range(2)]
+                if mapping.startswith("attention"):
+                    rows += [(step, measure, mapping, layer, head, value * (1 + head / 10)) for layer in range(2) for head in range(3)]
+    table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
+    ctl = pd.DataFrame(
+        [(c, m, p, layer, LAYER_LEVEL, controls[c]) for c in CONTROLS for m in MEASURES for p in MAPPINGS for layer in range(2)],
+        columns=["control", "measure", "mapping", "layer", "head", "similarity"],
+    )
+    return table, ctl
+
+
+def _read(table: pd.DataFrame, ctl: pd.DataFrame) -> str:
+    return reading(summarise(layer_mean(table)), layer_mean(ctl), STEPS[-1])
+
+
+PEAKS = {"embedding": 0.5, "no_mlp": 0.3, "attention": 0.1, "attention_resid_pre": 0.12}
+
+
+def test_reading_a_feature_that_beats_the_controls_and_fades():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
+    text = _read(table, ctl)
+    assert text.count("above every negative control (by 0.300 over the random initialisation)") == 2  # embedding, both measures
+    assert "drifts down by 0.250 to 0.250" in text and "early-then-fading shape" in text
+    assert "**not** above the random initialisation (0.200), although this measure does rate an exactly linear" in text  # attention
+    assert text.count("This measure supports: the token geometry carries (BΦ)ᵀ (embedding and no-MLP); the features are clearest early and fade.") == 2
+    assert "shared offset already scores" not in text
+
+
+def test_reading_a_peak_at_the_end_is_not_an_early_peak():
+    table, ctl = _fake(PEAKS, {"random_init": 0.02, "shuffled_tokens": 0.01, "offset": 0.0, "linear": 0.9}, peak_at=STEPS[-1])
+    text = _read(table, ctl)
+    assert "ends at 0.500 (step 20), so there is no early peak that fades" in text and "clearest early" not in text
+    assert "the attention scores the model computes carry Q" in text
+
+
+def test_reading_a_tiny_drift_is_not_fading():
+    """A peak at the first checkpoint that loses under a tenth of its margin does not fade."""
+    table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.95)
+    text = _read(table, ctl)
+    assert "clearest early" not in text and "early-then-fading" not in text
+    table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.85)
+    assert "drifts down by 0.075 to 0.425" in _read(table, ctl)
+
+
+def test_reading_a_measure_that_cannot_see_the_feature_and_is_fooled_by_an_offset():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.9, "linear": 0.1})
+    text = _read(table, ctl)
+    assert "**not** above the random + shared offset (0.900); but this measure rates even an exactly linear representation no higher (0.100), so here it cannot tell either way" in text
+    assert text.count("This measure supports none of the paper's claims on this run.") == 2
+    assert text.count("A random representation with one shared offset already scores 0.900") == 2
+
+
+def test_verdict_picks_the_strongest_negative_control():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.35, "offset": 0.05, "linear": 0.99})
+    s = summarise(layer_mean(table))
+    v = verdict(s["cka", "embedding"], layer_mean(ctl), "cka", "embedding")
+    assert v["strongest"] == "shuffled_tokens" and v["margin"] == pytest.approx(0.15) and v["sees_linear"]
+
+
+def test_defect_note_names_the_papers_variant_and_the_corrected_one():
+    table, _ = _fake(PEAKS, dict.fromkeys(CONTROLS, 0.0))
+    note = defect_note(summarise(layer_mean(table)))
+    assert "the paper's variant peaks at 0.120, the corrected one at 0.100 (0.020 higher)" in note
+    assert note.count("(0.020 higher)") == 2 and "LayerNorm output" in note
+
+
+def _width(spec: dict) -> int:
+    """The widest row of a spec: panel width times columns for a facet chart."""
+    inner = spec.get("spec", spec)
+    width = inner.get("width", 0)
+    if width == "container":
+        return 0
+    columns = spec.get("columns", 2 if "column" in spec.get("facet", {}) else 1)
+    return int(width) * columns
+
+
+def test_charts_build_and_fit_the_column():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
+    curve, means = layer_mean(table), layer_mean(ctl)
+    summary = summarise(curve)
+    charts = [
+        layer_heatmaps(table, "t"),
+        head_heatmap(table, "t"),
+        similarity_curves(curve, means, "t"),
+        controls_chart(summary, means, "t"),
+        loss_chart([3.0, 2.0, 1.5, 1.2], [0, 1, 2, 4], "t"),
+    ]
+    for chart in charts:
+        spec = chart.to_dict()
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+        assert _width(spec) <= WIDTH
+    assert (best_head(table)[["layer", "head", "step"]] == [0, 2, 2]).all()
+    params = {p["name"]: p.get("value") for p in head_heatmap(table, "t", layer=0).to_dict()["params"]}
+    assert params["layer_pick"] == 0
+    with pytest.raises(ValueError, match="not among the table's layers"):
+        head_heatmap(table, "t", layer=5)
+
+
+def test_curves_frame_draws_each_model_control_as_a_flat_line():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
+    frame = curves_frame(layer_mean(table), layer_mean(ctl))
+    flat = frame[frame["line"] == "random initialisation"]
+    assert len(flat) == len(STEPS) * len(MEASURES) * len(MAPPINGS) and np.allclose(flat["similarity"], 0.2)
+    assert set(frame["line"]) == {"checkpoints", "random initialisation", "shuffled-token feature"}
+
+
+def _records(result: Chapter6Result, monkeypatch) -> dict:
+    import mechbook
+
+    got: dict = {}
+    monkeypatch.setattr(mechbook, "record", lambda name, value: got.__setitem__(name, value))
+    record_all(result)
+    return got
+
+
+def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float]) -> Chapter6Result:
+    source = SimpleNamespace(steps=sorted(table["step"].unique()), run=SimpleNamespace(losses=losses))
+    choice = SimpleNamespace(kind="miniature", source=source)
+    curve = layer_mean(table)
+    return Chapter6Result(choice, SimpleNamespace(other_fraction=0.22), table, ctl, curve, summarise(curve), layer_mean(ctl))
+
+
+def test_smoke_bounds_reject_an_untrained_run(monkeypatch):
+    """Every checkpoint equal to the random initialisation, at the loss of uniform guessing: the
+    rises, the peak and the loss fall outside the smoke bounds."""
+    from mechbook.book.checks import check_thresholds, load_thresholds
+
+    bounds = load_thresholds("06_pythia")["smoke"]
+    steps = list(range(12))
+    controls = {"random_init": 0.14, "shuffled_tokens": 0.12, "offset": 0.18, "linear": 0.45}
+    table, ctl = _fake(dict.fromkeys(MAPPINGS, 0.14), controls, late=1.0)
+    table = pd.concat([table[table["step"] == 0].assign(step=s) for s in steps], ignore_index=True)
+    problems = check_thresholds(_records(_result(table, ctl, [5.95] * 20), monkeypatch), bounds)
+    failed = {p.split(" ")[0].rstrip(":") for p in problems}
+    assert {"cka_embedding_rise", "cka_no_mlp_rise", "paper_embedding_rise", "miniature_final_loss", "cka_embedding_peak"} <= failed
+
+
+def test_unknown_profile_is_explained():
+    import mechbook
+
+    with pytest.raises(ValueError, match="choose one of"):
+        mechbook.resolve_profile(CONFIGS, "gpu")
+
+
+def test_a_failing_pythia_download_falls_back_or_raises(monkeypatch, tmp_path):
+    from mechbook.pythia import hub
+
+    def no_text(*args, **kwargs):
+        raise OSError("simulated download failure")
+
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    if not os.environ.get("MECHBOOK_TINYSTORIES"):
+        monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    monkeypatch.setattr(hub, "hub_available", lambda deadline: True)
+    monkeypatch.setattr(hub, "openwebtext_texts", no_text)
+    monkeypatch.setattr(hub, "pythia_tokenizer", lambda size, deduped: None)
+    choice = build_source(Chapter6Config(source="auto", top_k=8, n_stories=300, miniature=TINY))
+    assert choice.kind == "miniature" and "simulated download failure" in choice.reason
+    with pytest.raises(OSError, match="simulated"):
+        build_source(Chapter6Config(source="pythia", top_k=8, n_stories=300, miniature=TINY))
+
+
+def test_hf_sequences_keeps_the_first_tokens_of_long_texts():
+    from mechbook.pythia.hub import hf_sequences
+
+    class Words:
+        def __call__(self, text, add_special_tokens):
+            return {"input_ids": [len(w) for w in text.split()]}
+
+    got = hf_sequences(["a bb ccc dddd", "a b", "aaaaa bb c"], Words(), 2)
+    assert got.tolist() == [[1, 2, 3], [5, 2, 1]] and got.dtype == np.int64
+    with pytest.raises(ValueError, match="shorter context"):
+        hf_sequences(["a b"], Words(), 5)
+
+
+def test_corpus_note_keeps_special_tokens_visible():
+    vocab = {0: "<|endoftext|>", 1: " the", 2: "*"}
+    src = SimpleNamespace(tokens=np.zeros((7, 9), dtype=np.int64), decode=vocab.__getitem__)
+    feats = SimpleNamespace(token_ids=np.array([0, 1, 2]), k=3, other_fraction=0.25)
+    note = corpus_note(SimpleNamespace(choice=SimpleNamespace(source=src), features=feats))
+    assert "7 sequences of 8 + 1 tokens; the top 3 tokens cover 75.0% of them, and the other 25.0% are dropped" in note
+    assert "\\<\\|endoftext\\|\\>" in note and "\\*" in note and "<|" not in note
