@@ -4,12 +4,20 @@ Heavy modules (torch models, TransformerLens, Altair) are imported lazily by the
 them, so ``import mechbook`` stays cheap. What lives here:
 
 - ``record`` / ``read_records`` (:mod:`mechbook.records`): a chapter's headline numbers.
-- ``PROFILES`` / ``resolve_profile`` (:mod:`mechbook.profiles`): smoke, cpu and paper.
+- ``PROFILES`` / ``resolve_profile`` / ``ran_with`` (:mod:`mechbook.profiles`): smoke, cpu and
+  paper, knobs, and the note saying which a page ran with.
 - ``default_device`` (:mod:`mechbook.device`): CUDA when present, else CPU.
 """
 
 from mechbook.device import default_device
-from mechbook.profiles import PROFILES, resolve_profile
+from mechbook.profiles import PROFILES, ran_with, resolve_profile
 from mechbook.records import read_records, record
 
-__all__ = ["PROFILES", "default_device", "read_records", "record", "resolve_profile"]
+__all__ = [
+    "PROFILES",
+    "default_device",
+    "ran_with",
+    "read_records",
+    "record",
+    "resolve_profile",
+]

@@ -14,6 +14,16 @@ import sys
 from mechbook.profiles import PROFILES
 
 
+def _knob(text: str) -> tuple[str, object]:
+    """``NAME=VALUE`` with VALUE read as YAML (``10`` an int, ``0.5`` a float, ``[1, 2]`` a list)."""
+    import yaml
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r}: write a knob as NAME=VALUE, e.g. steps=100")
+    return name, yaml.safe_load(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mechbook", description="Build, check and benchmark the book.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,6 +37,14 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--only", nargs="+", default=[], metavar="STEM", help="only these chapters (notebook stems)")
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
+            cmd.add_argument(
+                "--knob",
+                action="append",
+                default=[],
+                type=_knob,
+                metavar="NAME=VALUE",
+                help="inject a knob into every chosen chapter's parameters cell (VALUE is read as YAML)",
+            )
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
@@ -43,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from mechbook import execute
 
-    cfg = execute.ExecuteConfig(profile=args.profile, only=tuple(args.only), force=getattr(args, "force", False))
+    cfg = execute.ExecuteConfig(
+        profile=args.profile,
+        only=tuple(args.only),
+        force=getattr(args, "force", False),
+        knobs=tuple(getattr(args, "knob", [])),
+    )
     if args.command == "check":
         problems = execute.check_book(cfg)
         for line in problems:

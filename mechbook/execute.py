@@ -53,6 +53,11 @@ class ExecuteConfig:
     root: Path = ROOT
     force: bool = False
     cell_timeout: int | None = 3600
+    knobs: tuple[tuple[str, Any], ...] = ()
+
+    def parameters(self) -> dict[str, Any]:
+        """What papermill injects: ``profile`` and the knobs (which override a knob named profile)."""
+        return {"profile": self.profile, **dict(self.knobs)}
 
     @property
     def out_dir(self) -> Path:
@@ -175,6 +180,33 @@ def refresh_prose(executed: nbformat.NotebookNode, source: nbformat.NotebookNode
     return merged
 
 
+HIDDEN_TAG = "remove-cell"
+
+
+def hide_parameters(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Tag the chapter's ``parameters`` cell and papermill's injected one ``remove-cell`` (myst-nb
+    leaves them off the page, where the chapter's ``ran_with`` note says what ran); in place."""
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if ({"parameters", "injected-parameters"} & set(tags)) and HIDDEN_TAG not in tags:
+            tags.append(HIDDEN_TAG)
+    return nb
+
+
+def check_knobs(notebook: Path, parameters: dict[str, Any]) -> None:
+    """Refuse (``ValueError``) parameters that the notebook's ``parameters`` cell does not name,
+    before any kernel starts: papermill would only log them and run with the defaults."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(notebook))
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise ValueError(
+            f"{notebook}: unknown knob(s) {', '.join(unknown)}; its parameters cell declares "
+            f"{', '.join(sorted(declared)) or 'nothing'}"
+        )
+
+
 def _describe_failure(exc: Exception, nb_path: Path) -> str:
     index = getattr(exc, "cell_index", None)
     ename = getattr(exc, "ename", type(exc).__name__)
@@ -190,14 +222,15 @@ def execute_chapter(source: Path, cfg: ExecuteConfig) -> ChapterResult:
 
     src = cfg.root / source
     out = cfg.out_dir / source
-    params = {"profile": cfg.profile}
+    params = cfg.parameters()
+    check_knobs(src, params)
     key = cache_key(src, params, cfg.root)
     source_nb = nbformat.read(src, as_version=4)
     if out.exists() and not cfg.force:
         old = nbformat.read(out, as_version=4)
         meta = _mechbook_meta(old)
         if meta.get("cache_key") == key and meta.get("status") == "ok":
-            nbformat.write(refresh_prose(old, source_nb), out)
+            nbformat.write(hide_parameters(refresh_prose(old, source_nb)), out)
             return ChapterResult(source, out, "cached", 0.0)
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -218,7 +251,7 @@ def execute_chapter(source: Path, cfg: ExecuteConfig) -> ChapterResult:
     seconds = time.perf_counter() - start
     if not out.exists():  # papermill could not even start: keep the source as the report
         nbformat.write(source_nb, out)
-    done = nbformat.read(out, as_version=4)
+    done = hide_parameters(nbformat.read(out, as_version=4))
     done.metadata["mechbook"] = {
         "cache_key": key,
         "profile": cfg.profile,
@@ -246,6 +279,11 @@ def execute_book(cfg: ExecuteConfig) -> list[ChapterResult]:
     if cfg.profile not in PROFILES:
         raise SystemExit(f"unknown profile {cfg.profile!r}: choose one of {', '.join(PROFILES)}")
     chosen = select(toc_notebooks(cfg.root), cfg.only)
+    for source in chosen:
+        try:
+            check_knobs(cfg.root / source, cfg.parameters())
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
     results = []
     for i, source in enumerate(chosen, 1):
         tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile})"

@@ -174,3 +174,33 @@ def test_cli_exits_non_zero_naming_failed_chapter_and_cell(tmp_path, monkeypatch
     assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 0
     (repo / "book" / "thresholds" / "01_ok.yml").write_text("smoke:\n  profile_seen: {equals: cpu}\n")
     assert main(["check", "--profile", "smoke", "--only", "01_ok"]) == 1
+
+
+def test_parameters_cells_are_hidden_from_the_site(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("01_ok",), cell_timeout=120)
+    for _ in range(2):  # executed, then cached (the prose is refreshed from the source)
+        (result,) = execute_book(cfg)
+        nb = nbformat.read(result.output, as_version=4)
+        tagged = {
+            kind: [c for c in nb.cells if kind in c.metadata.get("tags", [])]
+            for kind in ("parameters", "injected-parameters")
+        }
+        assert all(len(cells) == 1 for cells in tagged.values())
+        for cells in tagged.values():
+            assert "remove-cell" in cells[0].metadata["tags"]
+        shown = [c for c in nb.cells if "remove-cell" not in c.metadata.get("tags", [])]
+        assert shown and all("profile = " not in c.source for c in shown)
+    assert result.status == "cached"
+
+
+def test_unknown_injected_knob_is_refused_before_any_kernel(tmp_path, monkeypatch):
+    import papermill
+
+    repo = _tiny_repo(tmp_path)
+    started = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: started.append(a))
+    cfg = ExecuteConfig(profile="smoke", root=repo, knobs=(("steps", 3),))
+    with pytest.raises(SystemExit, match=r"unknown knob\(s\) steps; its parameters cell declares profile"):
+        execute_book(cfg)
+    assert not started and not cfg.out_dir.exists()
