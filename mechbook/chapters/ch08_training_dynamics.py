@@ -1,0 +1,321 @@
+"""Chapter 8, "Training dynamics: nine curves, three phases": configs, charts and computed prose.
+
+The training run of each profile (``CONFIGS[profile].train``) is the very object chapters 9 and 10
+hold, so all three open the same cached model. Phases come from
+:func:`mechbook.assign_add.phases.detect_phases`, progress measures from
+:func:`mechbook.assign_add.measures.measures_over_training`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+import mechbook
+from mechbook.assign_add.measures import MEASURES, MeasureConfig
+from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.phases import PhaseRules, Phases
+from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES
+from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
+
+POOL_TYPE = {"train": "train", "heldout": "held-out pairs", "misplaced": "misplaced",
+             "misplaced_one": "misplaced (one)", "misplaced_both": "misplaced (both)"}
+"""Pool-name suffix -> what is new about the question (the curves' line style)."""
+VARIABLE_COLOURS = {"0-var": "#2e86ab", "1-var": "#f18f01", "2-var": "#c73e1d"}
+DASHES = [[1, 0], [6, 3], [2, 2], [2, 2], [8, 2, 2, 2]]
+BOUND_LEVEL = 0.95
+"""1-var training accuracy that marks the binding jump as complete in the prose."""
+
+
+@dataclass(frozen=True)
+class DynamicsChapterConfig:
+    """Chapter 8: the training run (shared with chapters 9-10), the progress measures' batch, the
+    phase rules, and the steps shown either side of phase 2 in the attention slider."""
+
+    train: TrainConfig
+    measures: MeasureConfig
+    window: int
+    rules: PhaseRules = field(default_factory=PhaseRules)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.train, TrainConfig) or not isinstance(self.measures, MeasureConfig):
+            raise TypeError("train must be a TrainConfig and measures a MeasureConfig")
+        if self.window < 1:
+            raise ValueError(f"window must be a positive number of steps, got {self.window}")
+
+
+CONFIGS: dict[str, DynamicsChapterConfig] = {
+    "smoke": DynamicsChapterConfig(TRAIN_PROFILES["smoke"], MeasureConfig(n_sequences=128), window=150),
+    "cpu": DynamicsChapterConfig(TRAIN_PROFILES["cpu"], MeasureConfig(n_sequences=512), window=1000),
+    "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
+}
+
+
+def resolve(profile: str, steps: int | None = None, seed: int | None = None,
+            measure_sequences: int | None = None) -> DynamicsChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
+    ``steps`` and ``seed`` of the training run, sequences of the progress measures."""
+    return mechbook.resolve_profile(CONFIGS, profile, train__steps=steps, train__seed=seed,
+                                    measures__n_sequences=measure_sequences)
+
+
+def n_parameters(train: TrainConfig) -> int:
+    """Trainable parameters of the model of ``train``."""
+    return sum(p.numel() for p in AssignAddModel(train.model).parameters())
+
+
+def setup_prose(train: TrainConfig) -> str:
+    """The model's sizes and the training settings, as a paragraph."""
+    m = train.model
+    return (f"Model: $d_{{model}}$ = {m.d_model}, $d_{{head}}$ = {m.d_head}, MLP width {m.d_mlp}, {m.n_ctx} positions, "
+            f"init std {m.init_std:.4f} ($0.8/\\sqrt{{d_{{model}}}}$), {n_parameters(train):,} parameters. "
+            f"Training: AdamW, lr {train.lr}, betas {train.betas}, weight decay {train.weight_decay}, "
+            f"batch {train.batch_size}, {train.steps:,} steps, seed {train.seed}; the nine pools scored every "
+            f"{train.eval_every} steps on {train.eval_per_pool} sequences each.")
+
+
+def training_prose(result: TrainResult) -> str:
+    """How many evaluations and checkpoints the run kept, and how long it took."""
+    acc = result.accuracy()
+    return (f"{len(acc)} evaluations over {int(acc.index.max()):,} steps of batch {result.config.batch_size}; "
+            f"{len(result.checkpoints)} checkpoints kept; training took {result.train_seconds / 60:.1f} minutes "
+            "(when it ran; a cached run loads in seconds).")
+
+
+def curves_frame(history: pd.DataFrame) -> pd.DataFrame:
+    """The nine pools' curves with ``variables`` (0/1/2-var) and ``question`` (what is new)."""
+    curves = history[history.pool != "train"].copy()
+    curves["variables"] = curves.pool.str[0] + "-var"
+    curves["question"] = curves.pool.str.split("_", n=1).str[1].map(POOL_TYPE)
+    return curves
+
+
+def phase_rules(marks: pd.DataFrame) -> list[alt.Chart]:
+    """Vertical rules with staggered labels at the detected phase steps (none when no phase was
+    detected: an empty frame has no type for Altair to infer)."""
+    if marks.empty:
+        return []
+    rule = alt.Chart(marks).mark_rule(color="#555", strokeDash=[3, 3]).encode(
+        x="step:Q", tooltip=["phase:N", "step:Q"])
+    staggered = marks.assign(row=8 + 16 * np.arange(len(marks)))
+    label = alt.Chart(staggered).mark_text(align="left", dx=4, fontSize=12, color="#333").encode(
+        x="step:Q", y=alt.Y("row:Q", scale=None, axis=None), text="phase:N")
+    return [rule, label]
+
+
+def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
+    """The curves chart's title: the detected phases, or what the run reached without them."""
+    if phases.phase1 is not None and phases.phase2 is not None:
+        return f"Addition first (phase 1 at step {phases.phase1:,}), binding in a jump (phase 2 at step {phases.phase2:,})"
+    last = acc.iloc[-1]
+    return (f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "
+            f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.0%})")
+
+
+def curves_chart(result: TrainResult, phases: Phases) -> alt.LayerChart:
+    """The nine accuracy curves (colour: variables; dash: what is new; click the legend to bring
+    a group forward) with the phase rules, under a title stating the finding."""
+    curves = curves_frame(result.history)
+    pick = alt.selection_point(fields=["variables"], bind="legend")
+    dash_domain = list(dict.fromkeys(POOL_TYPE.values()))
+    lines = alt.Chart(curves).mark_line(strokeWidth=2).encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("accuracy:Q", title="accuracy at '=' (fraction of pool)", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("variables:N", title="variables", legend=alt.Legend(orient="bottom"),
+                        scale=alt.Scale(domain=list(VARIABLE_COLOURS), range=list(VARIABLE_COLOURS.values()))),
+        strokeDash=alt.StrokeDash("question:N", title="question", legend=alt.Legend(orient="bottom"),
+                                  scale=alt.Scale(domain=dash_domain, range=DASHES)),
+        detail="pool:N",
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
+        tooltip=["pool:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+    ).add_params(pick)
+    title = curves_title(phases, result.accuracy(), result.config.task.modulus)
+    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title, width=600, height=340)
+
+
+def rules_table(rules: PhaseRules) -> pd.DataFrame:
+    """The three detection rules with their thresholds, as the code applies them."""
+    return pd.DataFrame([
+        {"rule": "phase 1", "setting": f"{rules.phase1_pool} reaches {rules.phase1_level}"},
+        {"rule": "phase 2", "setting": f"largest rise of {rules.phase2_pool} within {rules.jump_window} steps "
+                                       f"(at least {rules.min_jump}), dated by its steepest interval"},
+        {"rule": "phase 3", "setting": f"plateau: band ±{rules.plateau_tol} for ≥ {rules.plateau_len} steps below "
+                                       f"{rules.plateau_max} (rolling mean of {rules.smooth} evaluations); rise > {rules.rise}"},
+    ])
+
+
+def phases_prose(phases: Phases, rules: PhaseRules) -> str:
+    """One bullet per phase saying what the rules found (or that they did not fire)."""
+    lines = [
+        f"- **phase 1** (addition): step {phases.phase1:,}" if phases.phase1 is not None
+        else "- **phase 1**: not reached in this run",
+        f"- **phase 2** (binding): step {phases.phase2:,}; `{rules.phase2_pool}` accuracy rises by "
+        f"{phases.phase2_jump:.2f} within {rules.jump_window} steps" if phases.phase2 is not None
+        else "- **phase 2**: not found",
+    ]
+    if phases.phase3_status == "detected":
+        start, end, level = phases.plateau
+        lines.append(f"- **phase 3** (refinement): step {phases.phase3:,}; `{phases.phase3_pool}` sat at {level:.2f} "
+                     f"from step {start:,} to {end:,}, then rose past {level + rules.rise:.2f}")
+    elif phases.phase3_status == "plateau without rise":
+        start, _, level = phases.plateau
+        lines.append(f"- **phase 3**: `{phases.phase3_pool}` plateaus at {level:.2f} from step {start:,}, "
+                     "but does not rise within this run")
+    elif phases.phase2 is None:
+        lines.append("- **phase 3**: not looked for (it is defined after phase 2)")
+    else:
+        lines.append("- **phase 3**: absent (no misplaced-variable pool plateaued after phase 2)")
+    return "\n".join(lines)
+
+
+def final_table(acc: pd.DataFrame) -> pd.DataFrame:
+    """The nine pools' final accuracies."""
+    final = acc.iloc[-1]
+    return pd.DataFrame({"pool": POOL_NAMES, "final accuracy": [float(final[p]) for p in POOL_NAMES]})
+
+
+def union_score(acc: pd.DataFrame) -> float:
+    """The final 2-var generalisation union: the mean of its three pools' final accuracies."""
+    return float(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
+
+
+def union_prose(acc: pd.DataFrame, modulus: int) -> str:
+    """The union's sentence, next to chance."""
+    return f"2-var generalisation union: **{union_score(acc):.3f}**; chance is 1/{modulus} = {1 / modulus:.3f}."
+
+
+def measures_shown(measures: pd.DataFrame) -> pd.DataFrame:
+    """The headline progress measures with their chart labels."""
+    return measures[measures.measure.isin(list(MEASURES))].assign(label=lambda d: d.measure.map(MEASURES))
+
+
+def final_measures(measures: pd.DataFrame) -> pd.Series:
+    """Each measure's value at the last checkpoint."""
+    return measures[measures.step == measures.step.max()].set_index("measure").value
+
+
+def adder_first_step(measures: pd.DataFrame, level: float = 0.9) -> int | None:
+    """The first checkpoint where the adder alone is right on at least ``level`` of the pairs."""
+    hits = measures[(measures.measure == "adder") & (measures.value >= level)].step
+    return None if hits.empty else int(hits.min())
+
+
+def measures_chart(measures: pd.DataFrame, phases: Phases) -> alt.LayerChart:
+    """The progress measures over the checkpoints (click the legend to highlight one), with the
+    phase rules; the title states where the adder and layer 2 end."""
+    shown = measures_shown(measures)
+    end = final_measures(measures)
+    pick = alt.selection_point(fields=["label"], bind="legend")
+    lines = alt.Chart(shown).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X("step:Q", title="training step"),
+        y=alt.Y("value:Q", title="measure (fraction)", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("label:N", title="progress measure", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400)),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
+        tooltip=["label:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
+    ).add_params(pick)
+    title = (f"At the end the adder alone is right on {end['adder']:.0%} of pairs and layer 2's top-2 keys "
+             f"are the needed numbers in {end['l2_needed_top2']:.0%} of sequences")
+    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title, width=600, height=340)
+
+
+def measure_at(measures: pd.DataFrame, measure: str, step: int) -> float:
+    """``measure`` at the last checkpoint at or before ``step`` (NaN if none)."""
+    rows = measures[(measures.measure == measure) & (measures.step <= step)]
+    return float(rows.sort_values("step").value.iloc[-1]) if len(rows) else float("nan")
+
+
+def jump_prose(result: TrainResult, phases: Phases, measures: pd.DataFrame) -> str:
+    """What the progress measures do across the binding jump: from the last checkpoint before
+    phase 2 to the first where 1-var training accuracy is at least 0.95, or, when the run never
+    gets there, to its last checkpoint, said as such."""
+    if phases.phase2 is None:
+        return ("No binding jump was detected in this run, so there is no before and after to compare; "
+                f"at the end the adder alone is right on {measure_at(measures, 'adder', result.config.steps):.0%} of pairs.")
+    steps = sorted(result.checkpoints)
+    acc = result.accuracy()["1var_train"]
+    before = max([s for s in steps if s < phases.phase2], default=steps[0])
+    reached = acc[(acc.index >= phases.phase2) & (acc >= BOUND_LEVEL)]
+    if len(reached):
+        after = min([s for s in steps if s >= int(reached.index[0])], default=steps[-1])
+        until = f"step {after:,} (the first checkpoint where `1var_train` accuracy is at least {BOUND_LEVEL})"
+    else:
+        after = steps[-1]
+        until = (f"step {after:,}, the last checkpoint (`1var_train` accuracy never reaches {BOUND_LEVEL} in this run: "
+                 f"it ends at {float(acc.iloc[-1]):.2f})")
+    return (f"Across the phase-2 jump, from step {before:,} (the last checkpoint before it) to {until}, layer-1 "
+            f"attention from `=` onto the operand positions goes from {measure_at(measures, 'l1_operands_mass', before):.2f} "
+            f"to {measure_at(measures, 'l1_operands_mass', after):.2f}, and layer 2's top-2 keys land on the needed numbers "
+            f"in {measure_at(measures, 'l2_needed_top2', before):.0%} → {measure_at(measures, 'l2_needed_top2', after):.0%} "
+            f"of sequences. The adder alone was already right on {measure_at(measures, 'adder', before):.0%} of all pairs.")
+
+
+def window_steps(checkpoints: list[int], centre: int, window: int) -> list[int]:
+    """Kept checkpoints within ``window`` steps of ``centre`` (all of them if none is)."""
+    near = sorted(s for s in checkpoints if abs(s - centre) <= window)
+    return near or sorted(checkpoints)
+
+
+def attention_heatmap(base: alt.Chart, order: list[str], title: str, boxes: bool = False,
+                      extra: tuple[alt.Chart, ...] = ()) -> alt.LayerChart:
+    """One layer's attention pattern (query rows, key columns, 0-1 blues) from a base chart of
+    :func:`~mechbook.assign_add.circuits.pattern_frame` rows; cells with a circuit role are
+    outlined (``boxes``: coloured by role, with a legend); ``extra`` layers go on top.
+    Chapters 8 and 9."""
+    cells = base.mark_rect().encode(
+        x=alt.X("key_token:N", sort=order, title="key (position, token)"),
+        y=alt.Y("query_token:N", sort=order, title="query (position, token)"),
+        color=alt.Color("weight:Q", title="attention", scale=alt.Scale(domain=[0, 1], scheme="blues")),
+        tooltip=["query_token:N", "key_token:N", alt.Tooltip("weight:Q", format=".2f"), "role:N"],
+    )
+    roles = base.transform_filter(alt.datum.role != "")
+    if boxes:
+        outline = roles.mark_rect(fill=None, strokeWidth=2.5).encode(
+            x=alt.X("key_token:N", sort=order), y=alt.Y("query_token:N", sort=order),
+            stroke=alt.Stroke("role:N", title="circuit role", scale=alt.Scale(scheme="set1"),
+                              legend=alt.Legend(orient="bottom", columns=1, labelLimit=300)))
+    else:
+        outline = roles.mark_rect(fillOpacity=0, stroke="#d1495b", strokeWidth=2).encode(
+            x=alt.X("key_token:N", sort=order), y=alt.Y("query_token:N", sort=order))
+    return alt.layer(cells, outline, *extra).properties(width=280, height=280, title=title)
+
+
+def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, title: str) -> alt.HConcatChart:
+    """Both layers' attention for one sequence at each of ``steps`` (``patterns`` has an ``index``
+    column into ``steps``), a slider choosing the checkpoint, starting at ``start``."""
+    slider = alt.param(name="checkpoint", value=start,
+                       bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "))
+    order = list(dict.fromkeys(patterns.sort_values("query").query_token))
+    base = alt.Chart(patterns).transform_filter(alt.datum.index == slider)
+
+    def layer(name: str) -> alt.LayerChart:
+        own = base.transform_filter(alt.datum.layer == name)
+        step_text = own.transform_filter((alt.datum.query == 0) & (alt.datum.key == 0)).mark_text(
+            align="left", x=5, y=-12, fontSize=13).transform_calculate(label="'step ' + datum.step").encode(text="label:N")
+        return attention_heatmap(own, order, name, extra=(step_text,))
+
+    return alt.hconcat(layer("layer 1"), layer("layer 2")).add_params(slider).properties(title=title)
+
+
+def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/08_training_dynamics.yml``)."""
+    acc = result.accuracy()
+    final = acc.iloc[-1]
+    values: dict[str, object] = {
+        "n_parameters": n_parameters(result.config),
+        "steps": int(acc.index.max()),
+        "phase1_step": phases.phase1,
+        "phase2_step": phases.phase2,
+        "phase2_jump": phases.phase2_jump,
+        "phase3_step": phases.phase3 if phases.phase3 is not None else phases.phase3_status,
+        "phase3_status": phases.phase3_status,
+        "phase1_before_phase2": bool(phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2),
+        **{f"final_{pool}": float(final[pool]) for pool in POOL_NAMES},
+        "final_2var_union": union_score(acc),
+        **{f"measure_{name}": float(value) for name, value in final_measures(measures).items()},
+        "adder_reaches_0.9_step": adder_first_step(measures),
+        "pattern_checkpoints": pattern_checkpoints,
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
