@@ -1,0 +1,307 @@
+"""Chapter 9, "The circuits": configs, the readings it computes from a trained model, its charts
+and computed prose. The model is chapter 8's (``CONFIGS[profile].train`` is the same object as
+:data:`mechbook.chapters.ch08_training_dynamics.CONFIGS`), so the cached run is reused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import altair as alt
+import numpy as np
+import pandas as pd
+import torch
+
+import mechbook
+from mechbook.assign_add import circuits, fourier
+from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.task import TaskConfig
+from mechbook.assign_add.train import TrainConfig, TrainResult
+from mechbook.chapters import ch08_training_dynamics as ch08
+
+MLP2_PRE = "blocks.1.mlp.hook_pre"
+"""The layer-2 MLP pre-activations, where the Fourier neurons are read."""
+LIVE_STD = 1e-3
+"""A neuron is live when its map's spread exceeds this fraction of the largest neuron's."""
+MIN_FVE = 0.9
+"""Variance one frequency must explain for a neuron to count as a Fourier neuron."""
+SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
+
+
+@dataclass(frozen=True)
+class CircuitsChapterConfig:
+    """Chapter 9: the training run whose model it opens (chapter 8's), sequences per evaluation
+    pool for attention statistics and probes, the probes' training, clean/source pairs for
+    patching, and neurons shown in the Fourier gallery."""
+
+    train: TrainConfig
+    per_pool: int
+    probe: ProbeConfig
+    n_patch: int
+    gallery: int
+
+    def __post_init__(self) -> None:
+        for name in ("per_pool", "n_patch", "gallery"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+CONFIGS: dict[str, CircuitsChapterConfig] = {
+    "smoke": CircuitsChapterConfig(ch08.CONFIGS["smoke"].train, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4),
+    "cpu": CircuitsChapterConfig(ch08.CONFIGS["cpu"].train, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6),
+    "paper": CircuitsChapterConfig(ch08.CONFIGS["paper"].train, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6),
+}
+
+
+def resolve(profile: str, seed: int | None = None, per_pool: int | None = None, probe_steps: int | None = None,
+            n_patch: int | None = None) -> CircuitsChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
+    ``seed`` is chapter 8's training seed, so the model opened is that run's."""
+    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, per_pool=per_pool,
+                                    probe__steps=probe_steps, n_patch=n_patch)
+
+
+def model_prose(result: TrainResult) -> str:
+    """Which run is opened and how well it ended."""
+    final = result.accuracy().iloc[-1]
+    return (f"The model of chapter 8's run: {result.config.steps:,} steps, seed {result.config.seed}. "
+            f"Final accuracy on 1-var training pairs {final['1var_train']:.3f}, on 2-var held-out pairs "
+            f"{final['2var_heldout']:.3f}.")
+
+
+def pattern_chart(frame: pd.DataFrame, layer: int) -> alt.LayerChart:
+    """One layer's attention for one sequence, circuit roles boxed (chapter 8's heatmap)."""
+    data = frame[frame.layer == layer]
+    order = list(dict.fromkeys(data.sort_values("query").query_token))
+    return ch08.attention_heatmap(alt.Chart(data), order, f"Layer {layer}", boxes=True)
+
+
+def positional_frame(scores: np.ndarray) -> pd.DataFrame:
+    """The causal part (key <= query) of a positions x positions score matrix, tidy."""
+    n = len(scores)
+    return pd.DataFrame([{"query": q, "key": k, "score": float(scores[q, k])} for q in range(n) for k in range(q + 1)])
+
+
+def positional_chart(scores: np.ndarray) -> alt.Chart:
+    """Heatmap of layer 1's scores from position embeddings alone."""
+    return alt.Chart(positional_frame(scores)).mark_rect().encode(
+        x=alt.X("key:O", title="key position"),
+        y=alt.Y("query:O", title="query position"),
+        color=alt.Color("score:Q", scale=SIGNED, title="P QK₁ Pᵀ"),
+        tooltip=["query:O", "key:O", alt.Tooltip("score:Q", format=".2f")],
+    ).properties(width=320, height=320, title=alt.TitleParams(
+        ["Layer-1 scores from positions alone: a purely positional", "previous-token head lights up the sub-diagonal"]))
+
+
+def block_frame(block: np.ndarray, letters: tuple[str, ...] | list[str]) -> pd.DataFrame:
+    """A V x V variable block, tidy, with each entry also scaled by the largest |entry|."""
+    scale = float(np.abs(block).max()) or 1.0
+    return pd.DataFrame([
+        {"query variable": letters[i], "key variable": letters[j], "raw": float(block[i, j]), "value": float(block[i, j]) / scale}
+        for i in range(len(letters)) for j in range(len(letters))
+    ])
+
+
+def block_heatmap(block: np.ndarray, letters: tuple[str, ...] | list[str], title: str | alt.TitleParams,
+                  legend: str = "entry / max |entry|", size: int = 210) -> alt.Chart:
+    """Signed heatmap of a variable block (query variable rows, key variable columns), scaled to
+    [-1, 1] by its largest entry. Chapters 9 and 10."""
+    letters = list(letters)
+    return alt.Chart(block_frame(block, letters)).mark_rect().encode(
+        x=alt.X("key variable:O", sort=letters), y=alt.Y("query variable:O", sort=letters),
+        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True), title=legend),
+        tooltip=["query variable:O", "key variable:O", alt.Tooltip("raw:Q", format=".3g")],
+    ).properties(width=size, height=size, title=title)
+
+
+def block_prose(diag: dict[str, float]) -> str:
+    """The identity-likeness of the learned block in one sentence."""
+    return (f"Diagonal mean / mean |off-diagonal| = **{diag['ratio']:.2f}**; mean margin {diag['margin']:.2f}; "
+            f"rows whose maximum is on the diagonal: {diag['rows_diag_max']:.0%}.")
+
+
+def cosine_histogram(comp: pd.DataFrame, bins: int = 80) -> pd.DataFrame:
+    """Pairs per cosine bin on [-1, 1] for the ``matched`` and ``mismatched`` columns."""
+    edges = np.linspace(-1, 1, bins + 1)
+    return pd.concat([
+        pd.DataFrame({"cosine": (edges[:-1] + edges[1:]) / 2, "pairs": np.histogram(comp[col], bins=edges)[0], "comparison": col})
+        for col in ("matched", "mismatched")
+    ], ignore_index=True)
+
+
+def cosine_chart(comp: pd.DataFrame) -> alt.Chart:
+    """Histogram of the matched and mismatched cosines at '=' before MLP₂."""
+    return alt.Chart(cosine_histogram(comp)).mark_bar(opacity=0.7, width=5).encode(
+        x=alt.X("cosine:Q", title="cosine of residual streams at '=' before MLP₂", scale=alt.Scale(domain=[-1, 1])),
+        y=alt.Y("pairs:Q", stack=None, title="pairs (n, m)"),
+        color=alt.Color("comparison:N", title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["comparison:N", alt.Tooltip("cosine:Q", format=".3f"), "pairs:Q"],
+    ).properties(width=600, title="Same sum, two routes, one residual vector: matched pairs sit far to the right")
+
+
+def composition_prose(comp: pd.DataFrame, ov2: pd.DataFrame) -> str:
+    """Mean matched / mismatched cosines and the OV₂ comparison."""
+    return (f"Mean cosine, matched: **{comp['matched'].mean():.3f}**; mismatched: **{comp['mismatched'].mean():.3f}**. "
+            f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: {ov2['matched'].mean():.3f} "
+            f"(against another pair's: {ov2['shuffled'].mean():.3f}).")
+
+
+def mlp2_maps(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:
+    """(neurons, N, N): each layer-2 MLP neuron's pre-activation at '=' on ``PAD.. + n m =``,
+    read through the ``blocks.1.mlp.hook_pre`` hook for all N² pairs."""
+    direct, _ = circuits.direct_sequences(task_cfg)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(direct, names_filter=lambda n: n == MLP2_PRE)
+    n = task_cfg.modulus
+    return cache[MLP2_PRE][:, -1].T.reshape(-1, n, n).numpy()
+
+
+@dataclass(frozen=True)
+class FourierNeurons:
+    """The frequency table of all neurons, the live ones, those with FVE >= ``MIN_FVE`` and the
+    key frequencies among them (most common first)."""
+
+    table: pd.DataFrame
+    live: pd.DataFrame
+    good: pd.DataFrame
+    frequencies: pd.DataFrame
+
+
+def fourier_neurons(maps: np.ndarray) -> FourierNeurons:
+    """Each neuron's best frequency and its FVE; live = spread above ``LIVE_STD`` of the largest."""
+    table = fourier.neuron_frequency_table(maps)
+    live = table[table["std"] > LIVE_STD * table["std"].max()]
+    good = live[live["fve"] >= MIN_FVE]
+    return FourierNeurons(table, live, good, fourier.key_frequencies(live, min_fve=MIN_FVE))
+
+
+def fourier_prose(found: FourierNeurons) -> str:
+    """How many live neurons, how many Fourier neurons, the best FVE, the key frequencies."""
+    top = ", ".join(str(int(k)) for k in found.frequencies["k"].head(5)) or "none"
+    best = f"{found.live['fve'].max():.3f}" if len(found.live) else "none"
+    return (f"{len(found.live)} of {len(found.table)} neurons are active on these inputs; **{len(found.good)}** of them "
+            f"have one frequency explaining at least {MIN_FVE:.0%} of their variance (best: {best}). "
+            f"Most common key frequencies: {top}.")
+
+
+def frequency_chart(live: pd.DataFrame) -> alt.Chart:
+    """Neurons per best frequency, split by FVE >= ``MIN_FVE``."""
+    return alt.Chart(live).mark_bar().encode(
+        x=alt.X("k:O", title="best frequency k"),
+        y=alt.Y("count():Q", title="neurons"),
+        color=alt.Color("good:N", title=f"FVE ≥ {MIN_FVE}", legend=alt.Legend(orient="bottom")),
+        tooltip=["k:O", "count():Q"],
+    ).transform_calculate(good=f"datum.fve >= {MIN_FVE} ? 'yes' : 'no'").properties(
+        width=600, title="A few key frequencies carry the adder's neurons")
+
+
+def output_norms_chart(norms: pd.DataFrame) -> alt.Chart:
+    """Fourier norm of W_out W_U per frequency over the residues."""
+    return alt.Chart(norms).mark_bar().encode(
+        x=alt.X("k:O", title="frequency k over the residues"),
+        y=alt.Y("norm:Q", title="Fourier norm of W_out W_U"),
+        tooltip=["k:O", alt.Tooltip("norm:Q", format=".2f")],
+    ).properties(width=600, title="The output map is concentrated on a few frequencies")
+
+
+def neuron_maps(maps: np.ndarray, table: pd.DataFrame, neuron: int) -> pd.DataFrame:
+    """One neuron's map over all (n, m) and its two-cosine fit at its best frequency, tidy."""
+    n_mod = maps.shape[1]
+    k = int(table.loc[neuron, "k"])
+    fit = fourier.two_cosine_fit(maps[neuron], k)
+    n, m = circuits.all_pairs(n_mod)
+    return pd.DataFrame({"n": n, "m": m, "activation": maps[neuron].ravel().round(3), "fit": fit.ravel().round(3), "k": k})
+
+
+def neuron_chart(base: alt.Chart) -> alt.HConcatChart:
+    """A neuron's pre-activation map beside its two-cosine fit (for the gallery explorer)."""
+    ticks = dict(axis=alt.Axis(labelExpr="datum.value % 10 === 0 ? datum.label : ''", ticks=False))
+    axes = dict(x=alt.X("m:O", title="m (right operand)", **ticks), y=alt.Y("n:O", title="n (left operand)", **ticks))
+    actual = base.mark_rect().encode(**axes, color=alt.Color("activation:Q", scale=SIGNED, title="activation"),
+                                     tooltip=["n:O", "m:O", "activation:Q", "k:O"])
+    fitted = base.mark_rect().encode(**axes, color=alt.Color("fit:Q", scale=SIGNED, title="two-cosine fit"),
+                                     tooltip=["n:O", "m:O", "fit:Q", "k:O"])
+    return alt.hconcat(actual.properties(width=230, height=230, title="pre-activation at '='"),
+                       fitted.properties(width=230, height=230, title="its two-cosine fit")).resolve_scale(color="independent")
+
+
+def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
+    """An explorer over the ``n`` best-fitting live neurons (map beside fit). Each map has N²
+    cells and the static explorer holds every neuron on offer, more rows than Altair's default
+    limit of 5,000, so the limit is lifted for this chart's data."""
+    import functools
+
+    import mechbook.viz
+
+    alt.data_transformers.disable_max_rows()
+    best = found.live.sort_values("fve", ascending=False).head(n)
+    return mechbook.viz.explore(functools.partial(neuron_maps, maps, found.table), neuron_chart,
+                                {"neuron": [int(i) for i in best["neuron"]]}, title="A Fourier neuron and its two-cosine fit")
+
+
+def roles_prose(roles: dict[str, float]) -> str:
+    """The mean attention on each circuit role, in one line."""
+    return " · ".join(f"{name.replace('_', ' ')}: **{value:.3f}**" for name, value in roles.items())
+
+
+def probe_pivot(probes: pd.DataFrame) -> pd.DataFrame:
+    """Probe accuracies as a (target, site) x depth table, depths in model order."""
+    return probes.pivot(index=["target", "site"], columns="where", values="accuracy")[list(probes["where"].unique())]
+
+
+def probe_accuracy(probes: pd.DataFrame, target: str, where: str) -> float:
+    """Held-out accuracy of the probe for ``target`` at ``where``."""
+    hit = probes[(probes["target"] == target) & (probes["where"] == where)]
+    if hit.empty:
+        raise KeyError(f"no probe for {target!r} at {where!r}; targets {sorted(probes['target'].unique())}")
+    return float(hit["accuracy"].iloc[0])
+
+
+def probe_chart(probes: pd.DataFrame) -> alt.Chart:
+    """Probe accuracy along the depth of the model, one line per probed quantity."""
+    order = list(probes["where"].unique())
+    return alt.Chart(probes).mark_line(point=True).encode(
+        x=alt.X("where:N", sort=order, title="where the probe reads the residual stream", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("accuracy:Q", title="held-out probe accuracy", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("target:N", title="probed quantity", legend=alt.Legend(orient="bottom")),
+        tooltip=["target:N", "where:N", alt.Tooltip("accuracy:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
+    ).properties(width=600, title="Variable identity appears after layer 1; the operand's value never sits at the operand")
+
+
+def patching_prose(effect: dict[str, float], n_patch: int) -> str:
+    """What patching the queried value position and a distractor's did."""
+    return (f"Unpatched accuracy {effect['clean_accuracy']:.1%}. Patching the queried value position makes the "
+            f"model answer the twin's sum in **{effect['patched_to_source']:.1%}** of {n_patch} sequences "
+            f"(and answer what the twin itself answers in {effect['patched_as_source_run']:.1%}); "
+            f"patching a distractor's value position leaves the answer unchanged in **{effect['control_unchanged']:.1%}**.")
+
+
+def record_all(readings: dict[str, object]) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``) from its
+    readings: ``roles``, ``prev_share``, ``diag``, ``comp``, ``ov2``, ``adder``, ``fourier``,
+    ``probes``, ``effect``."""
+    r = readings
+    found: FourierNeurons = r["fourier"]
+    probes: pd.DataFrame = r["probes"]
+    values = {
+        "value_to_variable_attention": r["roles"]["value_to_variable"],
+        "eq_to_needed_attention": r["roles"]["eq_to_needed"],
+        "positional_prev_token_share": r["prev_share"],
+        "qk2_block_ratio": r["diag"]["ratio"],
+        "qk2_block_rows_diag_max": r["diag"]["rows_diag_max"],
+        "matched_cosine": r["comp"]["matched"].mean(),
+        "mismatched_cosine": r["comp"]["mismatched"].mean(),
+        "ov2_matched_cosine": r["ov2"]["matched"].mean(),
+        "ov2_shuffled_cosine": r["ov2"]["shuffled"].mean(),
+        "adder_alone_accuracy": r["adder"],
+        "neurons_fve_ge_0.9": int(len(found.good)),
+        "best_neuron_fve": float(found.live["fve"].max()),
+        "top_frequencies": [int(k) for k in found.frequencies["k"].head(5)],
+        "probe_variable_identity_after_layer1": probe_accuracy(probes, "variable identity", "after layer 1"),
+        "probe_operand_value_after_layer2": probe_accuracy(probes, "operand's value", "after layer 2"),
+        "probe_answer_at_eq": probe_accuracy(probes, "answer", "after layer 2"),
+        "patching_to_source": r["effect"]["patched_to_source"],
+        "patching_as_source_run": r["effect"]["patched_as_source_run"],
+        "patching_control_unchanged": r["effect"]["control_unchanged"],
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}

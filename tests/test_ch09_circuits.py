@@ -1,0 +1,133 @@
+"""Chapter 9's module: shared run, knobs, the Fourier-neuron extraction through the hook (against
+a per-sequence reading), the FVE filter on known maps, tables and records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT
+from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.task import TaskConfig
+from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.chapters import ch09_circuits as ch09
+
+TC = TaskConfig()
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()
+
+
+def test_chapter_9_opens_chapter_8s_run():
+    for profile, cfg in ch09.CONFIGS.items():
+        assert cfg.train is ch08.CONFIGS[profile].train
+
+
+def test_knobs_reach_the_nested_configs():
+    cfg = ch09.resolve("smoke", seed=5, probe_steps=17, n_patch=9)
+    assert (cfg.train.seed, cfg.probe.steps, cfg.n_patch) == (5, 17, 9)
+    assert cfg.train.steps == ch08.CONFIGS["smoke"].train.steps
+    with pytest.raises(ValueError, match="n_patch"):
+        ch09.resolve("smoke", n_patch=0)
+
+
+def test_mlp2_maps_read_each_pair_where_a_single_run_does(model):
+    maps = ch09.mlp2_maps(model, TC)
+    assert maps.shape == (ch08.CONFIGS["smoke"].train.model.d_mlp, TC.modulus, TC.modulus)
+    for n, m in [(0, 0), (3, 5), (58, 1), (20, 41)]:
+        seq = torch.tensor([[TC.pad] * TC.context_len + [TC.plus, n, m, TC.eq]])
+        with torch.no_grad():
+            _, cache = model.run_with_cache(seq, names_filter=lambda name: name == ch09.MLP2_PRE)
+        np.testing.assert_allclose(maps[:, n, m], cache[ch09.MLP2_PRE][0, -1].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _cos_map(k: int, alpha: float, beta: float, n_mod: int = 59) -> np.ndarray:
+    n = np.arange(n_mod)
+    return np.cos(2 * math.pi * k * n / n_mod + alpha)[:, None] + np.cos(2 * math.pi * k * n / n_mod + beta)[None, :]
+
+
+def test_fourier_filter_on_known_maps():
+    rng = np.random.default_rng(0)
+    maps = np.stack([
+        _cos_map(11, 0.3, 1.0), _cos_map(11, -2.0, 0.5), _cos_map(5, 0.0, 0.0),
+        _cos_map(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),  # noisy: below 0.9
+        np.zeros((59, 59)),  # dead
+    ])
+    found = ch09.fourier_neurons(maps)
+    assert list(found.live["neuron"]) == [0, 1, 2, 3]
+    assert list(found.good["neuron"]) == [0, 1, 2]
+    assert found.good["fve"].min() > 0.999
+    assert list(found.frequencies["k"]) == [11, 5] and list(found.frequencies["neurons"]) == [2, 1]
+    text = ch09.fourier_prose(found)
+    assert "4 of 5 neurons are active" in text and "**3** of them" in text and "frequencies: 11, 5." in text
+
+
+def test_neuron_maps_fit_a_pure_neuron_exactly():
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(4, 0.0, 2.0)])
+    found = ch09.fourier_neurons(maps)
+    frame = ch09.neuron_maps(maps, found.table, 1)
+    assert (frame.k == 4).all() and len(frame) == 59 * 59
+    np.testing.assert_allclose(frame.fit, frame.activation, atol=2e-3)
+
+
+def test_block_frame_scales_by_the_largest_entry():
+    block = np.array([[4.0, -1.0], [2.0, -8.0]])
+    frame = ch09.block_frame(block, ["a", "b"])
+    assert frame.value.abs().max() == 1.0
+    assert frame.set_index(["query variable", "key variable"]).loc[("b", "a"), "value"] == pytest.approx(0.25)
+
+
+def test_cosine_histogram_counts_every_pair():
+    comp = pd.DataFrame({"matched": np.linspace(0.5, 0.99, 101), "mismatched": np.linspace(-0.99, 0.99, 101)})
+    hist = ch09.cosine_histogram(comp)
+    assert hist.groupby("comparison").pairs.sum().to_dict() == {"matched": 101, "mismatched": 101}
+    assert hist[(hist.comparison == "matched") & (hist.cosine < 0.5)].pairs.sum() == 0
+
+
+def test_positional_frame_keeps_the_causal_part():
+    scores = np.arange(16.0).reshape(4, 4)
+    frame = ch09.positional_frame(scores)
+    assert len(frame) == 10 and (frame["key"] <= frame["query"]).all()
+    assert frame.set_index(["query", "key"]).loc[(3, 1), "score"] == 13.0
+
+
+def test_probe_accuracy_and_pivot():
+    probes = pd.DataFrame([
+        {"target": t, "site": "s", "where": w, "accuracy": i / 10, "chance": 0.1, "n": 5}
+        for i, (t, w) in enumerate([(t, w) for t in ("answer", "variable identity") for w in ("embedding", "after layer 1")])
+    ])
+    assert ch09.probe_accuracy(probes, "variable identity", "after layer 1") == pytest.approx(0.3)
+    with pytest.raises(KeyError, match="no probe"):
+        ch09.probe_accuracy(probes, "operand's value", "after layer 1")
+    assert list(ch09.probe_pivot(probes).columns) == ["embedding", "after layer 1"]
+
+
+def test_record_all_covers_the_thresholds(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(ch09.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
+    probes = pd.DataFrame([
+        {"target": t, "site": "s", "where": w, "accuracy": 0.5, "chance": 0.1, "n": 5}
+        for t in ("variable identity", "operand's value", "answer") for w in ("after layer 1", "after layer 2")
+    ])
+    comp = pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]})
+    ov2 = pd.DataFrame({"matched": [0.8], "shuffled": [0.3]})
+    values = ch09.record_all(dict(
+        roles={"value_to_variable": 0.7, "eq_to_needed": 0.6}, prev_share=1.0,
+        diag={"ratio": 5.0, "rows_diag_max": 1.0}, comp=comp, ov2=ov2, adder=0.99,
+        fourier=ch09.fourier_neurons(maps), probes=probes,
+        effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
+    ))
+    assert values == seen and values["matched_cosine"] == pytest.approx(0.95)
+    assert values["neurons_fve_ge_0.9"] == 2 and values["top_frequencies"] == [5, 11]
+    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
+    for profile in ("smoke", "cpu"):
+        assert set(bounds[profile]) <= set(values)
