@@ -78,11 +78,14 @@ def test_neuron_maps_fit_a_pure_neuron_exactly():
     np.testing.assert_allclose(frame.fit, frame.activation, atol=2e-3)
 
 
-def test_block_frame_scales_by_the_largest_entry():
-    block = np.array([[4.0, -1.0], [2.0, -8.0]])
-    frame = ch09.block_frame(block, ["a", "b"])
-    assert frame.value.abs().max() == 1.0
-    assert frame.set_index(["query variable", "key variable"]).loc[("b", "a"), "value"] == pytest.approx(0.25)
+def test_pattern_chart_boxes_the_roles(model):
+    from mechbook.assign_add.circuits import pattern_frame
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    frame = pattern_frame(model, task.eval_pools(1, seed=0)["2var_train"][0][0], task)
+    spec = ch09.pattern_chart(frame, "title").to_dict()
+    assert spec["facet"]["field"] == "layer" and spec["spec"]["layer"][1]["encoding"]["stroke"]["field"] == "role"
 
 
 def test_cosine_histogram_counts_every_pair():

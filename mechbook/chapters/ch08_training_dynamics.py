@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 import mechbook
+from mechbook import viz
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
@@ -25,7 +26,6 @@ POOL_TYPE = {"train": "train", "heldout": "held-out pairs", "misplaced": "mispla
              "misplaced_one": "misplaced (one)", "misplaced_both": "misplaced (both)"}
 """Pool-name suffix -> what is new about the question (the curves' line style)."""
 VARIABLE_COLOURS = {"0-var": "#2e86ab", "1-var": "#f18f01", "2-var": "#c73e1d"}
-DASHES = [[1, 0], [6, 3], [2, 2], [2, 2], [8, 2, 2, 2]]
 BOUND_LEVEL = 0.95
 """1-var training accuracy that marks the binding jump as complete in the prose."""
 
@@ -118,22 +118,12 @@ def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
 def curves_chart(result: TrainResult, phases: Phases) -> alt.LayerChart:
     """The nine accuracy curves (colour: variables; dash: what is new; click the legend to bring
     a group forward) with the phase rules, under a title stating the finding."""
-    curves = curves_frame(result.history)
-    pick = alt.selection_point(fields=["variables"], bind="legend")
-    dash_domain = list(dict.fromkeys(POOL_TYPE.values()))
-    lines = alt.Chart(curves).mark_line(strokeWidth=2).encode(
-        x=alt.X("step:Q", title="training step"),
-        y=alt.Y("accuracy:Q", title="accuracy at '=' (fraction of pool)", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("variables:N", title="variables", legend=alt.Legend(orient="bottom"),
-                        scale=alt.Scale(domain=list(VARIABLE_COLOURS), range=list(VARIABLE_COLOURS.values()))),
-        strokeDash=alt.StrokeDash("question:N", title="question", legend=alt.Legend(orient="bottom"),
-                                  scale=alt.Scale(domain=dash_domain, range=DASHES)),
-        detail="pool:N",
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
-        tooltip=["pool:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
-    ).add_params(pick)
+    lines = viz.highlight_lines(
+        curves_frame(result.history), x="step", y="accuracy", series="variables", series_title="variables",
+        stroke_dash="question", dash_title="question", detail="pool", colors=VARIABLE_COLOURS, y_domain=[0, 1],
+        x_title="training step", y_title="accuracy at '=' (fraction of pool)", height=340)
     title = curves_title(phases, result.accuracy(), result.config.task.modulus)
-    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title, width=600, height=340)
+    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
 
 
 def rules_table(rules: PhaseRules) -> pd.DataFrame:
@@ -206,19 +196,13 @@ def adder_first_step(measures: pd.DataFrame, level: float = 0.9) -> int | None:
 def measures_chart(measures: pd.DataFrame, phases: Phases) -> alt.LayerChart:
     """The progress measures over the checkpoints (click the legend to highlight one), with the
     phase rules; the title states where the adder and layer 2 end."""
-    shown = measures_shown(measures)
     end = final_measures(measures)
-    pick = alt.selection_point(fields=["label"], bind="legend")
-    lines = alt.Chart(shown).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X("step:Q", title="training step"),
-        y=alt.Y("value:Q", title="measure (fraction)", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("label:N", title="progress measure", legend=alt.Legend(orient="bottom", columns=2, labelLimit=400)),
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
-        tooltip=["label:N", "step:Q", alt.Tooltip("value:Q", format=".3f")],
-    ).add_params(pick)
+    lines = viz.highlight_lines(
+        measures_shown(measures), x="step", y="value", series="label", series_title="progress measure", point=True,
+        y_domain=[0, 1], x_title="training step", y_title="measure (fraction)", height=340)
     title = (f"At the end the adder alone is right on {end['adder']:.0%} of pairs and layer 2's top-2 keys "
              f"are the needed numbers in {end['l2_needed_top2']:.0%} of sequences")
-    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title, width=600, height=340)
+    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
 
 
 def measure_at(measures: pd.DataFrame, measure: str, step: int) -> float:
@@ -258,45 +242,19 @@ def window_steps(checkpoints: list[int], centre: int, window: int) -> list[int]:
     return near or sorted(checkpoints)
 
 
-def attention_heatmap(base: alt.Chart, order: list[str], title: str, boxes: bool = False,
-                      extra: tuple[alt.Chart, ...] = ()) -> alt.LayerChart:
-    """One layer's attention pattern (query rows, key columns, 0-1 blues) from a base chart of
-    :func:`~mechbook.assign_add.circuits.pattern_frame` rows; cells with a circuit role are
-    outlined (``boxes``: coloured by role, with a legend); ``extra`` layers go on top.
-    Chapters 8 and 9."""
-    cells = base.mark_rect().encode(
-        x=alt.X("key_token:N", sort=order, title="key (position, token)"),
-        y=alt.Y("query_token:N", sort=order, title="query (position, token)"),
-        color=alt.Color("weight:Q", title="attention", scale=alt.Scale(domain=[0, 1], scheme="blues")),
-        tooltip=["query_token:N", "key_token:N", alt.Tooltip("weight:Q", format=".2f"), "role:N"],
-    )
-    roles = base.transform_filter(alt.datum.role != "")
-    if boxes:
-        outline = roles.mark_rect(fill=None, strokeWidth=2.5).encode(
-            x=alt.X("key_token:N", sort=order), y=alt.Y("query_token:N", sort=order),
-            stroke=alt.Stroke("role:N", title="circuit role", scale=alt.Scale(scheme="set1"),
-                              legend=alt.Legend(orient="bottom", columns=1, labelLimit=300)))
-    else:
-        outline = roles.mark_rect(fillOpacity=0, stroke="#d1495b", strokeWidth=2).encode(
-            x=alt.X("key_token:N", sort=order), y=alt.Y("query_token:N", sort=order))
-    return alt.layer(cells, outline, *extra).properties(width=280, height=280, title=title)
-
-
-def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, title: str) -> alt.HConcatChart:
-    """Both layers' attention for one sequence at each of ``steps`` (``patterns`` has an ``index``
-    column into ``steps``), a slider choosing the checkpoint, starting at ``start``."""
+def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, title: str) -> alt.FacetChart:
+    """Both layers' attention for one sequence (``patterns``: rows of
+    :func:`~mechbook.assign_add.circuits.pattern_frame` with ``step`` and ``layer`` labels) at each
+    of ``steps``, a slider choosing the checkpoint (starting at ``steps[start]``); the cells
+    where the circuit says attention should go are outlined."""
     slider = alt.param(name="checkpoint", value=start,
                        bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "))
-    order = list(dict.fromkeys(patterns.sort_values("query").query_token))
-    base = alt.Chart(patterns).transform_filter(alt.datum.index == slider)
-
-    def layer(name: str) -> alt.LayerChart:
-        own = base.transform_filter(alt.datum.layer == name)
-        step_text = own.transform_filter((alt.datum.query == 0) & (alt.datum.key == 0)).mark_text(
-            align="left", x=5, y=-12, fontSize=13).transform_calculate(label="'step ' + datum.step").encode(text="label:N")
-        return attention_heatmap(own, order, name, extra=(step_text,))
-
-    return alt.hconcat(layer("layer 1"), layer("layer 2")).add_params(slider).properties(title=title)
+    position = {s: i for i, s in enumerate(steps)}
+    frame = patterns.assign(index=patterns.step.map(position))
+    order = list(dict.fromkeys(frame.sort_values("query").query_token))
+    base = alt.Chart(frame).transform_filter(alt.datum.index == slider)
+    return viz.attention_heatmap(base, order=order, highlight="role", facet="layer", title=title,
+                                 tooltip=[alt.Tooltip("step:Q", title="checkpoint step")]).add_params(slider)
 
 
 def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int) -> dict[str, object]:

@@ -5,6 +5,7 @@ and computed prose. The model is chapter 8's (``CONFIGS[profile].train`` is the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import altair as alt
@@ -13,6 +14,7 @@ import pandas as pd
 import torch
 
 import mechbook
+from mechbook import viz
 from mechbook.assign_add import circuits, fourier
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.task import TaskConfig
@@ -69,11 +71,11 @@ def model_prose(result: TrainResult) -> str:
             f"{final['2var_heldout']:.3f}.")
 
 
-def pattern_chart(frame: pd.DataFrame, layer: int) -> alt.LayerChart:
-    """One layer's attention for one sequence, circuit roles boxed (chapter 8's heatmap)."""
-    data = frame[frame.layer == layer]
-    order = list(dict.fromkeys(data.sort_values("query").query_token))
-    return ch08.attention_heatmap(alt.Chart(data), order, f"Layer {layer}", boxes=True)
+def pattern_chart(frame: pd.DataFrame, title: str) -> alt.FacetChart:
+    """Both layers' attention for one sequence side by side, the circuit's roles boxed."""
+    order = list(dict.fromkeys(frame.sort_values("query").query_token))
+    return viz.attention_heatmap(frame.assign(layer="layer " + frame.layer.astype(str)), order=order,
+                                 highlight="role", facet="layer", title=title)
 
 
 def positional_frame(scores: np.ndarray) -> pd.DataFrame:
@@ -90,28 +92,8 @@ def positional_chart(scores: np.ndarray) -> alt.Chart:
         color=alt.Color("score:Q", scale=SIGNED, title="P QK₁ Pᵀ"),
         tooltip=["query:O", "key:O", alt.Tooltip("score:Q", format=".2f")],
     ).properties(width=320, height=320, title=alt.TitleParams(
-        ["Layer-1 scores from positions alone: a purely positional", "previous-token head lights up the sub-diagonal"]))
-
-
-def block_frame(block: np.ndarray, letters: tuple[str, ...] | list[str]) -> pd.DataFrame:
-    """A V x V variable block, tidy, with each entry also scaled by the largest |entry|."""
-    scale = float(np.abs(block).max()) or 1.0
-    return pd.DataFrame([
-        {"query variable": letters[i], "key variable": letters[j], "raw": float(block[i, j]), "value": float(block[i, j]) / scale}
-        for i in range(len(letters)) for j in range(len(letters))
-    ])
-
-
-def block_heatmap(block: np.ndarray, letters: tuple[str, ...] | list[str], title: str | alt.TitleParams,
-                  legend: str = "entry / max |entry|", size: int = 210) -> alt.Chart:
-    """Signed heatmap of a variable block (query variable rows, key variable columns), scaled to
-    [-1, 1] by its largest entry. Chapters 9 and 10."""
-    letters = list(letters)
-    return alt.Chart(block_frame(block, letters)).mark_rect().encode(
-        x=alt.X("key variable:O", sort=letters), y=alt.Y("query variable:O", sort=letters),
-        color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True), title=legend),
-        tooltip=["query variable:O", "key variable:O", alt.Tooltip("raw:Q", format=".3g")],
-    ).properties(width=size, height=size, title=title)
+        ["Layer-1 scores from positions alone: a purely positional", "previous-token head lights up the sub-diagonal"],
+        anchor="start"))
 
 
 def block_prose(diag: dict[str, float]) -> str:
@@ -229,13 +211,9 @@ def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
     """An explorer over the ``n`` best-fitting live neurons (map beside fit). Each map has N²
     cells and the static explorer holds every neuron on offer, more rows than Altair's default
     limit of 5,000, so the limit is lifted for this chart's data."""
-    import functools
-
-    import mechbook.viz
-
     alt.data_transformers.disable_max_rows()
     best = found.live.sort_values("fve", ascending=False).head(n)
-    return mechbook.viz.explore(functools.partial(neuron_maps, maps, found.table), neuron_chart,
+    return viz.explore(functools.partial(neuron_maps, maps, found.table), neuron_chart,
                                 {"neuron": [int(i) for i in best["neuron"]]}, title="A Fourier neuron and its two-cosine fit")
 
 
