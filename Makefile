@@ -17,6 +17,14 @@ ifneq ($(wildcard $(SAMPLE)),)
 export MECHBOOK_TINYSTORIES := $(SAMPLE)
 endif
 endif
+# Likewise the authors' released Assign-and-Add checkpoints (reference data, never committed): used
+# from beside the checkout when present, else the loader downloads them at the pinned commit.
+RELEASE := $(abspath ../shared/data/assign-and-add-release)
+ifeq ($(origin MECHBOOK_AA_RELEASE),undefined)
+ifneq ($(wildcard $(RELEASE)/checkpoints),)
+export MECHBOOK_AA_RELEASE := $(RELEASE)
+endif
+endif
 
 .PHONY: book test venv clean
 

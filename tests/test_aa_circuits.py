@@ -8,8 +8,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_aa_release import SHARED, needs_release
 
 from mechbook.assign_add import circuits as C
+from mechbook.assign_add import release
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import Task, TaskConfig
 
@@ -223,3 +225,12 @@ def test_adder_alone_is_perfect_for_a_planted_lookup_adder():
     with torch.no_grad():
         m.blocks[1].mlp.W_out.zero_()  # without the MLP the planted model cannot add
     assert C.adder_alone_accuracy(m, N) < 0.5
+
+
+@needs_release
+def test_adder_measures_on_the_released_run_at_step_1401():
+    """The paper's adder-alone score and the book's with-residual variant differ there (0.980 vs
+    0.956 by an independent reading of the same file)."""
+    m = release.load_release(1401, folder=SHARED, download=False)
+    assert C.adder_alone_accuracy(m, 59) == pytest.approx(0.980, abs=0.001)
+    assert C.adder_with_residual_accuracy(m, 59) == pytest.approx(0.956, abs=0.001)

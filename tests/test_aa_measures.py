@@ -46,20 +46,23 @@ def test_zero_query_key_weights_give_uniform_layer1_attention():
     assert all(0.0 <= v <= 1.0 for v in got.values())
 
 
-def test_adder_measure_matches_a_literal_pair_loop():
+def test_adder_measures_match_a_literal_pair_loop():
+    """``adder``: MLP_2(h) W_U alone (the paper's); ``adder_with_residual``: (h + MLP_2(h)) W_U."""
     model = AssignAddModel(SMALL)
     tokens, _ = TASK.sample(8, np.random.default_rng(1))
-    got = checkpoint_measures(model, TASK, tokens)["adder"]
+    got = checkpoint_measures(model, TASK, tokens)
     sd = {k: v.double().numpy() for k, v in model.state_dict().items()}
     ov2 = sd["blocks.1.attn.W_V"][0] @ sd["blocks.1.attn.W_O"][0]
     n_mod = TASK.cfg.modulus
-    right = 0
+    alone = with_residual = 0
     for a in range(n_mod):
         for b in range(n_mod):
             h = sd["embed.W_E"][a] @ ov2 + sd["embed.W_E"][b] @ ov2
-            x = h + np.maximum(h @ sd["blocks.1.mlp.W_in"], 0) @ sd["blocks.1.mlp.W_out"]
-            right += int(np.argmax(x @ sd["unembed.W_U"]) == (a + b) % n_mod)
-    assert got == pytest.approx(right / n_mod**2, abs=1 / n_mod**2)
+            mlp = np.maximum(h @ sd["blocks.1.mlp.W_in"], 0) @ sd["blocks.1.mlp.W_out"]
+            alone += int(np.argmax(mlp @ sd["unembed.W_U"]) == (a + b) % n_mod)
+            with_residual += int(np.argmax((h + mlp) @ sd["unembed.W_U"]) == (a + b) % n_mod)
+    assert got["adder"] == pytest.approx(alone / n_mod**2, abs=1 / n_mod**2)
+    assert got["adder_with_residual"] == pytest.approx(with_residual / n_mod**2, abs=1 / n_mod**2)
 
 
 def test_measures_over_training_rows_and_cache(tmp_path, monkeypatch):

@@ -63,6 +63,31 @@ def test_detection_follows_the_curves_under_noise(t2, gap, seed):
     assert abs(ph.phase3 - crossing(h, ph.phase3_pool, ph.plateau[2] + 0.2)) <= 200
 
 
+def test_the_co_rise_while_addition_is_learned_is_not_the_binding_phase():
+    """As in the released run: 1-var accuracy gains 0.35 as addition forms (steps 300-500),
+    climbs slowly to 0.75, then binds by 0.24 at 5,300: phase 2 is the later, smaller jump."""
+    h = synthetic()
+    ones = h.pool == "1var_train"
+    steps = h.loc[ones, "step"].to_numpy()
+    slow = 0.37 * np.clip((steps - 500) / 4800, 0, 1)
+    h.loc[ones, "accuracy"] = 0.03 + 0.35 * sigmoid(steps, 400, 30) + slow + 0.24 * sigmoid(steps, 5300, 20)
+    ph = detect_phases(h)
+    assert 5200 <= ph.phase2 <= 5400 and 0.2 < ph.phase2_jump < 0.3
+
+
+def test_refinement_is_the_climb_off_the_last_stage():
+    """A pool that climbs in stages (0.2, then 0.47 from step 10,000, then 1.0 at 15,000) dates
+    phase 3 at the last climb, not at the intermediate one."""
+    h = synthetic(t3=15000)
+    both = h.pool == "2var_misplaced_both"
+    steps = h.loc[both, "step"].to_numpy()
+    h.loc[both, "accuracy"] = 0.2 * sigmoid(steps, 5300, 20) + 0.27 * sigmoid(steps, 10000, 50) + 0.53 * sigmoid(steps, 15000, 200)
+    h.loc[h.pool == "1var_misplaced", "accuracy"] = h.loc[both, "accuracy"].to_numpy()
+    ph = detect_phases(h)
+    assert abs(ph.plateau[2] - 0.47) < 0.02 and 10000 < ph.plateau[0] < 11000
+    assert 14500 < ph.phase3 < 15500
+
+
 def test_phase3_absent_without_a_plateau():
     ph = detect_phases(synthetic(plateau=1.0, t3=None))
     assert ph.phase3 is None and ph.phase3_status == "absent"

@@ -1,11 +1,15 @@
 """The Assign-and-Add task of chapter 7: split, restrictions, layout, pools, bad input."""
 
+import itertools
+import math
+import random
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, TWO_VAR, Task, TaskConfig
+from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, TWO_VAR, Task, TaskConfig, union_accuracy
 
 TASK = Task()
 CFG = TASK.cfg
@@ -37,14 +41,31 @@ def test_split_counts_match_the_spec():
     assert abs(counts["2-var"] / sum(counts.values()) - 0.24) < 0.01
 
 
-def test_split_is_seeded():
-    assert np.array_equal(Task(TaskConfig(split_seed=0)).train_pairs, TASK.train_pairs)
-    assert not np.array_equal(Task(TaskConfig(split_seed=1)).train_pairs, TASK.train_pairs)
+def literal_train_pairs(seed: int, n: int, fraction: float) -> set[tuple[int, int]]:
+    """The split as the authors' run states it: a seeded Python sample of the row-major pairs."""
+    pairs = [(a, b) for a in range(n) for b in range(n)]
+    return set(random.Random(seed).sample(pairs, math.floor(fraction * n * n)))
 
 
-def test_two_var_fraction_keeps_that_share_of_rows():
-    kept = Task(TaskConfig(two_var_fraction=0.25)).kind_counts()["2-var"]
-    assert kept == int(0.25 * 10 * 2436)
+@pytest.mark.parametrize("seed, fraction", [(42, 0.7), (42, 0.25), (7, 0.7)])
+def test_split_is_the_papers_seeded_python_sample(seed, fraction):
+    task = Task(TaskConfig(split_seed=seed, train_pair_fraction=fraction))
+    assert {tuple(p) for p in np.argwhere(task.train_pairs)} == literal_train_pairs(seed, 59, fraction)
+
+
+def test_two_var_fraction_thins_rows_as_the_papers_table_does():
+    """Row (v, kind 3, n1, n2) is kept when Random(42 + its index in the (v, kind, n1, n2)
+    table) draws below r; literal loop over that table as reference."""
+    r = 0.25
+    kept = Task(TaskConfig(two_var_fraction=r)).train_rows
+    kept = {tuple(row[[0, 2, 3]]) for row in kept if row[1] == TWO_VAR}
+    train = literal_train_pairs(42, 59, 0.7)
+    literal = set()
+    for v, t, a, b in itertools.product(range(12), range(4), range(59), range(59)):
+        if t == 3 and v < 10 and (a, b) in train and random.Random(42 + ((v * 4 + t) * 59 + a) * 59 + b).random() < r:
+            literal.add((v, a, b))
+    assert kept == literal
+    assert abs(len(kept) / (10 * 2436) - r) < 4 * math.sqrt(r * (1 - r) / (10 * 2436))
 
 
 @settings(max_examples=25, deadline=None)
@@ -71,8 +92,8 @@ def test_training_sequences_respect_every_rule(seed, n):
 def test_fast_layout_matches_literal_loop(seed):
     rng = np.random.default_rng(seed)
     rows = TASK.train_rows[rng.integers(0, len(TASK.train_rows), size=64)]
-    var2 = TASK._second_vars(rows[:, 0], rows[:, 1], rng)
-    draws = TASK._draw(rows[:, 0], var2, rows[:, 1], rows[:, 2], rows[:, 3], rng)
+    var, var2 = TASK._two_var_draw(rows[:, 0], rows[:, 1], rng)
+    draws = TASK._draw(var, var2, rows[:, 1], rows[:, 2], rows[:, 3], rng)
     assert np.array_equal(TASK._layout(draws), TASK._layout_loop(draws))
 
 
@@ -84,6 +105,86 @@ def test_sampling_is_deterministic_and_fresh():
     same_rows = np.zeros(200, dtype=np.int64)
     x, _ = TASK.sample(same_rows, rng)
     assert len({tuple(s) for s in x}) > 100, "contexts are not drawn afresh for the same row"
+
+
+def within(observed: int, n: int, p: float, z: float = 4.5) -> bool:
+    """Whether a count of ``observed`` in ``n`` Bernoulli(p) draws lies within z standard errors."""
+    return abs(observed / n - p) <= z * math.sqrt(p * (1 - p) / n)
+
+
+def test_training_generator_matches_the_papers_distributions():
+    """Counts 1..6 uniform, raised to 2 for 2-var (P(2 | 2-var) = 1/3, P(k | 2-var) = 1/6 for
+    k >= 3), and (v1, v2) uniform over the 92 allowed pairs (P(v1 = a) = 10/92, where a row-tied v1 gives 1/10)."""
+    x, _ = TASK.sample(120_000, np.random.default_rng(5))
+    n_assign = (x[:, :12] >= CFG.var0).sum(axis=1)
+    two = (x[:, 13] >= CFG.var0) & (x[:, 14] >= CFG.var0)
+    n_two, n_other = int(two.sum()), int((~two).sum())
+    assert within(n_two, len(x), 10 / 42)
+    assert within(int((n_assign[two] == 2).sum()), n_two, 1 / 3)
+    for k in range(3, 7):
+        assert within(int((n_assign[two] == k).sum()), n_two, 1 / 6)
+    for k in range(1, 7):
+        assert within(int((n_assign[~two] == k).sum()), n_other, 1 / 6)
+    v1, v2 = x[two, 13] - CFG.var0, x[two, 14] - CFG.var0
+    assert within(int((v1 == 0).sum()), n_two, 10 / 92) and within(int((v1 == 2).sum()), n_two, 9 / 92)
+    pair_counts = np.zeros((12, 12), dtype=int)
+    np.add.at(pair_counts, (v1, v2), 1)
+    assert (pair_counts[~TASK.allowed_two_var] == 0).all()
+    allowed = pair_counts[TASK.allowed_two_var]
+    chi2 = float(((allowed - n_two / 92) ** 2 / (n_two / 92)).sum())
+    assert chi2 < 91 + 5 * math.sqrt(2 * 91), f"pair frequencies not uniform (chi2 {chi2:.0f} on 91 dof)"
+
+
+def test_pool_generator_draws_two_var_counts_uniformly_from_two():
+    rows = np.tile([[0, TWO_VAR, 3, 4]], (60_000, 1))
+    x, _ = TASK.generate(rows, np.random.default_rng(1), var2=np.full(60_000, 5), n_assign=TASK.pool_n_assign(rows[:, 1], np.random.default_rng(2)))
+    n_assign = (x[:, :12] >= CFG.var0).sum(axis=1)
+    for k in range(2, 7):
+        assert within(int((n_assign == k).sum()), len(x), 1 / 5)
+
+
+def test_enumerated_union_holds_every_sequence_once():
+    """Literal count: (held-out pairs x allowed variable pairs) + (training pairs x pairs with
+    exactly one / both variables misplaced)."""
+    letters = CFG.letters
+    counts = {p: 0 for p in GENERALISATION_UNION}
+    for (v1, l1), (v2, l2) in itertools.permutations(enumerate(letters), 2):
+        bad = int(l1 in CFG.no_left) + int(l2 in CFG.no_right)
+        part = GENERALISATION_UNION[bad]
+        counts[part] += int(TASK.heldout_pairs.sum() if bad == 0 else TASK.train_pairs.sum())
+    assert counts == TASK.union_counts() == {"2var_heldout": 96_140, "2var_misplaced_one": 87_696, "2var_misplaced_both": 9_744}
+    tokens, labels, parts = TASK.exact_union(seed=0)
+    assert len(tokens) == 193_580 and np.bincount(parts).tolist() == [96_140, 87_696, 9_744]
+
+    def value_of(var_tok: np.ndarray) -> np.ndarray:
+        at = tokens[:, :11] == var_tok[:, None]
+        assert (at.sum(axis=1) == 1).all()
+        return tokens[:, 1:12][at]
+
+    n1, n2 = value_of(tokens[:, 13]), value_of(tokens[:, 14])
+    assert np.array_equal(labels, (n1 + n2) % CFG.modulus)
+    keys = np.stack([parts, tokens[:, 13], tokens[:, 14], n1, n2], axis=1)
+    assert len(np.unique(keys, axis=0)) == len(tokens), "a (number pair, variable pair) occurs twice"
+    assert (TASK.heldout_pairs[n1, n2] == (parts == 0)).all()
+    for i in np.random.default_rng(0).choice(len(tokens), 300, replace=False):
+        env, a, b = parse(tokens[i])
+        assert (a, b) == (n1[i], n2[i])
+
+
+def test_exact_heldout_pool_is_every_heldout_pair_once():
+    tokens, labels = TASK.exact_heldout_0var(seed=3)
+    assert len(tokens) == 1045 and (tokens[:, 13:15] < CFG.modulus).all()
+    pairs = {(int(a), int(b)) for a, b in tokens[:, 13:15]}
+    assert pairs == {tuple(p) for p in np.argwhere(TASK.heldout_pairs)}
+    assert np.array_equal(labels, (tokens[:, 13] + tokens[:, 14]) % CFG.modulus)
+
+
+def test_union_accuracy_weights():
+    acc = {"2var_heldout": 1.0, "2var_misplaced_one": 0.0, "2var_misplaced_both": 0.5}
+    assert union_accuracy(acc, TASK, "equal") == pytest.approx(0.5)
+    assert union_accuracy(acc, TASK) == pytest.approx((96_140 + 0.5 * 9_744) / 193_580)
+    with pytest.raises(ValueError, match="'paper' or 'equal'"):
+        union_accuracy(acc, TASK, "natural")
 
 
 def test_context_statistics():

@@ -207,17 +207,35 @@ def ov2_cosines(model: torch.nn.Module, task: Task, kind: str = "2var", seed: in
 
 
 def mlp2_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Logits of the adder alone: ``(x + MLP_2(x)) W_U`` for residual vectors ``x`` (batch x d),
-    i.e. the model from just before the layer-2 MLP to the output, with nothing else in the stream."""
+    """Logits of the model from just before the layer-2 MLP: ``(x + MLP_2(x)) W_U`` for residual
+    vectors ``x`` (batch x d), with nothing else in the stream (the residual ``x`` included)."""
     mlp = model.blocks[1].mlp
     with torch.no_grad():
         hidden = torch.relu(x @ mlp.W_in)
         return (x + hidden @ mlp.W_out) @ model.unembed.W_U
 
 
+def mlp2_only_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Logits of the layer-2 MLP's output alone: ``MLP_2(x) W_U``, without the residual ``x``."""
+    mlp = model.blocks[1].mlp
+    with torch.no_grad():
+        return (torch.relu(x @ mlp.W_in) @ mlp.W_out) @ model.unembed.W_U
+
+
 def adder_alone_accuracy(model: torch.nn.Module, modulus: int) -> float:
-    """Share of all N^2 pairs whose sum the adder alone gets right: ``argmax mlp2_logits(OV2(e_n)
-    + OV2(e_m)) == (n + m) mod N``, nothing else in the residual stream."""
+    """The paper's adder-alone score: share of all N^2 pairs with ``argmax MLP_2(h) W_U = (n + m)
+    mod N`` for ``h = OV2(e_n) + OV2(e_m)``, the MLP's output alone (no residual ``h`` added).
+    :func:`adder_with_residual_accuracy` is the book's variant with ``h`` kept in the stream."""
+    n, m = all_pairs(modulus)
+    pred = mlp2_only_logits(model, ov2_sum(model, n, m)).argmax(-1).numpy()
+    return float((pred == (n + m) % modulus).mean())
+
+
+def adder_with_residual_accuracy(model: torch.nn.Module, modulus: int) -> float:
+    """The book's adder-alone variant: ``argmax (h + MLP_2(h)) W_U = (n + m) mod N`` with
+    ``h = OV2(e_n) + OV2(e_m)``, i.e. what the model computes from ``h`` at '=' (the residual ``h``
+    also reaches the unembedding). It differs from :func:`adder_alone_accuracy` by the direct path
+    ``h W_U`` added to the logits."""
     n, m = all_pairs(modulus)
     pred = mlp2_logits(model, ov2_sum(model, n, m)).argmax(-1).numpy()
     return float((pred == (n + m) % modulus).mean())

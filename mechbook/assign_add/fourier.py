@@ -9,14 +9,24 @@ is the projection of the centred map onto span{cos, sin}(2 pi k n / N), {cos, si
 These four functions (for all k = 1 .. (N-1)/2 together) are orthogonal on the grid, so the
 variance a frequency explains is the squared norm of that projection over the squared norm of the
 centred map, and all frequencies come out of one matrix product.
+
+The module also holds the analyses readers of the grokking literature expect, usable on any
+model (the released one or a rebuild): the restricted and excluded losses of a Fourier ablation
+(:func:`fourier_ablated_losses`) and the principal components of the number embeddings with a
+circle fit (:func:`embedding_pca`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import torch
+
+from mechbook.assign_add import circuits
+from mechbook.assign_add.task import TaskConfig
 
 
 def fourier_basis(modulus: int) -> tuple[np.ndarray, np.ndarray]:
@@ -147,3 +157,127 @@ def output_fourier_norms(W_out: np.ndarray, W_U: np.ndarray) -> pd.DataFrame:
     norms = np.sqrt((coef[:, 0::2] ** 2 + coef[:, 1::2] ** 2).sum(axis=0))
     const = np.sqrt(((W.sum(axis=1) / math.sqrt(modulus)) ** 2).sum())
     return pd.DataFrame({"k": np.concatenate([[0], ks]), "norm": np.concatenate([[const], norms])})
+
+
+def mlp2_maps(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:
+    """Layer-2 MLP pre-activations at '=' for every query ``PAD x 12 + n m =``, as neuron maps
+    of shape ``(d_mlp, N, N)`` (the input of :func:`neuron_frequency_table`, chapter 9)."""
+    tokens, _ = circuits.direct_sequences(task_cfg)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.1.mlp.hook_pre")
+    n = task_cfg.modulus
+    return cache["blocks.1.mlp.hook_pre"][:, -1].T.reshape(-1, n, n).double().numpy()
+
+
+def sum_frequency_basis(modulus: int, ks: Sequence[int]) -> np.ndarray:
+    """Orthonormal functions on the (n, m) grid, ``cos`` and ``sin`` of ``2 pi k (n + m) / N``
+    for each ``k`` in ``ks``: shape ``(N^2, 2 len(ks))``, rows in row-major (n, m) order."""
+    _, all_ks = fourier_basis(modulus)
+    bad = sorted(set(ks) - set(all_ks.tolist()))
+    if bad:
+        raise ValueError(f"frequencies must be in 1..{all_ks[-1]} for N={modulus}, got {bad}")
+    n, m = np.divmod(np.arange(modulus * modulus), modulus)
+    angles = 2 * math.pi * np.outer(n + m, np.asarray(ks, dtype=np.float64)) / modulus
+    cols = np.empty((modulus * modulus, 2 * len(ks)))
+    cols[:, 0::2], cols[:, 1::2] = np.cos(angles), np.sin(angles)
+    return cols * math.sqrt(2) / modulus
+
+
+def fourier_ablated_losses(logits: np.ndarray, ks: Sequence[int], pairs: np.ndarray | None = None) -> dict[str, float]:
+    """Full, restricted and excluded loss of logits over the (n, m) grid, as in Nanda et al.'s
+    progress measures for grokking (chapter 9).
+
+    ``logits`` has shape ``(N^2, N)`` (rows the pairs in row-major order, columns the residues).
+    Along the pair axis each residue's logit column is split into its projection ``P`` onto the
+    key-frequency functions cos/sin(2 pi k (n + m) / N), k in ``ks``, and the rest:
+    *restricted* keeps the grid mean plus ``P`` (only the key frequencies), *excluded* subtracts
+    ``P`` (everything but them). Losses are the mean cross-entropy at the answer ``(n + m) mod N``
+    over the pairs where the (N, N) bool mask ``pairs`` holds (all pairs if None).
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    modulus = logits.shape[1]
+    if logits.shape != (modulus * modulus, modulus):
+        raise ValueError(f"logits must have shape (N^2, N) = ({modulus**2}, {modulus}), got {logits.shape}")
+    basis = sum_frequency_basis(modulus, ks)
+    projection = basis @ (basis.T @ logits)
+    variants = {
+        "full": logits,
+        "restricted": logits.mean(axis=0, keepdims=True) + projection,
+        "excluded": logits - projection,
+    }
+    n, m = np.divmod(np.arange(modulus * modulus), modulus)
+    answer = (n + m) % modulus
+    keep = np.ones(modulus * modulus, dtype=bool) if pairs is None else np.asarray(pairs, dtype=bool).reshape(-1)
+    out = {}
+    for name, z in variants.items():
+        z = z - z.max(axis=1, keepdims=True)
+        log_p = z[np.arange(len(z)), answer] - np.log(np.exp(z).sum(axis=1))
+        out[name] = float(-log_p[keep].mean())
+    return out
+
+
+def model_fourier_ablation(model: torch.nn.Module, task_cfg: TaskConfig, ks: Sequence[int], pairs: np.ndarray | None = None) -> dict[str, float]:
+    """:func:`fourier_ablated_losses` of a model's logits at '=' for every query
+    ``PAD x 12 + n m =`` (any model: the released one or a rebuild)."""
+    tokens, _ = circuits.direct_sequences(task_cfg)
+    with torch.no_grad():
+        logits = model(tokens, last_only=True).double().numpy()
+    return fourier_ablated_losses(logits, ks, pairs)
+
+
+def circle_fit(vectors: np.ndarray) -> pd.DataFrame:
+    """Do ``N`` vectors (rows, one per number n) lie on a circle ordered by a frequency?
+
+    Takes the top two principal components of the centred vectors, the angle ``theta_n`` of each
+    number there, and for each frequency ``k`` the circular order score
+    ``|mean_n exp(i (theta_n - s 2 pi k n / N))|`` maximised over the direction ``s = +-1``
+    (1 when the numbers go round the circle in steps of ``k``). Returns one row per ``k`` with
+    ``score`` and, the same in every row, ``pc2_fraction``: the variance share of the two PCs.
+    """
+    x = np.asarray(vectors, dtype=np.float64)
+    x = x - x.mean(axis=0)
+    _, sing, vt = np.linalg.svd(x, full_matrices=False)
+    coords = x @ vt[:2].T
+    theta = np.arctan2(coords[:, 1], coords[:, 0])
+    modulus = len(x)
+    n = np.arange(modulus)
+    rows = []
+    for k in range(1, (modulus - 1) // 2 + 1):
+        phase = 2 * math.pi * k * n / modulus
+        score = max(abs(np.exp(1j * (theta - s * phase)).mean()) for s in (1, -1))
+        rows.append({"k": k, "score": float(score)})
+    frame = pd.DataFrame(rows)
+    frame["pc2_fraction"] = float((sing[:2] ** 2).sum() / (sing**2).sum())
+    return frame
+
+
+def frequency_shares(vectors: np.ndarray) -> pd.DataFrame:
+    """Share of the variance of ``N`` vectors (rows, one per number n) along each frequency of n:
+    ``||B_k^T x||^2 / ||x - mean||^2`` with ``B_k`` the orthonormal cos/sin(2 pi k n / N) columns.
+    The part at frequency ``k`` is an ellipse in the plane ``B_k^T x``, so a few large shares
+    mean the numbers sit on a few circles (columns ``k``, ``fraction``)."""
+    x = np.asarray(vectors, dtype=np.float64)
+    x = x - x.mean(axis=0)
+    basis, ks = fourier_basis(len(x))
+    coef = basis.T @ x
+    energy = (coef[0::2] ** 2).sum(axis=1) + (coef[1::2] ** 2).sum(axis=1)
+    return pd.DataFrame({"k": ks, "fraction": energy / (x**2).sum()})
+
+
+def embedding_pca(model: torch.nn.Module, modulus: int, n_components: int = 6) -> dict[str, pd.DataFrame]:
+    """Principal components of the number embeddings (chapter 9), for the token embeddings
+    ``W_E[0..N-1]`` and for the adder's inputs ``OV2(e_n)``: ``variance`` (columns ``space``,
+    ``pc``, ``fraction``: the variance share of the first ``n_components`` PCs), ``circle``
+    (:func:`circle_fit` of the top two PCs per space, best ``k`` first) and ``frequency``
+    (:func:`frequency_shares` per space, largest first)."""
+    E = model.embed.W_E.detach()[:modulus]
+    spaces = {"W_E": E.double().numpy(), "OV2 e_n": (E @ circuits.ov(model, 1)).double().numpy()}
+    variance, circles, freqs = [], [], []
+    for space, x in spaces.items():
+        sing = np.linalg.svd(x - x.mean(axis=0), compute_uv=False)
+        share = sing**2 / (sing**2).sum()
+        variance += [{"space": space, "pc": i + 1, "fraction": float(f)} for i, f in enumerate(share[:n_components])]
+        for frame, out in ((circle_fit(x), circles), (frequency_shares(x), freqs)):
+            frame.insert(0, "space", space)
+            out.append(frame.sort_values(frame.columns[2], ascending=False, ignore_index=True))
+    return {"variance": pd.DataFrame(variance), "circle": pd.concat(circles, ignore_index=True), "frequency": pd.concat(freqs, ignore_index=True)}

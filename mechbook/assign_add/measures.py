@@ -2,10 +2,12 @@
 every kept checkpoint. They reuse chapter 9's circuit readings (:mod:`mechbook.assign_add.circuits`)
 so the two chapters measure the same things:
 
-- ``adder``: share of all N^2 pairs for which the adder alone is right,
-  ``argmax (h + MLP_2(h)) W_U = (n + m) mod N`` with ``h = OV_2 e_n + OV_2 e_m`` (token embeddings
-  only, no position embedding, nothing else in the stream; MLP_2 has no biases, so the overall
-  scale of ``h``, i.e. how the attention splits its weight, does not matter);
+- ``adder``: the paper's measure, share of all N^2 pairs for which the adder alone is right,
+  ``argmax MLP_2(h) W_U = (n + m) mod N`` with ``h = OV_2 e_n + OV_2 e_m`` (token embeddings
+  only, no position embedding; the MLP's output alone, without the residual ``h``; MLP_2 has no
+  biases, so the overall scale of ``h``, i.e. how the attention splits its weight, does not
+  matter); ``adder_with_residual``: the book's variant ``argmax (h + MLP_2(h)) W_U``, which adds
+  the direct path ``h W_U``;
 - ``prev_token``: mean layer-1 attention from each context value to its variable (the token before);
 - ``qk_identity``: share of rows of the 12 x 12 block ``(E_var OV_1) QK_2 (E_var OV_1)^T`` whose
   maximum is on the diagonal (layer 2 looks a variable up by its identity);
@@ -39,7 +41,8 @@ MEASURES: dict[str, str] = {
     "l1_operands_top2": "layer 1: '=' top-2 keys are 13, 14",
     "l2_needed_top2": "layer 2: '=' top-2 keys are the needed numbers",
 }
-"""The headline measures and their chart labels (the ``*_mass`` companions are also computed)."""
+"""The headline measures and their chart labels (``adder_with_residual`` and the ``*_mass``
+companions are also computed)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ def checkpoint_measures(model: torch.nn.Module, task: Task, tokens: np.ndarray) 
     block = circuits.variable_qk_block(model, cfg)
     return {
         "adder": circuits.adder_alone_accuracy(model, cfg.modulus),
+        "adder_with_residual": circuits.adder_with_residual_accuracy(model, cfg.modulus),
         "prev_token": roles["value_to_variable"],
         "qk_identity": circuits.block_diagonality(block)["rows_diag_max"],
         "l1_operands_top2": float(top2_hits(pat[0, :, -1], operands).mean()),

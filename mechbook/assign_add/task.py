@@ -14,12 +14,19 @@ is drawn afresh every time the row is sampled. Kinds:
 - ``0`` (0-var): query ``+ n1 n2 =``; ``var`` is still assigned a random value (a distractor);
 - ``1`` (1-var left): ``var n1`` assigned, query ``+ var n2 =``;
 - ``2`` (1-var right): ``var n2`` assigned, query ``+ n1 var =``;
-- ``3`` (2-var): ``var n1`` and ``var2 n2`` assigned, query ``+ var var2 =``.
+- ``3`` (2-var): ``v1 n1`` and ``v2 n2`` assigned, query ``+ v1 v2 =``; in training the pair
+  ``(v1, v2)`` is drawn uniformly from the allowed ordered pairs every time (the row's ``var``
+  only counts the row: 10 rows per number pair, as in the paper's run).
+
+The defaults reproduce the authors' released run: its split (Python's
+``random.Random(42).sample`` of 2,436 of the row-major ordered pairs), its restrictions and its
+generator (number of assignments uniform on 1..6, raised to 2 for 2-var rows).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import string
 from dataclasses import dataclass
 
@@ -45,14 +52,32 @@ GENERALISATION_UNION: tuple[str, ...] = ("2var_heldout", "2var_misplaced_one", "
 """The 2-var pools that test generalisation (held-out pairs or misplaced variables)."""
 
 
+def union_accuracy(accuracies: dict[str, float], task: "Task", weighting: str = "paper") -> float:
+    """Accuracy on the 2-var generalisation union from its parts' accuracies.
+
+    ``"paper"``: weighted by the parts' sizes in the enumerated union (:meth:`Task.union_counts`,
+    0.497 / 0.453 / 0.050 at the default), which is how the paper scores the union;
+    ``"equal"``: the book's earlier mean of the three parts (1/3 each).
+    """
+    if weighting == "equal":
+        return float(np.mean([accuracies[p] for p in GENERALISATION_UNION]))
+    if weighting != "paper":
+        raise ValueError(f"weighting must be 'paper' or 'equal', got {weighting!r}")
+    counts = task.union_counts()
+    return float(sum(accuracies[p] * counts[p] for p in GENERALISATION_UNION) / sum(counts.values()))
+
+
 @dataclass(frozen=True)
 class TaskConfig:
-    """Everything that defines the task and its split (chapter 7).
+    """Everything that defines the task and its split (chapter 7); the defaults are the paper's run.
 
-    ``train_pair_fraction`` (f) is the share of the ``N * N`` ordered pairs used for training
-    (``floor(f * N^2)`` pairs, chosen by ``split_seed``); ``two_var_fraction`` (r) is the share of
-    eligible 2-var training rows kept (chapter 11 sweeps both). ``no_right`` variables never appear
-    as the right operand in training, ``no_left`` ones never as the left operand.
+    ``train_pair_fraction`` (f) is the share of the ``N * N`` ordered pairs used for training:
+    ``random.Random(split_seed).sample(pairs, floor(f * N^2))`` over the pairs in row-major order
+    (``n1`` outer), as the authors' run draws its 2,436 training pairs with seed 42.
+    ``two_var_fraction`` (r) is the share of eligible 2-var training rows kept, each row decided
+    as in the authors' code by ``random.Random(split_seed + i).random() < r`` with ``i`` the row's
+    index in their (variable, kind, n1, n2) table (chapter 11 sweeps both). ``no_right``
+    variables never appear as the right operand in training, ``no_left`` ones never as the left.
     """
 
     modulus: int = 59
@@ -62,7 +87,7 @@ class TaskConfig:
     max_assignments: int = 6
     train_pair_fraction: float = 0.7
     two_var_fraction: float = 1.0
-    split_seed: int = 0
+    split_seed: int = 42
     no_right: tuple[str, ...] = ("a", "b")
     no_left: tuple[str, ...] = ("k", "l")
 
@@ -158,10 +183,10 @@ class Task:
         n_train = math.floor(cfg.train_pair_fraction * n * n + 1e-9)
         if n_train < 1:
             raise ValueError(f"train_pair_fraction {cfg.train_pair_fraction} leaves no training pair for modulus {n}")
-        order = np.random.default_rng(cfg.split_seed).permutation(n * n)
-        pairs = np.zeros(n * n, dtype=bool)
-        pairs[order[:n_train]] = True
-        self.train_pairs: np.ndarray = pairs.reshape(n, n)
+        row_major = [(n1, n2) for n1 in range(n) for n2 in range(n)]
+        chosen = np.array(random.Random(cfg.split_seed).sample(row_major, n_train)).reshape(-1, 2)
+        self.train_pairs: np.ndarray = np.zeros((n, n), dtype=bool)
+        self.train_pairs[chosen[:, 0], chosen[:, 1]] = True
         """(N, N) bool: True where the ordered pair (n1, n2) may be summed in training."""
         letters = cfg.letters
         self.no_right = np.array([v in cfg.no_right for v in letters])
@@ -171,6 +196,8 @@ class Task:
             ~self.no_left[:, None] & ~self.no_right[None, :] & (v[:, None] != v[None, :])
         )
         """(V, V) bool: ordered variable pairs (v1, v2) allowed in 2-var training sequences."""
+        self.two_var_pairs: np.ndarray = np.argwhere(self.allowed_two_var)
+        """(92, 2) the allowed pairs (v1, v2), row-major; training draws one uniformly per 2-var row."""
         self.train_rows: np.ndarray = self._build_train_rows()
         """(R, 4) int64 rows ``(var, kind, n1, n2)`` that training samples from, with replacement."""
 
@@ -191,8 +218,10 @@ class Task:
                 axis=1,
             )
             if kind == TWO_VAR and cfg.two_var_fraction < 1.0:
-                keep = np.random.default_rng([cfg.split_seed, 1]).permutation(len(block))
-                block = block[np.sort(keep[: math.floor(cfg.two_var_fraction * len(block) + 1e-9)])]
+                n = cfg.modulus
+                table_index = ((block[:, 0] * 4 + kind) * n + block[:, 2]) * n + block[:, 3]
+                keep = [random.Random(cfg.split_seed + int(i)).random() < cfg.two_var_fraction for i in table_index]
+                block = block[np.array(keep, dtype=bool)]
             rows.append(block)
         return np.concatenate(rows).astype(np.int64)
 
@@ -216,8 +245,7 @@ class Task:
         b, a_max, c = len(var), cfg.max_assignments, cfg.context_len
         two = kind == TWO_VAR
         if n_assign is None:
-            low = np.where(two, 2, 1)
-            n_assign = low + np.floor(rng.random(b) * (a_max + 1 - low)).astype(np.int64)
+            n_assign = self.training_n_assign(kind, rng)
         n_assign = np.asarray(n_assign, dtype=np.int64)
         if np.any(n_assign < np.where(two, 2, 1)) or np.any(n_assign > a_max):
             raise ValueError(f"n_assign must be in 1..{a_max} (at least 2 for 2-var rows)")
@@ -275,11 +303,27 @@ class Task:
             out.append(seq)
         return np.array(out, dtype=np.int64).reshape(-1, cfg.seq_len)
 
-    def _second_vars(self, var: np.ndarray, kind: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """For 2-var rows, a uniformly drawn allowed partner ``var2`` of ``var`` (else -1)."""
-        allowed = self.allowed_two_var[var]
-        keys = np.where(allowed, rng.random(allowed.shape), -1.0)
-        return np.where(kind == TWO_VAR, keys.argmax(axis=1), -1)
+    def training_n_assign(self, kind: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Numbers of assignments as the paper's training generator draws them: uniform on
+        ``1..max_assignments``, raised to 2 for 2-var rows (so P(2 | 2-var) = 2/6 at the default)."""
+        a_max = self.cfg.max_assignments
+        n = 1 + np.floor(rng.random(len(kind)) * a_max).astype(np.int64)
+        return np.where(kind == TWO_VAR, np.maximum(n, 2), n)
+
+    def pool_n_assign(self, kind: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Numbers of assignments as the paper's evaluation pools draw them: uniform on
+        ``1..max_assignments``, and uniform on ``2..max_assignments`` for 2-var sequences (the pools'
+        builder draws the 2-var count afresh rather than raising it, so P(2 | 2-var) = 1/5 there)."""
+        a_max = self.cfg.max_assignments
+        low = np.where(kind == TWO_VAR, 2, 1)
+        return low + np.floor(rng.random(len(kind)) * (a_max + 1 - low)).astype(np.int64)
+
+    def _two_var_draw(self, var: np.ndarray, kind: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``(v1, v2)`` for each row: for 2-var rows a pair drawn uniformly from the 92 allowed
+        ordered pairs (replacing the row's variable), else ``(var, -1)``."""
+        two = kind == TWO_VAR
+        pick = self.two_var_pairs[rng.integers(0, len(self.two_var_pairs), size=len(var))]
+        return np.where(two, pick[:, 0], var), np.where(two, pick[:, 1], -1)
 
     def generate(
         self, rows: np.ndarray, rng: np.random.Generator, var2: np.ndarray | None = None,
@@ -287,13 +331,14 @@ class Task:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Tokens (B, 16) int64 and labels (B,) for explicit rows ``(var, kind, n1, n2)``.
 
-        ``var2`` fixes the second variable of 2-var rows (drawn from the allowed pairs if None);
-        ``n_assign`` fixes the number of assignments (uniform on 1..6, >= 2 for 2-var, if None).
+        ``var2`` fixes the second variable of 2-var rows, whose ``var`` is then the first; if None
+        the pair ``(v1, v2)`` of each 2-var row is drawn uniformly from the allowed pairs, as in
+        training. ``n_assign`` fixes the number of assignments (:meth:`training_n_assign` if None).
         """
         rows = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
         var, kind, n1, n2 = rows.T
         if var2 is None:
-            var2 = self._second_vars(var, kind, rng)
+            var, var2 = self._two_var_draw(var, kind, rng)
         d = self._draw(var, np.asarray(var2, dtype=np.int64), kind, n1, n2, rng, n_assign)
         return self._layout(d), d.labels
 
@@ -310,8 +355,8 @@ class Task:
         toks, labels = [], []
         for _ in range(n):
             row = self.train_rows[rng.integers(0, len(self.train_rows), size=1)]
-            var2 = self._second_vars(row[:, 0], row[:, 1], rng)
-            d = self._draw(row[:, 0], var2, row[:, 1], row[:, 2], row[:, 3], rng)
+            var, var2 = self._two_var_draw(row[:, 0], row[:, 1], rng)
+            d = self._draw(var, var2, row[:, 1], row[:, 2], row[:, 3], rng)
             toks.append(self._layout_loop(d))
             labels.append(d.labels)
         return np.concatenate(toks), np.concatenate(labels)
@@ -361,8 +406,9 @@ class Task:
     def eval_pools(self, n_per_pool: int, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """``{pool name: (tokens (n, 16), labels (n,))}`` for the nine pools, deterministic in ``seed``.
 
-        The ``*_train`` pools are drawn from the training rows themselves (so with r < 1 the
-        2-var train pool holds only kept rows); the others as described in :meth:`pool_rows`.
+        The ``*_train`` pools are drawn from the training rows themselves with the training
+        generator (so with r < 1 the 2-var train pool holds only kept rows); the others as
+        described in :meth:`pool_rows`, with :meth:`pool_n_assign` assignments.
         """
         rng = np.random.default_rng([seed, 7])
         pools = {}
@@ -375,8 +421,62 @@ class Task:
                 pools[name] = self.generate(self.train_rows[candidates[rng.integers(0, len(candidates), size=n_per_pool)]], rng)
             else:
                 rows, var2 = self.pool_rows(name, n_per_pool, rng)
-                pools[name] = self.generate(rows, rng, var2=var2)
+                pools[name] = self.generate(rows, rng, var2=var2, n_assign=self.pool_n_assign(rows[:, 1], rng))
         return pools
+
+    # ------------------------------------------------------------------ exactly enumerated pools
+    def union_var_pairs(self, part: str) -> np.ndarray:
+        """(K, 2) ordered variable pairs (v1, v2), row-major, of one part of the 2-var
+        generalisation union: ``2var_heldout`` the 92 allowed pairs, ``2var_misplaced_one`` the
+        pairs with exactly one of v1 in ``no_left``, v2 in ``no_right`` (36 at the default),
+        ``2var_misplaced_both`` those with both (4)."""
+        v = np.arange(self.cfg.n_vars)
+        distinct = v[:, None] != v[None, :]
+        bad_left, bad_right = self.no_left[:, None], self.no_right[None, :]
+        allowed = {
+            "2var_heldout": self.allowed_two_var,
+            "2var_misplaced_one": distinct & (bad_left ^ bad_right),
+            "2var_misplaced_both": distinct & bad_left & bad_right,
+        }
+        if part not in allowed:
+            raise ValueError(f"unknown union part {part!r}; the parts are {', '.join(GENERALISATION_UNION)}")
+        return np.argwhere(allowed[part])
+
+    def union_counts(self) -> dict[str, int]:
+        """Sequences in each part of the enumerated 2-var union: number pairs (held-out for
+        ``2var_heldout``, training for the misplaced parts) times the part's variable pairs
+        (96,140 + 87,696 + 9,744 = 193,580 at the default)."""
+        n_pairs = {"2var_heldout": int(self.heldout_pairs.sum())}
+        return {
+            part: n_pairs.get(part, int(self.train_pairs.sum())) * len(self.union_var_pairs(part))
+            for part in GENERALISATION_UNION
+        }
+
+    def exact_heldout_0var(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Every held-out pair once (row-major), as a 0-var sequence with fresh pool contexts."""
+        rng = np.random.default_rng([seed, 11])
+        n1, n2 = np.nonzero(self.heldout_pairs)
+        var = rng.integers(0, self.cfg.n_vars, size=len(n1))
+        rows = np.stack([var, np.full(len(n1), ZERO_VAR), n1, n2], axis=1)
+        return self.generate(rows, rng, var2=np.full(len(n1), -1), n_assign=self.pool_n_assign(rows[:, 1], rng))
+
+    def exact_union(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The enumerated 2-var generalisation union: for each part (see :meth:`union_var_pairs`)
+        every (number pair, variable pair) once, with fresh pool contexts. Returns tokens (S, 16),
+        labels (S,) and the part index (S,) into :data:`GENERALISATION_UNION`."""
+        rng = np.random.default_rng([seed, 13])
+        tokens, labels, parts = [], [], []
+        for i, part in enumerate(GENERALISATION_UNION):
+            pairs = np.argwhere(self.heldout_pairs if part == "2var_heldout" else self.train_pairs)
+            vpairs = self.union_var_pairs(part)
+            n1, n2 = np.repeat(pairs, len(vpairs), axis=0).T
+            v1, v2 = np.tile(vpairs, (len(pairs), 1)).T
+            rows = np.stack([v1, np.full(len(v1), TWO_VAR), n1, n2], axis=1)
+            x, y = self.generate(rows, rng, var2=v2, n_assign=self.pool_n_assign(rows[:, 1], rng))
+            tokens.append(x)
+            labels.append(y)
+            parts.append(np.full(len(y), i))
+        return np.concatenate(tokens), np.concatenate(labels), np.concatenate(parts)
 
     # ------------------------------------------------------------------ reading
     def token_str(self, t: int) -> str:

@@ -1,0 +1,236 @@
+"""The authors' released training run of Assign and Add, loaded into :class:`AssignAddModel`
+(chapters 8-10 read it beside the book's rebuild).
+
+The public repository ``bexoo/assign-and-add`` holds, in ``checkpoints/`` at the pinned commit
+:data:`RELEASE_COMMIT`, the final model ``model_state_dict.pth`` (40,000 steps) and 400 training
+checkpoints ``checkpoint_step_N.pth`` for N = 1, 101, ..., 39901 (saved at step N, whenever
+N - 1 is a multiple of 100). Each is a ``torch.save``d TransformerLens state dict whose biases and
+whole layer-0 MLP are exactly zero; :func:`release_state` checks that and drops them, which maps
+the keys onto :class:`AssignAddModel` (same names, no biases, no layer-0 MLP).
+
+A file is looked for, in order, in
+
+1. the ``folder`` argument (the release folder or its ``checkpoints/``),
+2. ``$MECHBOOK_AA_RELEASE`` (the same),
+3. the user cache (``<cache root>/assign_add_release/<commit>/``),
+4. the repository at the pinned commit (one download per file, with a progress bar, written
+   atomically into the user cache).
+
+Verification: files with a sum in :mod:`mechbook.assign_add.release_sums` (the final model and
+101 of the checkpoints) must match it wherever they come from. A downloaded file without such a
+sum is fetched from the commit-pinned address, must pass the structural checks (keys, shapes,
+zero biases and layer-0 MLP), and its SHA-256 is then written beside it in the cache, so a later
+change to the cached copy is detected. The files carry no license: the project never commits them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import threading
+import urllib.request
+from pathlib import Path
+
+import torch
+
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.release_sums import SHA256
+from mechbook.cache import atomic_write_bytes, cache_root
+from mechbook.progress import progress
+
+RELEASE_COMMIT = "d60c064bfa17e4e55f3753daf11e50d4cc764c1e"
+"""The commit of ``bexoo/assign-and-add`` whose ``checkpoints/`` the book reads."""
+
+RELEASE_URL = f"https://raw.githubusercontent.com/bexoo/assign-and-add/{RELEASE_COMMIT}/checkpoints/"
+"""Where a missing file is downloaded from (``RELEASE_URL + file name``)."""
+
+ENV_VAR = "MECHBOOK_AA_RELEASE"
+
+FINAL = "final"
+"""The step name of the final model (40,000 steps, ``model_state_dict.pth``)."""
+
+FINAL_STEP = 40_000
+
+RELEASE_STEPS: tuple[int, ...] = tuple(range(1, 40_000, 100))
+"""The 400 released checkpoint steps (1, 101, ..., 39901)."""
+
+DOWNLOAD_DEADLINE_S = 8.0
+"""Seconds a download may take to start (connect and first bytes) before it counts as offline."""
+
+_ZERO_PREFIXES = ("blocks.0.mlp.",)
+_DROPPED_BUFFERS = re.compile(r"blocks\.\d+\.attn\.(mask|IGNORE)$")
+_BIAS = re.compile(r"(^|\.)b_[A-Za-z]+$")
+
+
+class ReleaseNotFound(FileNotFoundError):
+    """No copy of a released file was found and none could be downloaded."""
+
+
+def file_name(step: int | str) -> str:
+    """The released file of ``step`` (an int from :data:`RELEASE_STEPS`, or ``"final"``)."""
+    if step == FINAL or step == FINAL_STEP:
+        return "model_state_dict.pth"
+    if isinstance(step, bool) or not isinstance(step, int) or step not in RELEASE_STEPS:
+        raise ValueError(
+            f"the release has checkpoints at steps 1, 101, ..., 39901 (every 100, plus 1) and the final "
+            f"model ('final' or {FINAL_STEP}); got {step!r}"
+        )
+    return f"checkpoint_step_{step}.pth"
+
+
+def _folders(folder: str | Path | None) -> list[Path]:
+    """The local folders searched, in order (each as given and its ``checkpoints/``)."""
+    roots = [Path(folder)] if folder is not None else []
+    if os.environ.get(ENV_VAR):
+        roots.append(Path(os.environ[ENV_VAR]))
+    out = []
+    for root in roots:
+        out += [root / "checkpoints", root]
+    return out + [_cache_dir()]
+
+
+def _cache_dir() -> Path:
+    return cache_root() / "assign_add_release" / RELEASE_COMMIT
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify(path: Path) -> None:
+    """Raise if ``path`` does not match its known SHA-256 (package sum, or the cache sidecar)."""
+    expected = SHA256.get(path.name)
+    sidecar = path.with_name(path.name + ".sha256")
+    if expected is None and sidecar.exists():
+        expected = sidecar.read_text().strip()
+    if expected is None:
+        return
+    actual = _sha256(path)
+    if actual != expected:
+        raise ValueError(
+            f"{path} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...): the copy is "
+            f"corrupt or not the released file; delete it (it is downloaded again) or point {ENV_VAR} at a good copy"
+        )
+
+
+def _download(name: str, dest: Path, base_url: str) -> None:
+    """Fetch ``base_url + name`` into ``dest`` atomically; raise :class:`ReleaseNotFound` if the
+    server cannot be reached within :data:`DOWNLOAD_DEADLINE_S` (name resolution included)."""
+    url = base_url + name
+    opened: dict[str, object] = {}
+
+    def connect() -> None:
+        try:
+            opened["response"] = urllib.request.urlopen(url, timeout=DOWNLOAD_DEADLINE_S)
+        except Exception as exc:  # reported below, with the ways out
+            opened["error"] = exc
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(DOWNLOAD_DEADLINE_S)
+    if "response" not in opened:
+        reason = opened.get("error", f"no answer within {DOWNLOAD_DEADLINE_S:.0f} s")
+        raise ReleaseNotFound(str(reason))
+    response = opened["response"]
+    total = int(response.headers.get("Content-Length") or 0) or None
+    chunks = []
+    with response, progress(total=total, unit="B", unit_scale=True, desc=f"download {name}") as bar:
+        for chunk in iter(lambda: response.read(1 << 16), b""):
+            chunks.append(chunk)
+            bar.update(len(chunk))
+    data = b"".join(chunks)
+    expected = SHA256.get(name)
+    actual = hashlib.sha256(data).hexdigest()
+    if expected is not None and actual != expected:
+        raise ValueError(f"the download of {url} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...)")
+    release_state_from(torch.load(io.BytesIO(data), weights_only=True), name)
+    atomic_write_bytes(dest, data)
+    if expected is None:
+        atomic_write_bytes(dest.with_name(name + ".sha256"), actual.encode())
+
+
+def release_path(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True,
+                 base_url: str = RELEASE_URL) -> Path:
+    """The verified local file of ``step``: found in the folders of the module docstring, else
+    downloaded into the user cache (unless ``download`` is False)."""
+    name = file_name(step)
+    for where in _folders(folder):
+        path = where / name
+        if path.is_file():
+            _verify(path)
+            return path
+    searched = [str(f) for f in _folders(folder)]
+    dest = _cache_dir() / name
+    reason = "downloads were turned off"
+    if download:
+        try:
+            _download(name, dest, base_url)
+            return dest
+        except ReleaseNotFound as exc:
+            reason = f"the download failed ({exc})"
+    raise ReleaseNotFound(
+        f"the released Assign-and-Add file {name} is not available: {reason}, and it is not in "
+        f"{', '.join(searched)}. Ways out: pass folder=<a copy of the release>; or set {ENV_VAR} to one "
+        f"(e.g. ../shared/data/assign-and-add-release); or allow the download from {base_url}{name}"
+    )
+
+
+def release_state_from(raw: dict[str, torch.Tensor], name: str = "checkpoint") -> dict[str, torch.Tensor]:
+    """The :class:`AssignAddModel` state dict of a released TransformerLens state dict ``raw``:
+    checks that every bias and the whole layer-0 MLP are exactly zero (a clear error naming the
+    tensor otherwise), drops them and the attention mask buffers, and checks every shape."""
+    own = AssignAddModel(ModelConfig()).state_dict()
+    state: dict[str, torch.Tensor] = {}
+    for key, value in raw.items():
+        if _DROPPED_BUFFERS.search(key):
+            continue
+        if _BIAS.search(key) or key.startswith(_ZERO_PREFIXES):
+            if torch.count_nonzero(value):
+                raise ValueError(
+                    f"{name}: {key} is not zero (largest |entry| {float(value.abs().max()):.3g}); AssignAddModel has no "
+                    f"biases and no layer-0 MLP, so this file cannot be loaded faithfully: it is not the authors' release"
+                )
+            continue
+        if key not in own:
+            raise ValueError(f"{name}: unexpected tensor {key}; the released files hold TransformerLens names such as embed.W_E")
+        if tuple(value.shape) != tuple(own[key].shape):
+            raise ValueError(f"{name}: {key} has shape {tuple(value.shape)}, the model expects {tuple(own[key].shape)}")
+        state[key] = value.float()
+    missing = sorted(set(own) - set(state))
+    if missing:
+        raise ValueError(f"{name}: missing tensors {missing}")
+    return state
+
+
+def release_state(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True) -> dict[str, torch.Tensor]:
+    """The checked :class:`AssignAddModel` state dict of released ``step``."""
+    path = release_path(step, folder, download)
+    return release_state_from(torch.load(path, weights_only=True, map_location="cpu"), path.name)
+
+
+def load_release(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True) -> AssignAddModel:
+    """The released model at ``step`` (``"final"`` or one of :data:`RELEASE_STEPS`), in eval mode."""
+    model = AssignAddModel(ModelConfig())
+    model.load_state_dict(release_state(step, folder, download))
+    return model.eval()
+
+
+def available_steps(folder: str | Path | None = None, online: bool = False) -> list[int]:
+    """The released checkpoint steps present locally (folder argument, ``$MECHBOOK_AA_RELEASE``,
+    user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use)."""
+    if online:
+        return list(RELEASE_STEPS)
+    found = set()
+    for where in _folders(folder):
+        if where.is_dir():
+            for path in where.glob("checkpoint_step_*.pth"):
+                step = int(path.stem.rsplit("_", 1)[1])
+                if step in RELEASE_STEPS:
+                    found.add(step)
+    return sorted(found)

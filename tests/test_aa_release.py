@@ -1,0 +1,186 @@
+"""The loader of the authors' released checkpoints: key mapping, zero checks, sources, checksums."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import math
+import os
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mechbook.assign_add import release
+
+SHARED = Path(os.environ.get(release.ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "data" / "assign-and-add-release")
+needs_release = pytest.mark.skipif(
+    not (SHARED / "checkpoints").is_dir(), reason=f"no local copy of the release (set {release.ENV_VAR})"
+)
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """No environment variable and an empty user cache."""
+    monkeypatch.delenv(release.ENV_VAR, raising=False)
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def tl_forward(raw: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """Literal TransformerLens-style forward of a released state dict (biases and the layer-0
+    MLP included), logits at the last position."""
+    x = raw["embed.W_E"][tokens] + raw["pos_embed.W_pos"][: tokens.shape[1]]
+    for layer in range(2):
+        p = f"blocks.{layer}."
+        q = x @ raw[p + "attn.W_Q"][0] + raw[p + "attn.b_Q"][0]
+        k = x @ raw[p + "attn.W_K"][0] + raw[p + "attn.b_K"][0]
+        v = x @ raw[p + "attn.W_V"][0] + raw[p + "attn.b_V"][0]
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+        scores = scores.masked_fill(~raw[p + "attn.mask"][: x.shape[1], : x.shape[1]], float("-inf"))
+        x = x + scores.softmax(-1) @ v @ raw[p + "attn.W_O"][0] + raw[p + "attn.b_O"]
+        hidden = torch.relu(x @ raw[p + "mlp.W_in"] + raw[p + "mlp.b_in"])
+        x = x + hidden @ raw[p + "mlp.W_out"] + raw[p + "mlp.b_out"]
+    return (x @ raw["unembed.W_U"] + raw["unembed.b_U"])[:, -1]
+
+
+@needs_release
+@pytest.mark.parametrize("step", [1401, release.FINAL])
+def test_loaded_model_computes_what_the_released_weights_compute(step, isolated):
+    model = release.load_release(step, folder=SHARED, download=False)
+    raw = torch.load(SHARED / "checkpoints" / release.file_name(step), weights_only=True)
+    tokens = torch.randint(0, 74, (64, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens, last_only=True), tl_forward(raw, tokens), rtol=1e-5, atol=1e-5)
+
+
+@needs_release
+def test_available_steps_lists_the_local_copies(isolated, monkeypatch):
+    assert release.available_steps(SHARED) == sorted(
+        int(p.stem.rsplit("_", 1)[1]) for p in (SHARED / "checkpoints").glob("checkpoint_step_*.pth")
+    )
+    monkeypatch.setenv(release.ENV_VAR, str(SHARED))
+    steps = release.available_steps()
+    assert {1, 1401, 5301, 5401, 14501, 16001, 39901} <= set(steps) and len(steps) == 101
+    assert release.available_steps(online=True) == list(range(1, 40_000, 100))
+
+
+def test_step_names_are_checked():
+    assert release.file_name(release.FINAL) == release.file_name(40_000) == "model_state_dict.pth"
+    assert release.file_name(5301) == "checkpoint_step_5301.pth"
+    for bad in (0, 100, 5300, 40_001, "5301", True):
+        with pytest.raises(ValueError, match="every 100"):
+            release.file_name(bad)
+
+
+def _raw_like_release() -> dict[str, torch.Tensor]:
+    """A random state dict in the released format (zero biases and layer-0 MLP)."""
+    g = torch.Generator().manual_seed(1)
+    shapes = {"embed.W_E": (74, 128), "pos_embed.W_pos": (16, 128), "unembed.W_U": (128, 59), "unembed.b_U": (59,)}
+    for layer in range(2):
+        p = f"blocks.{layer}."
+        shapes.update({p + f"attn.W_{m}": (1, 128, 128) for m in "QKVO"})
+        shapes.update({p + f"attn.b_{m}": (1, 128) for m in "QKV"})
+        shapes.update({p + "attn.b_O": (128,), p + "mlp.W_in": (128, 512), p + "mlp.b_in": (512,),
+                       p + "mlp.W_out": (512, 128), p + "mlp.b_out": (128,)})
+    raw = {k: (torch.zeros(s) if ".b_" in k or k.startswith("blocks.0.mlp") else torch.randn(s, generator=g)) for k, s in shapes.items()}
+    for layer in range(2):
+        raw[f"blocks.{layer}.attn.mask"] = torch.tril(torch.ones(16, 16, dtype=torch.bool))
+        raw[f"blocks.{layer}.attn.IGNORE"] = torch.tensor(float("-inf"))
+    return raw
+
+
+@pytest.mark.parametrize("key", ["blocks.1.mlp.b_in", "blocks.0.attn.b_O", "unembed.b_U", "blocks.0.mlp.W_in"])
+def test_a_nonzero_bias_or_layer0_mlp_is_refused_by_name(key):
+    raw = _raw_like_release()
+    assert set(release.release_state_from(raw)) == set(release.AssignAddModel().state_dict())
+    raw[key].view(-1)[3] = 0.5
+    with pytest.raises(ValueError, match=rf"{key.replace('.', '[.]')} is not zero"):
+        release.release_state_from(raw)
+
+
+def test_a_wrong_shape_is_refused_by_name():
+    raw = _raw_like_release()
+    raw["embed.W_E"] = torch.zeros(75, 128)
+    with pytest.raises(ValueError, match=r"embed\.W_E has shape \(75, 128\)"):
+        release.release_state_from(raw)
+
+
+@needs_release
+def test_a_corrupt_local_copy_fails_its_checksum(isolated):
+    folder = isolated / "copy" / "checkpoints"
+    folder.mkdir(parents=True)
+    data = bytearray((SHARED / "checkpoints" / "checkpoint_step_1401.pth").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / "checkpoint_step_1401.pth").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        release.load_release(1401, folder=folder.parent, download=False)
+
+
+def test_offline_without_a_folder_fails_fast_naming_the_ways_out(isolated):
+    """A server that accepts the connection and never answers stands in for a dead network."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        start = time.monotonic()
+        with pytest.raises(release.ReleaseNotFound) as info:
+            release.release_path(1401, base_url=url)
+        assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert "folder=" in message and release.ENV_VAR in message and "download" in message
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A local HTTP server over ``tmp_path / 'srv'``: yields (folder, base url)."""
+    folder = tmp_path / "srv"
+    folder.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@needs_release
+def test_download_is_checked_written_into_the_cache_and_reused(isolated, served):
+    folder, url = served
+    shutil.copy(SHARED / "checkpoints" / "checkpoint_step_1401.pth", folder)
+    path = release.release_path(1401, base_url=url)
+    assert path.parent == Path(os.environ["MECHBOOK_CACHE"]) / "assign_add_release" / release.RELEASE_COMMIT
+    assert path.read_bytes() == (SHARED / "checkpoints" / "checkpoint_step_1401.pth").read_bytes()
+    (folder / "checkpoint_step_1401.pth").unlink()
+    assert release.release_path(1401, base_url=url) == path  # from the cache, no server file needed
+    assert release.available_steps() == [1401]
+
+
+@needs_release
+def test_a_corrupt_download_is_refused_and_not_kept(isolated, served):
+    folder, url = served
+    data = bytearray((SHARED / "checkpoints" / "checkpoint_step_1401.pth").read_bytes())
+    data[-100] ^= 0x01
+    (folder / "checkpoint_step_1401.pth").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        release.release_path(1401, base_url=url)
+    assert release.available_steps() == []
+
+
+@needs_release
+def test_a_step_without_a_packaged_sum_is_checked_by_structure_then_by_its_recorded_sum(isolated, served):
+    folder, url = served
+    assert "checkpoint_step_601.pth" not in release.SHA256
+    shutil.copy(SHARED / "checkpoints" / "checkpoint_step_501.pth", folder / "checkpoint_step_601.pth")
+    path = release.release_path(601, base_url=url)
+    assert path.with_name(path.name + ".sha256").exists()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        release.release_path(601, base_url=url)
