@@ -25,7 +25,7 @@ def fake_result(one_var: list[float], zero_var: list[float] | None = None, every
     """A TrainResult whose 1var_train curve is ``one_var`` (other pools follow it) every ``every``
     steps; checkpoints at every evaluation."""
     steps = [every * (i + 1) for i in range(len(one_var))]
-    zero_var = zero_var or [min(1.0, 0.2 + 0.2 * i) for i in range(len(one_var))]
+    zero_var = zero_var or [0.5] + [1.0] * (len(one_var) - 1)
     rows = []
     for i, s in enumerate(steps):
         for pool in POOL_NAMES:
@@ -179,5 +179,47 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     values = ch08.record_all(result, phases, fake_measures(sorted(result.checkpoints)), pattern_checkpoints=3)
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
     for profile in ("smoke", "cpu"):
-        assert set(bounds[profile]) <= set(values)
+        assert {n for n in bounds[profile] if not n.startswith("release_")} <= set(values)
     assert values["phase2_step"] == 400 and values["steps"] == 600 and values["phase3_step"] == "absent"
+
+
+def test_release_config_is_checked():
+    with pytest.raises(ValueError, match="not released checkpoints"):
+        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150))
+    assert set(ch08.SMOKE_RELEASE_STEPS) <= set(ch08.release.RELEASE_STEPS)
+
+
+def test_side_by_side_and_release_prose_read_both_runs():
+    rebuild = fake_result([0.05, 0.05, 0.1, 0.8, 0.9, 0.97])
+    released = fake_result([0.05, 0.06, 0.07, 0.08, 0.9, 0.99, 0.99, 1.0])
+    a, b = detect_phases(rebuild.history, RULES), detect_phases(released.history, RULES)
+    table = ch08.side_by_side(rebuild, a, released, b).set_index("")
+    assert table.loc["phase 2 (binding)", "this rebuild"] == "400"
+    assert table.loc["phase 2 (binding)", "paper's run, as released"] == "500"
+    assert table.loc["1var_train at the last evaluation", "paper's run, as released"] == "1.000"
+    sampled = ch08.release_prose(b, released, None, 1045)
+    assert "phase 2 at step 500" in sampled and "skips the exactly enumerated pools" in sampled
+    exact = {"0var_heldout_all": 0.994, "2var_union_paper": 0.981, "2var_union_equal": 0.985}
+    text = ch08.release_prose(b, released, exact, 1045)
+    assert "**99.4%** of all 1,045 held-out pairs" in text and "98.5% with the three parts weighted equally" in text
+
+
+def test_record_release(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    released = fake_result([0.05, 0.06, 0.07, 0.08, 0.9, 0.99])
+    values = ch08.record_release(released, detect_phases(released.history, RULES), {"2var_union_paper": 0.98})
+    assert values["release_phase2_step"] == 500 and values["release_checkpoints"] == 6
+    assert values["release_final_2var_union_paper"] == 0.98 and values["release_last_1var_train"] == 0.99
+    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
+    names = {n for p in ("smoke", "cpu") for n in bounds[p] if n.startswith("release_")}
+    assert names - set(values) == {"release_final_0var_heldout_all"}
+
+
+def test_union_prose_shows_both_weightings():
+    result = fake_result([0.1, 0.5, 0.7])
+    acc = result.accuracy()
+    acc.loc[acc.index.max(), "2var_misplaced_both"] = 0.1
+    text = ch08.union_prose(acc, Task())
+    assert f"**{ch08.union_paper(acc, Task()):.3f}**" in text and f"{ch08.union_score(acc):.3f} with the three" in text
+    assert ch08.union_paper(acc, Task()) > ch08.union_score(acc)

@@ -16,10 +16,13 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
+from mechbook.cache import cached, code_version
+from mechbook.assign_add import release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
-from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES
+from mechbook.assign_add import task as task_module
+from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
 
 POOL_TYPE = {"train": "train", "heldout": "held-out pairs", "misplaced": "misplaced",
@@ -33,22 +36,36 @@ BOUND_LEVEL = 0.95
 @dataclass(frozen=True)
 class DynamicsChapterConfig:
     """Chapter 8: the training run (shared with chapters 9-10), the progress measures' batch, the
-    phase rules, and the steps shown either side of phase 2 in the attention slider."""
+    phase rules, the steps shown either side of phase 2 in the attention slider, and how the
+    authors' released run is read: sequences per pool, which checkpoints (None: all present
+    locally), and whether its final model is scored on the exactly enumerated pools."""
 
     train: TrainConfig
     measures: MeasureConfig
     window: int
     rules: PhaseRules = field(default_factory=PhaseRules)
+    release_per_pool: int = 512
+    release_steps: tuple[int, ...] | None = None
+    release_exact: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.train, TrainConfig) or not isinstance(self.measures, MeasureConfig):
             raise TypeError("train must be a TrainConfig and measures a MeasureConfig")
         if self.window < 1:
             raise ValueError(f"window must be a positive number of steps, got {self.window}")
+        if self.release_per_pool < 1:
+            raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
+        bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
+        if bad:
+            raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
 
+
+SMOKE_RELEASE_STEPS = (1, 501, 1401, 3001, 5001, 5301, 5401, 5501, 7001, 10001, 13001, 14501, 15001, 16001, 20001, 39901)
+"""The released checkpoints smoke reads: enough around each of the paper's phases to find them."""
 
 CONFIGS: dict[str, DynamicsChapterConfig] = {
-    "smoke": DynamicsChapterConfig(TRAIN_PROFILES["smoke"], MeasureConfig(n_sequences=128), window=150),
+    "smoke": DynamicsChapterConfig(TRAIN_PROFILES["smoke"], MeasureConfig(n_sequences=128), window=150,
+                                   release_per_pool=128, release_steps=SMOKE_RELEASE_STEPS, release_exact=False),
     "cpu": DynamicsChapterConfig(TRAIN_PROFILES["cpu"], MeasureConfig(n_sequences=512), window=1000),
     "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }
@@ -172,9 +189,17 @@ def union_score(acc: pd.DataFrame) -> float:
     return float(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
 
 
-def union_prose(acc: pd.DataFrame, modulus: int) -> str:
-    """The union's sentence, next to chance."""
-    return f"2-var generalisation union: **{union_score(acc):.3f}**; chance is 1/{modulus} = {1 / modulus:.3f}."
+def union_paper(acc: pd.DataFrame, task: Task) -> float:
+    """The final 2-var union with its parts weighted by their sizes in the enumerated union, as
+    the paper scores it (:func:`mechbook.assign_add.task.union_accuracy`)."""
+    return union_accuracy(acc.iloc[-1].to_dict(), task, "paper")
+
+
+def union_prose(acc: pd.DataFrame, task: Task) -> str:
+    """The union's sentence, both weightings, next to chance."""
+    n = task.cfg.modulus
+    return (f"2-var generalisation union: **{union_paper(acc, task):.3f}** with its parts weighted by their sizes (the "
+            f"paper's score), {union_score(acc):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}.")
 
 
 def measures_shown(measures: pd.DataFrame) -> pd.DataFrame:
@@ -257,6 +282,88 @@ def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, t
                                  tooltip=[alt.Tooltip("step:Q", title="checkpoint step")]).add_params(slider)
 
 
+PAPER_PHASES = {"phase 1": "~500", "phase 2": "5,300-5,400", "phase 3": "14,500-16,000"}
+"""When the paper dates its three phases (steps of its released run)."""
+
+
+def release_run(cfg: DynamicsChapterConfig) -> TrainResult:
+    """The authors' released run as a :class:`TrainResult`: the nine sampled pools (the rebuild's
+    own pools) at the released checkpoints of ``cfg.release_steps`` (None: every one present
+    locally), those checkpoints' weights, the final weights and the paper's training config, so
+    the chapter's functions read it exactly as they read the rebuild."""
+    history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
+    steps = sorted(history.step.unique().tolist())
+    return TrainResult(history=history, checkpoints={s: release.release_state(s) for s in steps},
+                       final_state=release.release_state(release.FINAL), config=TrainConfig(), train_seconds=0.0)
+
+
+def _step(step: int | None) -> str:
+    return f"{step:,}" if step is not None else "not found"
+
+
+def side_by_side(rebuild: TrainResult, rebuild_phases: Phases, released: TrainResult, release_phases: Phases) -> pd.DataFrame:
+    """The phases and the last evaluation's accuracies of both runs, one row each, with the
+    paper's dates of the phases."""
+    rows = [
+        {"": "phase 1 (addition)", "paper's run, as released": _step(release_phases.phase1),
+         "this rebuild": _step(rebuild_phases.phase1), "the paper says": PAPER_PHASES["phase 1"]},
+        {"": "phase 2 (binding)", "paper's run, as released": _step(release_phases.phase2),
+         "this rebuild": _step(rebuild_phases.phase2), "the paper says": PAPER_PHASES["phase 2"]},
+        {"": "phase 3 (refinement)",
+         "paper's run, as released": _step(release_phases.phase3) if release_phases.phase3 else release_phases.phase3_status,
+         "this rebuild": _step(rebuild_phases.phase3) if rebuild_phases.phase3 else rebuild_phases.phase3_status,
+         "the paper says": PAPER_PHASES["phase 3"]},
+    ]
+    a, b = released.accuracy().iloc[-1], rebuild.accuracy().iloc[-1]
+    steps = (int(released.accuracy().index.max()), int(rebuild.accuracy().index.max()))
+    for pool in POOL_NAMES:
+        rows.append({"": f"{pool} at the last evaluation", "paper's run, as released": f"{a[pool]:.3f}",
+                     "this rebuild": f"{b[pool]:.3f}", "the paper says": ""})
+    rows.append({"": "last evaluation (step)", "paper's run, as released": f"{steps[0]:,}", "this rebuild": f"{steps[1]:,}",
+                 "the paper says": "40,000"})
+    return pd.DataFrame(rows)
+
+
+def release_exact_scores(cfg: DynamicsChapterConfig) -> dict[str, float] | None:
+    """The released final model's scores on the exactly enumerated pools
+    (:func:`mechbook.assign_add.scores.exact_scores`, cached), or None when ``cfg`` skips them."""
+    if not cfg.release_exact:
+        return None
+    key = {"commit": release.RELEASE_COMMIT, "task": TaskConfig(), "code": code_version(scores, task_module, release)}
+    return cached("chapter8_release_exact", key, lambda: scores.exact_scores(release.load_release(), Task(TaskConfig())))
+
+
+def release_prose(phases: Phases, released: TrainResult, exact: dict[str, float] | None, n_heldout: int) -> str:
+    """The released run's phases as the rules find them, and its final model's exact scores
+    (or, without them, its last sampled evaluation)."""
+    three = (f"phase 3 at step {phases.phase3:,} (`{phases.phase3_pool}` plateaued at {phases.plateau[2]:.2f})"
+             if phases.phase3 is not None else f"phase 3 {phases.phase3_status}")
+    text = (f"On the authors' own checkpoints the same rules find phase 1 at step {_step(phases.phase1)}, phase 2 at "
+            f"step {_step(phases.phase2)} and {three}. ")
+    if exact is None:
+        acc = released.accuracy()
+        return text + (f"At its last checkpoint read here (step {int(acc.index.max()):,}) it is right on "
+                       f"{acc.iloc[-1]['0var_heldout']:.1%} of the sampled held-out pairs; this profile skips the exactly "
+                       "enumerated pools.")
+    return text + (f"Its final model is right on **{exact['0var_heldout_all']:.1%}** of all {n_heldout:,} held-out pairs "
+                   f"and on **{exact['2var_union_paper']:.1%}** of the enumerated 2-var union (weighted by its parts' "
+                   f"sizes, as the paper scores it; {exact['2var_union_equal']:.1%} with the three parts weighted equally).")
+
+
+def record_release(released: TrainResult, phases: Phases, exact: dict[str, float] | None) -> dict[str, object]:
+    """Record the released run's numbers as ``release_*``."""
+    final = released.accuracy().iloc[-1]
+    values = {
+        "release_phase1_step": phases.phase1,
+        "release_phase2_step": phases.phase2,
+        "release_phase3_step": phases.phase3 if phases.phase3 is not None else phases.phase3_status,
+        "release_checkpoints": int(released.accuracy().index.nunique()),
+        **{f"release_last_{pool}": float(final[pool]) for pool in POOL_NAMES},
+        **{f"release_final_{name}": float(value) for name, value in (exact or {}).items()},
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
+
+
 def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/08_training_dynamics.yml``)."""
     acc = result.accuracy()
@@ -272,6 +379,7 @@ def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, patt
         "phase1_before_phase2": bool(phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2),
         **{f"final_{pool}": float(final[pool]) for pool in POOL_NAMES},
         "final_2var_union": union_score(acc),
+        "final_2var_union_paper": union_paper(acc, Task(result.config.task)),
         **{f"measure_{name}": float(value) for name, value in final_measures(measures).items()},
         "adder_reaches_0.9_step": adder_first_step(measures),
         "pattern_checkpoints": pattern_checkpoints,
