@@ -55,8 +55,8 @@ def _spread(early_cos: float, final_cos: float) -> pd.DataFrame:
     (0.95, 6.0, 0.5, "already has the identity shape", "the form holds"),
     (0.95, 1.7, 0.5, "layer 1 has not yet made the variables distinct", "the form holds"),
     (0.95, 1.7, 0.05, "their spread does not explain", "the form holds"),
-    (0.7, 1.7, 0.5, "does not have the predicted form closely enough", "the form holds only loosely"),
-    (0.2, 1.7, 0.5, "does not have the predicted form closely enough", "the form does not hold"),
+    (0.7, 1.7, 0.5, "does not describe this checkpoint", "the form holds only loosely"),
+    (0.2, 1.7, 0.5, "does not describe this checkpoint", "the form does not hold"),
 ])
 def test_premise_prose_picks_the_case_the_numbers_show(similarity, ratio, early_cos, expected, form):
     text = ch10.premise_prose(similarity, ratio, _spread(early_cos, 0.1), step=1200)
@@ -121,3 +121,29 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "10_why_it_composes.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds.get(profile, {})) <= set(values)
+
+
+def test_release_config_matches_chapter_8s_reading():
+    for profile, cfg in ch10.CONFIGS.items():
+        dyn = ch08.CONFIGS[profile]
+        assert (cfg.release_steps, cfg.release_per_pool) == (dyn.release_steps, dyn.release_per_pool)
+
+
+def test_read_run_comparison_and_release_records(model, monkeypatch):
+    task = Task(TC)
+    tokens, labels = (torch.from_numpy(x) for x in task.sample(16, np.random.default_rng(1)))
+    torch.manual_seed(2)
+    late = AssignAddModel(ch08.CONFIGS["smoke"].train.model).double().eval()
+    a = ch10.read_run(model, late, TC, tokens, labels, step=300, final_step=900)
+    b = ch10.read_run(late, late, TC, tokens, labels, step=900, final_step=900)
+    grad = theory.gradient_variable_block(late, TC, tokens, labels)
+    assert b.stats.loc[ch10.LEARNED, "similarity"] == pytest.approx(theory.block_similarity(grad, circuits.variable_qk_block(late, TC)))
+    table = ch10.comparison_table(a, b).set_index("")
+    assert table.loc["checkpoint (before the binding jump)"].tolist() == ["900", "300"]
+    assert table.loc["predictions holding", "this rebuild"] == f"{int(a.checks['holds'].sum())} of 4"
+    seen = {}
+    monkeypatch.setattr(ch10.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    values = ch10.record_release(b)
+    assert values["release_gradient_checkpoint_step"] == 900
+    assert values["release_gradient_block_ratio"] == pytest.approx(b.stats.loc[ch10.GRADIENT, "ratio"])
+    assert f"{int(b.checks['holds'].sum())} of the 4 predictions hold" in ch10.release_prose(b)

@@ -16,7 +16,7 @@ import torch
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add import circuits, theory
+from mechbook.assign_add import circuits, release, scores, theory
 from mechbook.assign_add.phases import Phases
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.train import TrainConfig, TrainResult
@@ -41,17 +41,26 @@ class TheoryChapterConfig:
 
     train: TrainConfig
     per_pool: int
+    release_per_pool: int = 512
+    release_steps: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.per_pool < 1:
             raise ValueError(f"per_pool must be at least 1, got {self.per_pool}")
 
 
+def _config(profile: str, per_pool: int) -> TheoryChapterConfig:
+    dynamics = ch08.CONFIGS[profile]
+    return TheoryChapterConfig(dynamics.train, per_pool, dynamics.release_per_pool, dynamics.release_steps)
+
+
 CONFIGS: dict[str, TheoryChapterConfig] = {
-    "smoke": TheoryChapterConfig(ch08.CONFIGS["smoke"].train, per_pool=256),
-    "cpu": TheoryChapterConfig(ch08.CONFIGS["cpu"].train, per_pool=1024),
-    "paper": TheoryChapterConfig(ch08.CONFIGS["paper"].train, per_pool=2048),
+    "smoke": _config("smoke", 256),
+    "cpu": _config("cpu", 1024),
+    "paper": _config("paper", 2048),
 }
+"""Chapter 8's run and its reading of the released run (the same pools, so the cached history
+is shared)."""
 
 
 def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) -> TheoryChapterConfig:
@@ -226,13 +235,76 @@ def premise_prose(similarity: float, gradient_ratio: float, spread: pd.DataFrame
         case = ("The gradient has the predicted form and the directions are as distinct as at the end, so their spread "
                 "does not explain the missing identity shape; the blocks above show which variables dominate.")
     else:
-        case = ("Here the gradient does not have the predicted form closely enough, so the argument's premise (an adder "
-                "that already works, uniform attention) is not met at this checkpoint and the directions cannot explain "
-                "the block.")
+        case = ("Here the gradient does not have the predicted form closely enough: the reconstructed argument does not "
+                "describe this checkpoint's gradient, and the directions' spread cannot explain the block.")
     return (f"At step {step:,} the gradient block correlates **{similarity:.2f}** with $(UU^\\top)^2$ ({form}). "
             f"The variable directions there have mean $|\\cos|$ **{early_cos:.2f}** between different variables and a "
             f"longest/shortest length ratio of {spread.iloc[0, 1]:.1f}; at the end, **{final_cos:.2f}** and "
             f"{spread.iloc[1, 1]:.1f}. " + case)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The chapter's whole reading of one run at one checkpoint."""
+
+    step: int
+    stats: pd.DataFrame
+    split_stats: pd.DataFrame
+    checks: pd.DataFrame
+    spread: pd.DataFrame
+
+
+def read_run(early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor,
+             labels: torch.Tensor, step: int, final_step: int) -> Reading:
+    """The gradient blocks, their statistics, the key split, the verdict and the premise of one
+    run (``early`` at ``step``, ``late`` its final model)."""
+    stats = block_stats(gradient_blocks(early, late, task_cfg, tokens, labels))
+    split_stats = block_stats(key_split_blocks(early, task_cfg, tokens, labels), reference=None)
+    return Reading(step, stats, split_stats, checks_table(stats, split_stats),
+                   spread_table(early, late, task_cfg, step, final_step))
+
+
+def release_reading(cfg: TheoryChapterConfig, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> Reading:
+    """:func:`read_run` on the authors' released run, at its last checkpoint (among
+    ``cfg.release_steps``) before the binding jump that chapter 8's rules find in its curves."""
+    history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
+    step = theory.after_phase1_step(history, sorted(history.step.unique().tolist()))
+    early, late = release.load_release(step).double(), release.load_release(release.FINAL).double()
+    return read_run(early, late, task_cfg, tokens, labels, step, release.FINAL_STEP)
+
+
+def comparison_table(rebuild: Reading, released: Reading) -> pd.DataFrame:
+    """The rebuild's and the released run's gradient readings side by side."""
+    def column(r: Reading) -> list[str]:
+        g = r.stats.loc[GRADIENT]
+        return [f"{r.step:,}", f"{g['ratio']:.2f}", f"{g['rows_diag_max']:.0%}", f"{r.stats.loc[PREDICTED, 'similarity']:.2f}",
+                f"{r.stats.loc[LEARNED, 'similarity']:.2f}", f"{r.spread.iloc[0, 0]:.2f}", f"{int(r.checks['holds'].sum())} of 4"]
+    return pd.DataFrame({"": ["checkpoint (before the binding jump)", "gradient block: diag / |off-diag|",
+                              "rows with diagonal max", "correlation with (U Uᵀ)²", "correlation with the learned block",
+                              "mean |cos| between variable directions", "predictions holding"],
+                         "paper's run, as released": column(released), "this rebuild": column(rebuild)})
+
+
+def release_prose(r: Reading) -> str:
+    """Does the argument hold on the released run before its jump: the premise prose on it, and
+    the number of predictions that hold."""
+    holding = int(r.checks["holds"].sum())
+    return (premise_prose(r.stats.loc[PREDICTED, "similarity"], r.stats.loc[GRADIENT, "ratio"], r.spread, r.step)
+            + f" On the released run {holding} of the {len(r.checks)} predictions hold.")
+
+
+def record_release(r: Reading) -> dict[str, object]:
+    """Record the released run's reading as ``release_*``."""
+    values = {
+        "release_gradient_checkpoint_step": r.step,
+        "release_gradient_block_ratio": r.stats.loc[GRADIENT, "ratio"],
+        "release_gradient_block_rows_diag_max": r.stats.loc[GRADIENT, "rows_diag_max"],
+        "release_gradient_vs_predicted_similarity": r.stats.loc[PREDICTED, "similarity"],
+        "release_gradient_vs_learned_similarity": r.stats.loc[LEARNED, "similarity"],
+        "release_theory_predictions_holding": int(r.checks["holds"].sum()),
+        "release_variable_directions_cos_checkpoint": float(r.spread.iloc[0, 0]),
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
 
 
 def record_all(step: int, stats: pd.DataFrame, zero: pd.DataFrame, split_stats: pd.DataFrame, over: pd.DataFrame,
