@@ -39,16 +39,6 @@ def test_knobs_reach_the_nested_configs():
         ch09.resolve("smoke", n_patch=0)
 
 
-def test_mlp2_maps_read_each_pair_where_a_single_run_does(model):
-    maps = ch09.mlp2_maps(model, TC)
-    assert maps.shape == (ch08.CONFIGS["smoke"].train.model.d_mlp, TC.modulus, TC.modulus)
-    for n, m in [(0, 0), (3, 5), (58, 1), (20, 41)]:
-        seq = torch.tensor([[TC.pad] * TC.context_len + [TC.plus, n, m, TC.eq]])
-        with torch.no_grad():
-            _, cache = model.run_with_cache(seq, names_filter=lambda name: name == ch09.MLP2_PRE)
-        np.testing.assert_allclose(maps[:, n, m], cache[ch09.MLP2_PRE][0, -1].numpy(), rtol=1e-5, atol=1e-6)
-
-
 def _cos_map(k: int, alpha: float, beta: float, n_mod: int = 59) -> np.ndarray:
     n = np.arange(n_mod)
     return np.cos(2 * math.pi * k * n / n_mod + alpha)[:, None] + np.cos(2 * math.pi * k * n / n_mod + beta)[None, :]
@@ -113,24 +103,43 @@ def test_probe_accuracy_and_pivot():
     assert list(ch09.probe_pivot(probes).columns) == ["embedding", "after layer 1"]
 
 
+def _readings(scale: float = 1.0) -> dict[str, object]:
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
+    probes = pd.DataFrame([
+        {"target": t, "site": "s", "where": w, "accuracy": 0.5 * scale, "chance": 0.1, "n": 5}
+        for t in ("variable identity", "operand's value", "answer") for w in ("after layer 1", "after layer 2")
+    ])
+    return dict(
+        roles={"value_to_variable": 0.7 * scale, "eq_to_needed": 0.6}, prev_share=1.0,
+        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0}, comp=pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]}),
+        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.3]}), adder=0.99, adder_residual=0.95,
+        fourier=ch09.fourier_neurons(maps), probes=probes,
+        effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
+    )
+
+
 def test_record_all_covers_the_thresholds(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch09.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
-    probes = pd.DataFrame([
-        {"target": t, "site": "s", "where": w, "accuracy": 0.5, "chance": 0.1, "n": 5}
-        for t in ("variable identity", "operand's value", "answer") for w in ("after layer 1", "after layer 2")
-    ])
-    comp = pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]})
-    ov2 = pd.DataFrame({"matched": [0.8], "shuffled": [0.3]})
-    values = ch09.record_all(dict(
-        roles={"value_to_variable": 0.7, "eq_to_needed": 0.6}, prev_share=1.0,
-        diag={"ratio": 5.0, "rows_diag_max": 1.0}, comp=comp, ov2=ov2, adder=0.99,
-        fourier=ch09.fourier_neurons(maps), probes=probes,
-        effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
-    ))
-    assert values == seen and values["matched_cosine"] == pytest.approx(0.95)
+    values = ch09.record_all(_readings())
+    released = ch09.record_all(_readings(), prefix="release_")
+    assert {k: v for k, v in seen.items() if not k.startswith("release_")} == values
+    assert values["matched_cosine"] == pytest.approx(0.95) and released["release_matched_cosine"] == pytest.approx(0.95)
     assert values["neurons_fve_ge_0.9"] == 2 and values["top_frequencies"] == [5, 11]
+    assert values["adder_with_residual_accuracy"] == 0.95
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
     for profile in ("smoke", "cpu"):
-        assert set(bounds[profile]) <= set(values)
+        assert set(bounds[profile]) <= set(values) | set(released)
+
+
+def test_comparison_table_puts_each_run_in_its_column():
+    table = ch09.comparison_table(_readings(), _readings(scale=2.0)).set_index("reading")
+    row = table.loc[ch09.COMPARED["qk2_block_ratio"]]
+    assert (row["paper's run, as released"], row["this rebuild"]) == ("10.000", "5.000")
+    assert table.loc[ch09.COMPARED["top_frequencies"], "this rebuild"] == "5, 11"
+    assert table.loc[ch09.COMPARED["neurons_fve_ge_0.9"], "this rebuild"] == "2"
+
+
+def test_short_prose():
+    assert ch09.positional_prose(0.5, 12).startswith("In 50% of the context query positions 1-11")
+    assert ch09.adder_prose(0.999, 0.95, 59) == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."

@@ -15,19 +15,19 @@ import torch
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add import circuits, fourier
-from mechbook.assign_add.probes import ProbeConfig
-from mechbook.assign_add.task import TaskConfig
+from mechbook.assign_add import circuits, fourier, patching
+from mechbook.assign_add.probes import ProbeConfig, cached_probe_table
+from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.chapters import ch08_training_dynamics as ch08
 
-MLP2_PRE = "blocks.1.mlp.hook_pre"
-"""The layer-2 MLP pre-activations, where the Fourier neurons are read."""
 LIVE_STD = 1e-3
 """A neuron is live when its map's spread exceeds this fraction of the largest neuron's."""
 MIN_FVE = 0.9
 """Variance one frequency must explain for a neuron to count as a Fourier neuron."""
 SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
+POOL_SEED, PATCH_SEED = 2, 3
+"""Seeds of the chapter's evaluation pools and of its patching pairs."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,18 @@ def positional_chart(scores: np.ndarray) -> alt.Chart:
         anchor="start"))
 
 
+def positional_prose(share: float, context_len: int) -> str:
+    """The share of context query positions whose top positional score is the previous one."""
+    return (f"In {share:.0%} of the context query positions 1-{context_len - 1}, the highest positional score goes "
+            "to the previous position.")
+
+
+def adder_prose(adder: float, with_residual: float, modulus: int) -> str:
+    """The adder alone (the paper's measure) and the variant keeping the residual."""
+    return (f"The adder alone answers **{adder:.1%}** of the {modulus ** 2:,} pairs correctly "
+            f"({with_residual:.1%} with the residual kept).")
+
+
 def block_prose(diag: dict[str, float]) -> str:
     """The identity-likeness of the learned block in one sentence."""
     return (f"Diagonal mean / mean |off-diagonal| = **{diag['ratio']:.2f}**; mean margin {diag['margin']:.2f}; "
@@ -126,16 +138,6 @@ def composition_prose(comp: pd.DataFrame, ov2: pd.DataFrame) -> str:
     return (f"Mean cosine, matched: **{comp['matched'].mean():.3f}**; mismatched: **{comp['mismatched'].mean():.3f}**. "
             f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: {ov2['matched'].mean():.3f} "
             f"(against another pair's: {ov2['shuffled'].mean():.3f}).")
-
-
-def mlp2_maps(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:
-    """(neurons, N, N): each layer-2 MLP neuron's pre-activation at '=' on ``PAD.. + n m =``,
-    read through the ``blocks.1.mlp.hook_pre`` hook for all N² pairs."""
-    direct, _ = circuits.direct_sequences(task_cfg)
-    with torch.no_grad():
-        _, cache = model.run_with_cache(direct, names_filter=lambda n: n == MLP2_PRE)
-    n = task_cfg.modulus
-    return cache[MLP2_PRE][:, -1].T.reshape(-1, n, n).numpy()
 
 
 @dataclass(frozen=True)
@@ -254,24 +256,60 @@ def patching_prose(effect: dict[str, float], n_patch: int) -> str:
             f"patching a distractor's value position leaves the answer unchanged in **{effect['control_unchanged']:.1%}**.")
 
 
-def record_all(readings: dict[str, object]) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``) from its
-    readings: ``roles``, ``prev_share``, ``diag``, ``comp``, ``ov2``, ``adder``, ``fourier``,
-    ``probes``, ``effect``."""
-    r = readings
+def readings(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
+             pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
+    """Every reading the chapter takes of one model, by the functions the notebook shows
+    (chapter 9 applies it to the released final model beside the rebuild's)."""
+    eval_tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train", "2var_heldout")])
+    train_pools = ("0var_train", "1var_train", "2var_train")
+    n = task.cfg.modulus
+    return dict(
+        roles=circuits.role_attention(model, eval_tokens, task.cfg),
+        prev_share=circuits.previous_token_share(circuits.positional_qk(model, 0), range(1, task.cfg.context_len)),
+        diag=circuits.block_diagonality(circuits.variable_qk_block(model, task.cfg)),
+        comp=circuits.composition_cosines(model, task, "2var"),
+        ov2=circuits.ov2_cosines(model, task, "2var"),
+        adder=circuits.adder_alone_accuracy(model, n),
+        adder_residual=circuits.adder_with_residual_accuracy(model, n),
+        fourier=fourier_neurons(fourier.mlp2_maps(model, task.cfg)),
+        probes=cached_probe_table(model, task.cfg, np.concatenate([pools[p][0] for p in train_pools]),
+                                  np.concatenate([pools[p][1] for p in train_pools]), cfg.probe),
+        effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, cfg.n_patch, seed=PATCH_SEED)),
+    )
+
+
+COMPARED = {
+    "value_to_variable_attention": "layer 1: value → its variable (attention)",
+    "positional_prev_token_share": "layer 1: positional previous-token share",
+    "qk2_block_ratio": "layer 2: U QK₂ Uᵀ diag / |off-diag|",
+    "matched_cosine": "residual at '=': matched cosine",
+    "mismatched_cosine": "residual at '=': mismatched cosine",
+    "adder_alone_accuracy": "adder alone, MLP₂(h) W_U (the paper's)",
+    "adder_with_residual_accuracy": "adder with residual, (h + MLP₂(h)) W_U",
+    "neurons_fve_ge_0.9": "Fourier neurons (FVE ≥ 0.9)",
+    "top_frequencies": "most common key frequencies",
+    "probe_variable_identity_after_layer1": "probe: variable identity after layer 1",
+    "probe_answer_at_eq": "probe: answer at '='",
+    "patching_to_source": "patching the value moves the answer",
+}
+
+
+def headline(r: dict[str, object]) -> dict[str, object]:
+    """The chapter's headline numbers from :func:`readings`."""
     found: FourierNeurons = r["fourier"]
     probes: pd.DataFrame = r["probes"]
-    values = {
+    return {
         "value_to_variable_attention": r["roles"]["value_to_variable"],
         "eq_to_needed_attention": r["roles"]["eq_to_needed"],
         "positional_prev_token_share": r["prev_share"],
         "qk2_block_ratio": r["diag"]["ratio"],
         "qk2_block_rows_diag_max": r["diag"]["rows_diag_max"],
-        "matched_cosine": r["comp"]["matched"].mean(),
-        "mismatched_cosine": r["comp"]["mismatched"].mean(),
-        "ov2_matched_cosine": r["ov2"]["matched"].mean(),
-        "ov2_shuffled_cosine": r["ov2"]["shuffled"].mean(),
+        "matched_cosine": float(r["comp"]["matched"].mean()),
+        "mismatched_cosine": float(r["comp"]["mismatched"].mean()),
+        "ov2_matched_cosine": float(r["ov2"]["matched"].mean()),
+        "ov2_shuffled_cosine": float(r["ov2"]["shuffled"].mean()),
         "adder_alone_accuracy": r["adder"],
+        "adder_with_residual_accuracy": r["adder_residual"],
         "neurons_fve_ge_0.9": int(len(found.good)),
         "best_neuron_fve": float(found.live["fve"].max()),
         "top_frequencies": [int(k) for k in found.frequencies["k"].head(5)],
@@ -282,4 +320,22 @@ def record_all(readings: dict[str, object]) -> dict[str, object]:
         "patching_as_source_run": r["effect"]["patched_as_source_run"],
         "patching_control_unchanged": r["effect"]["control_unchanged"],
     }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
+
+
+def comparison_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
+    """The released final model's headline readings beside the rebuild's."""
+    a, b = headline(released), headline(rebuild)
+    return pd.DataFrame([{"reading": label, "paper's run, as released": _shown(a[name]), "this rebuild": _shown(b[name])}
+                         for name, label in COMPARED.items()])
+
+
+def record_all(readings_: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``), the released
+    run's with ``prefix="release_"``."""
+    return {prefix + name: mechbook.record(prefix + name, value) for name, value in headline(readings_).items()}
