@@ -1,9 +1,11 @@
 """Linear probes (mechbook.assign_add.probes, chapter 9)."""
 
+import numpy as np
 import pytest
 import torch
 
 from mechbook.assign_add.probes import ProbeConfig, fit_probe
+from mechbook.assign_add.task import Task
 
 
 def planted(n: int = 1200, d: int = 16, classes: int = 6, seed: int = 0):
@@ -80,3 +82,21 @@ def test_probe_table_covers_every_target_and_depth():
     assert len(table) == 3 * len(PROBE_HOOKS)
     assert table["accuracy"].between(0, 1).all() and (table["n"] > 0).all()
     assert list(table[table.target == "answer"]["where"]) == list(PROBE_HOOKS)
+
+
+def test_variable_identity_over_training_is_the_probe_at_each_step():
+    from mechbook.assign_add.model import AssignAddModel, ModelConfig
+    from mechbook.assign_add.probes import PROBE_HOOKS, fit_probe, variable_identity_over_training, variable_identity_sites
+
+    task = Task()
+    tokens, _ = task.sample(60, np.random.default_rng(2))
+    models = {s: AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=32, seed=s)).eval() for s in (4, 5)}
+    got = variable_identity_over_training(models.__getitem__, [4, 5], task.cfg, tokens, where=("after layer 1",))
+    rows, pos, y = variable_identity_sites(tokens, task.cfg)
+    for step, model in models.items():
+        with torch.no_grad():
+            _, cache = model.run_with_cache(torch.as_tensor(tokens))
+        res = fit_probe(cache[PROBE_HOOKS["after layer 1"]][torch.as_tensor(rows), torch.as_tensor(pos)], torch.as_tensor(y))
+        assert got[got.step == step].accuracy.item() == res.test_accuracy
+    with pytest.raises(ValueError, match="unknown probe sites"):
+        variable_identity_over_training(models.__getitem__, [4], task.cfg, tokens, where=("layer 7",))

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from test_aa_release import SHARED, needs_release
 
 from mechbook.assign_add import release, scores
 from mechbook.assign_add.phases import detect_phases
-from mechbook.assign_add.task import Task, TaskConfig
-from test_aa_release import SHARED, needs_release
+from mechbook.assign_add.task import Task
 
 pytestmark = needs_release
 TASK = Task()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.sweeps import final_accuracies, final_train_loss, point_config, run_sweep, score, threshold
-from mechbook.assign_add.task import POOL_NAMES
+from mechbook.assign_add.task import POOL_NAMES, Task
 from mechbook.assign_add.train import TrainConfig
 
 
@@ -54,8 +54,9 @@ def test_scores_read_the_right_pools():
     )
     accs = final_accuracies(history)
     assert accs["0var_heldout"] == pytest.approx(0.2)
-    assert score("f", accs) == pytest.approx(0.2)
-    assert score("r", accs) == pytest.approx((0.7 + 0.8 + 0.9) / 3)
+    task = Task()
+    assert score("f", accs, task) == pytest.approx(0.2)
+    assert score("r", accs, task) == pytest.approx((0.7 * 96_140 + 0.8 * 87_696 + 0.9 * 9_744) / 193_580)
 
 
 def test_final_train_loss_reads_the_last_train_row():

@@ -167,7 +167,7 @@ def test_enumerated_union_holds_every_sequence_once():
     assert len(np.unique(keys, axis=0)) == len(tokens), "a (number pair, variable pair) occurs twice"
     assert (TASK.heldout_pairs[n1, n2] == (parts == 0)).all()
     for i in np.random.default_rng(0).choice(len(tokens), 300, replace=False):
-        env, a, b = parse(tokens[i])
+        _, a, b = parse(tokens[i])
         assert (a, b) == (n1[i], n2[i])
 
 

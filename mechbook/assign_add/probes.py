@@ -2,11 +2,14 @@
 
 A probe is a multinomial logistic regression ``softmax(W x + b)`` trained full-batch with AdamW
 on standardised features, scored on a held-out split. Chance is the held-out frequency of the
-most common class, so a probe that learned nothing scores near it.
+most common class, so a probe that learned nothing scores near it. The variable-identity probe
+can also be tracked over a run's checkpoints (:func:`variable_identity_over_training`, chapter 8).
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +18,7 @@ import torch
 
 from mechbook.assign_add.task import TaskConfig
 from mechbook.cache import cached, code_version, fingerprint
+from mechbook.progress import progress
 
 
 @dataclass(frozen=True)
@@ -153,8 +157,6 @@ def cached_probe_table(
 ) -> pd.DataFrame:
     """:func:`probe_table`, cached on the model's weights, the sequences, the probe config and
     this module's code (probes train 12 small classifiers: seconds to a minute)."""
-    import sys
-
     key = {
         "weights": fingerprint(model.state_dict()),
         "task": task_cfg,
@@ -164,3 +166,52 @@ def cached_probe_table(
         "code": code_version(sys.modules[__name__]),
     }
     return cached("assign_add_probes", key, lambda: probe_table(model, task_cfg, tokens, labels, cfg))
+
+
+def variable_identity_over_training(
+    load: Callable[[int], torch.nn.Module],
+    steps: Sequence[int],
+    task_cfg: TaskConfig,
+    tokens: np.ndarray,
+    where: Sequence[str] = ("embedding", "after layer 1"),
+    cfg: ProbeConfig = ProbeConfig(),
+) -> pd.DataFrame:
+    """The variable-identity probe (the variable before each value position) at every step of a
+    run, ``load(step)`` giving the model there (a rebuild's ``load_model`` or the release):
+    columns ``step``, ``where`` (keys of :data:`PROBE_HOOKS`), ``accuracy``, ``chance``, ``n``."""
+    unknown = sorted(set(where) - set(PROBE_HOOKS))
+    if unknown:
+        raise ValueError(f"unknown probe sites {unknown}; the sites are {list(PROBE_HOOKS)}")
+    rows_, pos, y = variable_identity_sites(tokens, task_cfg)
+    hooks = {PROBE_HOOKS[w] for w in where}
+    out = []
+    for step in progress(list(steps), desc="variable-identity probe"):
+        with torch.no_grad():
+            _, cache = load(step).run_with_cache(torch.as_tensor(tokens), names_filter=lambda n: n in hooks)
+        for w in where:
+            res = fit_probe(cache[PROBE_HOOKS[w]][torch.as_tensor(rows_), torch.as_tensor(pos)], torch.as_tensor(y), cfg)
+            out.append({"step": step, "where": w, "accuracy": res.test_accuracy, "chance": res.chance, "n": len(y)})
+    return pd.DataFrame(out)
+
+
+def release_probe_history(
+    steps: Sequence[int] | None = None, n_sequences: int = 512, seed: int = 0, folder=None, cfg: ProbeConfig = ProbeConfig()
+) -> pd.DataFrame:
+    """:func:`variable_identity_over_training` on the released run at ``steps`` (default: every
+    local checkpoint), on ``n_sequences`` training-distribution sequences drawn with ``seed``;
+    cached on the pinned commit, the steps, the sizes, the probe config and the code."""
+    from mechbook.assign_add import release
+    from mechbook.assign_add.task import Task
+
+    steps = sorted(release.available_steps(folder) if steps is None else steps)
+    if not steps:
+        raise ValueError(f"no released checkpoint is available locally; set {release.ENV_VAR} or pass folder=...")
+
+    def compute() -> pd.DataFrame:
+        task = Task(TaskConfig())
+        tokens, _ = task.sample(n_sequences, np.random.default_rng([seed, 19]))
+        return variable_identity_over_training(lambda s: release.load_release(s, folder), steps, task.cfg, tokens, cfg=cfg)
+
+    key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n": n_sequences, "seed": seed, "probe": cfg,
+           "code": code_version(sys.modules[__name__], release)}
+    return cached("assign_add_release_probes", key, compute)

@@ -26,6 +26,7 @@ change to the cached copy is detected. The files carry no license: the project n
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import os
 import re
@@ -128,7 +129,7 @@ def _download(name: str, dest: Path, base_url: str) -> None:
     def connect() -> None:
         try:
             opened["response"] = urllib.request.urlopen(url, timeout=DOWNLOAD_DEADLINE_S)
-        except Exception as exc:  # reported below, with the ways out
+        except (OSError, ValueError, http.client.HTTPException) as exc:  # reported below, with the ways out
             opened["error"] = exc
 
     worker = threading.Thread(target=connect, daemon=True)

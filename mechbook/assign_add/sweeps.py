@@ -5,7 +5,8 @@ share everything else, so they train together as one stacked model
 (:func:`~mechbook.assign_add.stacked.load_or_train_stacked`, cached per sweep):
 
 - ``r`` = ``TaskConfig.two_var_fraction`` (share of eligible 2-var training rows kept), scored on
-  the 2-var generalisation union (held-out pairs, one and both variables misplaced);
+  the 2-var generalisation union (held-out pairs, one and both variables misplaced), its parts
+  weighted by their sizes in the enumerated union as the paper scores it;
 - ``f`` = ``TaskConfig.train_pair_fraction`` (share of the N^2 pairs used for training), scored on
   0-var held-out pairs.
 
@@ -21,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from mechbook.assign_add.task import GENERALISATION_UNION
+from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.stacked import load_or_train_stacked
 from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
 
@@ -54,11 +55,12 @@ def final_train_loss(history: pd.DataFrame) -> float:
     return float(train.loc[train["step"].idxmax(), "loss"])
 
 
-def score(knob: str, accuracies: dict[str, float]) -> float:
-    """The sweep's score: mean accuracy over the 2-var generalisation pools (``r``; equal pool
-    sizes, so this is the accuracy on their union) or 0-var held-out accuracy (``f``)."""
+def score(knob: str, accuracies: dict[str, float], task: Task) -> float:
+    """The sweep's score: accuracy on the 2-var generalisation union (``r``; its three parts
+    weighted by their sizes in ``task``'s enumerated union, as the paper scores it) or 0-var
+    held-out accuracy (``f``)."""
     if knob == "r":
-        return float(np.mean([accuracies[p] for p in GENERALISATION_UNION]))
+        return union_accuracy(accuracies, task, "paper")
     if knob == "f":
         return float(accuracies["0var_heldout"])
     raise ValueError(f"knob must be 'r' or 'f', got {knob!r}")
@@ -73,12 +75,16 @@ def sweep_results(base: TrainConfig, knob: str, values: Sequence[float], device:
 
 def run_sweep(base: TrainConfig, knob: str, values: Sequence[float], device: str | None = None) -> pd.DataFrame:
     """Train (or load from the cache) one model per value and score it: columns ``knob``,
-    ``value``, ``score``, ``train_loss`` (final training cross-entropy) and one column per
-    evaluation pool (final accuracies)."""
+    ``value``, ``score``, ``train_loss`` (final training cross-entropy), for ``r`` also
+    ``score_equal_weights`` (the book's earlier union score, the three parts weighted 1/3 each),
+    and one column per evaluation pool (final accuracies)."""
     rows = []
     for value, result in zip(values, sweep_results(base, knob, values, device)):
         accs = final_accuracies(result.history)
-        row = {"knob": knob, "value": float(value), "score": score(knob, accs), "train_loss": final_train_loss(result.history)}
+        task = Task(result.config.task)
+        row = {"knob": knob, "value": float(value), "score": score(knob, accs, task), "train_loss": final_train_loss(result.history)}
+        if knob == "r":
+            row["score_equal_weights"] = union_accuracy(accs, task, "equal")
         rows.append({**row, **accs})
     return pd.DataFrame(rows)
 

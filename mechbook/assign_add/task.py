@@ -52,7 +52,7 @@ GENERALISATION_UNION: tuple[str, ...] = ("2var_heldout", "2var_misplaced_one", "
 """The 2-var pools that test generalisation (held-out pairs or misplaced variables)."""
 
 
-def union_accuracy(accuracies: dict[str, float], task: "Task", weighting: str = "paper") -> float:
+def union_accuracy(accuracies: dict[str, float], task: Task, weighting: str = "paper") -> float:
     """Accuracy on the 2-var generalisation union from its parts' accuracies.
 
     ``"paper"``: weighted by the parts' sizes in the enumerated union (:meth:`Task.union_counts`,

@@ -16,6 +16,7 @@ import mechbook
 from mechbook import viz
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.sweeps import PAPER_THRESHOLDS
+from mechbook.assign_add.task import POOL_NAMES
 from mechbook.assign_add.train import TrainConfig
 
 SUMMARY_COLUMNS = ["knob", "value", "score", "train_loss", "0var_train", "0var_heldout", "1var_train", "2var_train"]
@@ -166,7 +167,7 @@ def sweeps_chart(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, fl
 
 def pools_chart(runs: pd.DataFrame) -> alt.TopLevelMixin:
     """Every pool's final accuracy along both sweeps, one panel per sweep."""
-    pools = [c for c in runs.columns if c not in ("knob", "value", "score", "train_loss", "train")]
+    pools = [c for c in POOL_NAMES if c in runs.columns]
     long = runs.melt(id_vars=["knob", "value"], value_vars=pools, var_name="pool", value_name="accuracy")
     long["sweep"] = "sweep over " + long["knob"]
     return viz.highlight_lines(long, x="value", y="accuracy", series="pool", series_title="evaluation pool", point=True,
