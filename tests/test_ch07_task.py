@@ -25,9 +25,9 @@ def test_profiles_share_the_task_and_grow():
 @pytest.mark.parametrize("knob, value, error, words", [
     ("n_per_pool", -5, ValueError, "at least 1"),
     ("n_per_pool", 0, ValueError, "at least 1"),
-    ("n_per_pool", "abc", TypeError, "whole number"),
-    ("n_per_pool", True, TypeError, "whole number"),
-    ("seed", 1.5, TypeError, "whole number"),
+    ("n_per_pool", "abc", TypeError, "int"),
+    ("n_per_pool", True, TypeError, "int"),
+    ("seed", 1.5, TypeError, "int"),
     ("seed", -1, ValueError, "at least 0"),
 ])
 def test_bad_knobs_are_refused_with_the_knob_named(knob, value, error, words):
@@ -151,3 +151,10 @@ def test_record_all_records_the_threshold_names(monkeypatch):
     assert values["heldout_pairs"] + values["train_pairs"] == TASK.cfg.modulus ** 2
     assert values["pool_sizes"] == {name: 3 for name in POOL_NAMES}
     assert values["label_errors"] == 0
+
+
+def test_the_config_itself_refuses_wrong_types():
+    with pytest.raises(TypeError, match="seed must be a whole number"):
+        ch07.TaskChapterConfig(n_per_pool=3, seed=1.5)
+    with pytest.raises(TypeError, match="task must be a TaskConfig"):
+        ch07.TaskChapterConfig(n_per_pool=3, seed=0, task="paper")

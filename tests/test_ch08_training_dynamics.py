@@ -179,7 +179,7 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     values = ch08.record_all(result, phases, fake_measures(sorted(result.checkpoints)), pattern_checkpoints=3)
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
     for profile in ("smoke", "cpu"):
-        assert {n for n in bounds[profile] if not n.startswith("release_")} <= set(values)
+        assert {n for n in bounds[profile] if not n.startswith(("release_", "seeds_"))} <= set(values)
     assert values["phase2_step"] == 400 and values["steps"] == 600 and values["phase3_step"] == "absent"
 
 
@@ -223,3 +223,43 @@ def test_union_prose_shows_both_weightings():
     text = ch08.union_prose(acc, Task())
     assert f"**{ch08.union_paper(acc, Task()):.3f}**" in text and f"{ch08.union_score(acc):.3f} with the three" in text
     assert ch08.union_paper(acc, Task()) > ch08.union_score(acc)
+
+
+def _summary(phase2: list[float | None]) -> pd.DataFrame:
+    return pd.DataFrame({"seed": range(len(phase2)), "phase1": [100.0] * len(phase2), "phase2": phase2,
+                         "phase3": [None] * len(phase2), "three_phases": [False] * len(phase2),
+                         "final_2var_union": np.linspace(0.5, 0.9, len(phase2))})
+
+
+def test_seeds_are_checked():
+    with pytest.raises(ValueError, match="at least 4 distinct seeds"):
+        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, seeds=(1, 2, 2, 3))
+
+
+@pytest.mark.parametrize("same_run, example, words", [
+    (True, 42, "the run this chapter dissects"),
+    (True, 3, "while this chapter dissects seed 42"),
+    (False, 3, "shown, not applied"),
+])
+def test_seeds_prose(same_run, example, words):
+    text = ch08.seeds_prose(_summary([2800.0, None, 400.0, 9000.0]), example, 42, 20000, same_run)
+    assert "binding jump came at steps 400, 2,800, 9,000" in text and "0 of 4 show all three" in text
+    assert "(the median binding jump)" in text and words in text
+    unbound = ch08.seeds_prose(_summary([None] * 4), 1, 42, 100, False)
+    assert "no seed reached the binding jump" in unbound and "median final 1-var training accuracy" in unbound
+
+
+def test_seed_frame_and_chart_with_the_release_marked():
+    frame = ch08.seed_frame(_summary([2800.0, None, 400.0, 9000.0]))
+    assert len(frame) == 4 + 3 and set(frame.phase) == {"phase 1: addition", "phase 2: binding"}
+    release = Phases(501, 5401, 0.2, 15001, "detected", "2var_misplaced_both", (10001, 13001, 0.4))
+    spec = ch08.seeds_chart(_summary([2800.0, None, 400.0, 9000.0]), release).to_dict()
+    assert len(spec["layer"]) == 2 and "detected in 3 of 4 seeds" in spec["title"]["text"][0]
+
+
+def test_record_seeds(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    values = ch08.record_seeds(_summary([2800.0, None, 400.0, 9000.0]), 0)
+    assert values["seeds_bound"] == 3 and values["seeds_phase2_steps"] == [2800, 400, 9000]
+    assert values["seeds_min_final_2var_union"] == 0.5 and values["example_seed"] == 0

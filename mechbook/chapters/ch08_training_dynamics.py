@@ -19,7 +19,7 @@ from mechbook import viz
 from mechbook.cache import cached, code_version
 from mechbook.assign_add import release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
-from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add import task as task_module
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
@@ -38,7 +38,8 @@ class DynamicsChapterConfig:
     """Chapter 8: the training run (shared with chapters 9-10), the progress measures' batch, the
     phase rules, the steps shown either side of phase 2 in the attention slider, and how the
     authors' released run is read: sequences per pool, which checkpoints (None: all present
-    locally), and whether its final model is scored on the exactly enumerated pools."""
+    locally), and whether its final model is scored on the exactly enumerated pools; the seeds
+    trained together to show the spread of the phases, from ``seed_train`` (None: ``train``)."""
 
     train: TrainConfig
     measures: MeasureConfig
@@ -47,6 +48,8 @@ class DynamicsChapterConfig:
     release_per_pool: int = 512
     release_steps: tuple[int, ...] | None = None
     release_exact: bool = True
+    seeds: tuple[int, ...] = (42, 1, 2, 3)
+    seed_train: TrainConfig | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.train, TrainConfig) or not isinstance(self.measures, MeasureConfig):
@@ -55,6 +58,8 @@ class DynamicsChapterConfig:
             raise ValueError(f"window must be a positive number of steps, got {self.window}")
         if self.release_per_pool < 1:
             raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
+        if len(self.seeds) < 4 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}")
         bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
         if bad:
             raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
@@ -63,9 +68,14 @@ class DynamicsChapterConfig:
 SMOKE_RELEASE_STEPS = (1, 501, 1401, 3001, 5001, 5301, 5401, 5501, 7001, 10001, 13001, 14501, 15001, 16001, 20001, 39901)
 """The released checkpoints smoke reads: enough around each of the paper's phases to find them."""
 
+SMOKE_SEED_RUN = TrainConfig(steps=100, batch_size=64, eval_every=50, eval_per_pool=64, keep_every=100, resume_every=100,
+                             model=ModelConfig(d_model=32, d_head=32, d_mlp=128))
+"""Smoke's seed runs: tiny, they only exercise the multi-seed machinery."""
+
 CONFIGS: dict[str, DynamicsChapterConfig] = {
     "smoke": DynamicsChapterConfig(TRAIN_PROFILES["smoke"], MeasureConfig(n_sequences=128), window=150,
-                                   release_per_pool=128, release_steps=SMOKE_RELEASE_STEPS, release_exact=False),
+                                   release_per_pool=128, release_steps=SMOKE_RELEASE_STEPS, release_exact=False,
+                                   seed_train=SMOKE_SEED_RUN),
     "cpu": DynamicsChapterConfig(TRAIN_PROFILES["cpu"], MeasureConfig(n_sequences=512), window=1000),
     "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }
@@ -75,7 +85,7 @@ def resolve(profile: str, steps: int | None = None, seed: int | None = None,
             measure_sequences: int | None = None) -> DynamicsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` and ``seed`` of the training run, sequences of the progress measures."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__steps=steps, train__seed=seed,
+    return mechbook.resolve_profile(CONFIGS, profile, train__steps=steps, train__seed=seed, train__model__seed=seed,
                                     measures__n_sequences=measure_sequences)
 
 
@@ -360,6 +370,64 @@ def record_release(released: TrainResult, phases: Phases, exact: dict[str, float
         "release_checkpoints": int(released.accuracy().index.nunique()),
         **{f"release_last_{pool}": float(final[pool]) for pool in POOL_NAMES},
         **{f"release_final_{name}": float(value) for name, value in (exact or {}).items()},
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
+
+
+def seed_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """The phase steps of every seed, tidy (``seed``, ``phase``, ``step``), detected phases only."""
+    long = summary.melt(id_vars="seed", value_vars=["phase1", "phase2", "phase3"], var_name="phase", value_name="step")
+    long["phase"] = long["phase"].map({"phase1": "phase 1: addition", "phase2": "phase 2: binding", "phase3": "phase 3: refinement"})
+    return long.dropna(subset=["step"]).astype({"step": int})
+
+
+def seeds_chart(summary: pd.DataFrame, release_phases: Phases) -> alt.LayerChart:
+    """Each seed's phase steps as dots, one row per phase, the released run's as black ticks."""
+    dots = alt.Chart(seed_frame(summary)).mark_circle(size=90, opacity=0.8).encode(
+        x=alt.X("step:Q", title="training step"), y=alt.Y("phase:N", title=None),
+        color=alt.Color("seed:N", title="seed", legend=alt.Legend(orient="bottom")),
+        tooltip=["seed:N", "phase:N", "step:Q"])
+    marks = release_phases.marks()
+    layers = [dots]
+    if not marks.empty:
+        layers.append(alt.Chart(marks).mark_tick(color="black", thickness=3, size=26).encode(
+            x="step:Q", y=alt.Y("phase:N"), tooltip=["phase:N", "step:Q"]))
+    n, bound = len(summary), int(summary["phase2"].notna().sum())
+    return alt.layer(*layers).properties(height=150, title=alt.TitleParams(
+        [f"Binding jump detected in {bound} of {n} seeds; black ticks: the authors' released run"], anchor="start"))
+
+
+def seeds_prose(summary: pd.DataFrame, example: int, dissected: int, steps: int, same_run: bool) -> str:
+    """How the phases spread over seeds, which seed the rule picks (the median binding jump, or
+    the median final 1-var training accuracy when no seed binds), and how that relates to the
+    run the chapter dissects (``same_run``: the seed runs have that run's configuration)."""
+    n = len(summary)
+    jumps = summary["phase2"].dropna().astype(int).sort_values()
+    three = int(summary["three_phases"].sum())
+    if len(jumps):
+        spread, rule = f"the binding jump came at steps {', '.join(f'{s:,}' for s in jumps)}", "the median binding jump"
+    else:
+        spread, rule = "no seed reached the binding jump", "no seed bound, so the median final 1-var training accuracy"
+    if not same_run:
+        relation = "these seed runs are smaller than the dissected run, so the pick is shown, not applied"
+    elif example == dissected:
+        relation = "the run this chapter dissects"
+    else:
+        relation = f"while this chapter dissects seed {dissected}, its configured run"
+    return (f"Over {n} seeds of {steps:,} steps, {spread}; {three} of {n} show all three phases. Final 2-var union "
+            f"(paper-weighted) from {summary['final_2var_union'].min():.3f} to {summary['final_2var_union'].max():.3f}. "
+            f"The rule ({rule}) picks seed {example}: {relation}.")
+
+
+def record_seeds(summary: pd.DataFrame, example: int) -> dict[str, object]:
+    """Record the multi-seed numbers."""
+    values = {
+        "seeds_n": len(summary),
+        "seeds_bound": int(summary["phase2"].notna().sum()),
+        "seeds_three_phases": int(summary["three_phases"].sum()),
+        "seeds_phase2_steps": [int(s) for s in summary["phase2"].dropna()],
+        "seeds_min_final_2var_union": float(summary["final_2var_union"].min()),
+        "example_seed": example,
     }
     return {name: mechbook.record(name, value) for name, value in values.items()}
 

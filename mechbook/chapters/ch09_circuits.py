@@ -59,7 +59,7 @@ def resolve(profile: str, seed: int | None = None, per_pool: int | None = None, 
             n_patch: int | None = None) -> CircuitsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
     ``seed`` is chapter 8's training seed, so the model opened is that run's."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, per_pool=per_pool,
+    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, train__model__seed=seed, per_pool=per_pool,
                                     probe__steps=probe_steps, n_patch=n_patch)
 
 

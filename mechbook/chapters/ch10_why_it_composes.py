@@ -66,7 +66,7 @@ is shared)."""
 def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) -> TheoryChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
     ``seed`` is chapter 8's training seed."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, per_pool=per_pool)
+    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, train__model__seed=seed, per_pool=per_pool)
 
 
 def checkpoint_prose(result: TrainResult, phases: Phases, step: int, n_sequences: int) -> str:

@@ -83,7 +83,8 @@ def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> 
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` and ``seed`` of every run of both sweeps."""
     return mechbook.resolve_profile(CONFIGS, profile, f_train__steps=steps, r_train__steps=steps,
-                                    f_train__seed=seed, r_train__seed=seed)
+                                    f_train__seed=seed, r_train__seed=seed,
+                                    f_train__model__seed=seed, r_train__model__seed=seed)
 
 
 def describe_run(name: str, t: TrainConfig) -> str:
