@@ -66,8 +66,8 @@ def theme() -> alt.theme.ThemeConfig:
 
 def title_text(spec: dict[str, Any]) -> str:
     """The chart's title as one line of text ('' when it has none): a string, the lines of a list
-    joined by spaces, or the ``text`` of a title object, with its subtitle; a layered chart with
-    no title of its own takes its first layer's."""
+    joined by spaces, or the ``text`` of a title object, with its subtitle. A chart with no
+    title of its own takes its first layer's, or its panels' titles joined by "; "."""
 
     def flat(value: Any) -> str:
         if isinstance(value, (list, tuple)):
@@ -77,6 +77,10 @@ def title_text(spec: dict[str, Any]) -> str:
     title = spec.get("title")
     if title is None and spec.get("layer"):
         title = spec["layer"][0].get("title")
+    if title is None:
+        parts = [title_text(child) for key in ("hconcat", "vconcat", "concat") for child in spec.get(key, [])]
+        parts += [title_text(spec[key]) for key in ("spec",) if isinstance(spec.get(key), dict)]
+        return "; ".join(p for p in parts if p)
     if isinstance(title, dict):
         return " ".join(t for t in (flat(title.get("text")), flat(title.get("subtitle"))) if t)
     return flat(title)
