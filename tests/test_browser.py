@@ -41,7 +41,11 @@ MEASURE = """() => {
   };
   const charts = [...document.querySelectorAll('div.mechbook-chart')].flatMap(d => {
     const svg = d.querySelector('.mechbook-live svg');
-    return [...over(d, 'chart box'), ...(svg ? over(svg, 'chart ' + (d.querySelector('script.mechbook-spec') ? JSON.parse(d.querySelector('script.mechbook-spec').textContent).description || '' : '')) : [])];
+    const name = JSON.parse(d.querySelector('script.mechbook-spec').textContent).description || '';
+    // the drawing itself (title, legends), which can overflow its <svg> box and be cut off
+    const drawing = svg && svg.querySelector('g');
+    return [...over(d, 'chart box'), ...(svg ? over(svg, 'chart ' + name) : []),
+            ...(drawing ? over(drawing, 'drawing of chart ' + name) : [])];
   });
   const maths = [...document.querySelectorAll('div.math')].flatMap(m => over(m, 'equation'));
   return {column: Math.round(c.width), over: [...charts, ...maths]};

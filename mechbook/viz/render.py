@@ -38,8 +38,8 @@ def static_mode() -> bool:
 
 def theme() -> alt.theme.ThemeConfig:
     """The book's Altair theme: 13-16 px text, a 560 x 320 px plot area, left-aligned titles, and
-    legends below the plot in at most two columns (so a legend never widens a chart past the text
-    column); wrapped facets and concatenations default to two columns."""
+    legends below the plot, stacked, each in at most two columns (so legends never widen a chart
+    past the text column); wrapped facets and concatenations default to two columns."""
     return alt.theme.ThemeConfig(
         {
             "config": {
@@ -54,6 +54,7 @@ def theme() -> alt.theme.ThemeConfig:
                     "columns": 2,
                     "labelLimit": 260,
                     "titleLimit": 600,
+                    "layout": {"bottom": {"anchor": "start", "direction": "vertical", "margin": 6}},
                 },
                 "header": {"labelFontSize": 13, "titleFontSize": 14},
                 "title": {"fontSize": 16, "subtitleFontSize": 13, "anchor": "start", "offset": 10, "limit": COLUMN_WIDTH},
