@@ -217,7 +217,7 @@ def test_charts_follow_dark_mode(browser, server, root):
 
 
 def test_search_snippets_show_prose(browser, server):
-    page, problems = _open(browser, f"{server}/search.html?q=attention")
+    page, problems = _open(browser, f"{server}/search.html?q=softmax")
     page.wait_for_function("() => document.querySelectorAll('#search-results li p.context').length > 0",
                            timeout=60_000)
     page.wait_for_timeout(2_000)
