@@ -49,7 +49,7 @@ def test_the_training_runs_are_the_shared_profiles():
 
 def test_knobs_reach_the_training_run():
     cfg = ch08.resolve("smoke", steps=120, seed=7, measure_sequences=64)
-    assert (cfg.train.steps, cfg.train.seed, cfg.measures.n_sequences) == (120, 7, 64)
+    assert (cfg.train.steps, cfg.train.seed, cfg.train.model.seed, cfg.measures.n_sequences) == (120, 7, 7, 64)
     assert cfg.train.batch_size == TRAIN_PROFILES["smoke"].batch_size
     assert ch08.resolve("smoke") is ch08.CONFIGS["smoke"]
 

@@ -27,7 +27,8 @@ def runs(knob: str, values: list[float], scores: list[float]) -> pd.DataFrame:
 def test_steps_and_seed_reach_both_sweeps():
     cfg = ch11.resolve("cpu", steps=500, seed=9)
     assert (cfg.f_train.steps, cfg.r_train.steps, cfg.f_train.seed, cfg.r_train.seed) == (500, 500, 9, 9)
-    assert cfg.f_train.model == ch11.CONFIGS["cpu"].f_train.model
+    assert (cfg.f_train.model.seed, cfg.r_train.model.seed) == (9, 9)
+    assert cfg.f_train.model.d_model == ch11.CONFIGS["cpu"].f_train.model.d_model
     assert ch11.CONFIGS["cpu"].r_train.steps == 2 * ch11.CONFIGS["cpu"].f_train.steps
 
 
