@@ -143,3 +143,18 @@ def test_comparison_table_puts_each_run_in_its_column():
 def test_short_prose():
     assert ch09.positional_prose(0.5, 12).startswith("In 50% of the context query positions 1-11")
     assert ch09.adder_prose(0.999, 0.95, 59) == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
+
+
+def test_output_norms_chart_reads_the_models_weights(model):
+    from mechbook.assign_add import fourier
+
+    spec = ch09.output_norms_chart(model).to_dict()
+    values = next(iter(spec["datasets"].values()))
+    expected = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    assert [round(v["norm"], 6) for v in values] == [round(v, 6) for v in expected["norm"]]
+
+
+def test_block_chart_is_a_signed_heatmap_of_the_block():
+    block = np.array([[2.0, -1.0], [0.5, 3.0]])
+    spec = ch09.block_chart(block, ("a", "b")).to_dict()
+    assert spec["encoding"]["color"]["scale"]["domain"] == [-3.0, 3.0]

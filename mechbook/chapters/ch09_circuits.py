@@ -108,6 +108,13 @@ def adder_prose(adder: float, with_residual: float, modulus: int) -> str:
             f"({with_residual:.1%} with the residual kept).")
 
 
+def block_chart(block: np.ndarray, letters: tuple[str, ...]) -> alt.TopLevelMixin:
+    """The learned variable block U QK₂ Uᵀ as a signed heatmap."""
+    return viz.signed_heatmap(block, rows=letters, cols=letters, row_title="query variable", col_title="key variable",
+                              value_title="U QK₂ Uᵀ",
+                              title="Layer-2 QK on the variable subspace: '=' asking for v scores v's value highest")
+
+
 def block_prose(diag: dict[str, float]) -> str:
     """The identity-likeness of the learned block in one sentence."""
     return (f"Diagonal mean / mean |off-diagonal| = **{diag['ratio']:.2f}**; mean margin {diag['margin']:.2f}; "
@@ -179,8 +186,9 @@ def frequency_chart(live: pd.DataFrame) -> alt.Chart:
         width=600, title="A few key frequencies carry the adder's neurons")
 
 
-def output_norms_chart(norms: pd.DataFrame) -> alt.Chart:
-    """Fourier norm of W_out W_U per frequency over the residues."""
+def output_norms_chart(model: torch.nn.Module) -> alt.Chart:
+    """Fourier norm of W_out W_U (layer-2 MLP to logits) per frequency over the residues."""
+    norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
     return alt.Chart(norms).mark_bar().encode(
         x=alt.X("k:O", title="frequency k over the residues"),
         y=alt.Y("norm:Q", title="Fourier norm of W_out W_U"),
@@ -256,12 +264,22 @@ def patching_prose(effect: dict[str, float], n_patch: int) -> str:
             f"patching a distractor's value position leaves the answer unchanged in **{effect['control_unchanged']:.1%}**.")
 
 
+PROBE_POOLS = ("0var_train", "1var_train", "2var_train")
+"""The pools whose sequences train and score the linear probes."""
+
+
+def probe_table(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
+                pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """The probes (:func:`~mechbook.assign_add.probes.cached_probe_table`) on the probe pools."""
+    return cached_probe_table(model, task.cfg, np.concatenate([pools[p][0] for p in PROBE_POOLS]),
+                              np.concatenate([pools[p][1] for p in PROBE_POOLS]), cfg.probe)
+
+
 def readings(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
              pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
     """Every reading the chapter takes of one model, by the functions the notebook shows
     (chapter 9 applies it to the released final model beside the rebuild's)."""
     eval_tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train", "2var_heldout")])
-    train_pools = ("0var_train", "1var_train", "2var_train")
     n = task.cfg.modulus
     return dict(
         roles=circuits.role_attention(model, eval_tokens, task.cfg),
@@ -272,8 +290,7 @@ def readings(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
         adder=circuits.adder_alone_accuracy(model, n),
         adder_residual=circuits.adder_with_residual_accuracy(model, n),
         fourier=fourier_neurons(fourier.mlp2_maps(model, task.cfg)),
-        probes=cached_probe_table(model, task.cfg, np.concatenate([pools[p][0] for p in train_pools]),
-                                  np.concatenate([pools[p][1] for p in train_pools]), cfg.probe),
+        probes=probe_table(model, task, cfg, pools),
         effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, cfg.n_patch, seed=PATCH_SEED)),
     )
 
