@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 from html.parser import HTMLParser
-from pathlib import Path
 
 import nbformat
 import pytest

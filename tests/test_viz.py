@@ -149,6 +149,8 @@ def test_description_from_title_object_layer_and_kept_when_given():
     assert viz.fit_spec((base.properties(title="Inner") + base).to_dict())["description"] == "Inner"
     assert viz.fit_spec(base.properties(title="T", description="mine").to_dict())["description"] == "mine"
     assert "description" not in viz.fit_spec(base.to_dict())
+    panels = alt.hconcat(base.properties(title="Left"), base.properties(title=["Right", "side"]), base)
+    assert viz.fit_spec(panels.to_dict())["description"] == "Left; Right side"
 
 
 def test_theme_puts_legends_below_in_columns_and_wraps_facets():

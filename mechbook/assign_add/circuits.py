@@ -9,8 +9,6 @@ products are the whole of each attention layer's query-key and value-output path
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 import torch
@@ -19,26 +17,6 @@ from mechbook.assign_add.task import ONE_VAR_LEFT, ONE_VAR_RIGHT, TWO_VAR, Task,
 
 EQ_POS = -1
 """The answer is read at the last position, '='."""
-
-
-@dataclass(frozen=True)
-class CircuitsChapterConfig:
-    """Sizes of chapter 9: the training profile whose model it opens (``TRAIN_PROFILES`` key),
-    sequences per evaluation pool for attention statistics and probes, probe training steps,
-    clean/source pairs for patching, and neurons shown in the Fourier gallery."""
-
-    train_profile: str
-    per_pool: int
-    probe_steps: int
-    n_patch: int
-    gallery: int
-
-
-CHAPTER9_PROFILES = {
-    "smoke": CircuitsChapterConfig("smoke", per_pool=80, probe_steps=100, n_patch=200, gallery=4),
-    "cpu": CircuitsChapterConfig("cpu", per_pool=300, probe_steps=300, n_patch=1000, gallery=6),
-    "paper": CircuitsChapterConfig("paper", per_pool=1000, probe_steps=500, n_patch=2000, gallery=6),
-}
 
 
 def _head(model: torch.nn.Module, layer: int, name: str) -> torch.Tensor:

@@ -17,13 +17,11 @@ interpolated between the last point below and the first point at or above it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.stacked import load_or_train_stacked
 from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
@@ -34,56 +32,6 @@ KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 PAPER_THRESHOLDS = {"f": 0.25, "r": 0.2}
 """The thresholds the paper reports (approximate): held-out pairs need f >= ~0.25, 2-var
 generalisation needs r >= ~0.2 (chapter 11 compares its own with these)."""
-
-
-@dataclass(frozen=True)
-class SweepChapterConfig:
-    """Chapter 11: the training run behind every point of the f sweep (``f_train``) and of the
-    r sweep (``r_train``; their task's f or r is replaced per point), the values (increasing),
-    and the score ``level`` that defines a threshold."""
-
-    f_train: TrainConfig
-    r_train: TrainConfig
-    f_values: tuple[float, ...]
-    r_values: tuple[float, ...]
-    level: float = 0.9
-
-
-def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
-    return tuple(round(float(v), 4) for v in np.linspace(lo, hi, n))
-
-
-_SMOKE_RUN = TrainConfig(
-    steps=60, batch_size=128, eval_every=30, eval_per_pool=64, keep_every=60, resume_every=60,
-    model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
-)
-_CPU_RUN = TrainConfig(
-    steps=8000, batch_size=256, lr=3e-3, eval_every=250, eval_per_pool=256, keep_every=500, resume_every=500,
-    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
-)
-
-CHAPTER11_PROFILES = {
-    "smoke": SweepChapterConfig(f_train=_SMOKE_RUN, r_train=_SMOKE_RUN, f_values=(0.3, 0.9), r_values=(0.1, 0.9)),
-    "cpu": SweepChapterConfig(
-        f_train=_CPU_RUN,
-        r_train=with_overrides(_CPU_RUN, steps=16_000),
-        f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),
-        r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),
-    ),
-    "paper": SweepChapterConfig(
-        f_train=TrainConfig(steps=40_000),
-        r_train=TrainConfig(steps=40_000),
-        f_values=_grid(0.06, 0.99, 20),
-        r_values=_grid(0.01, 0.99, 20),
-    ),
-}
-"""Sweep sizes per profile. ``paper`` is the spec's 20 + 20 full-size runs (a GPU job: each sweep
-trains as one stack of 20 models); ``cpu`` trades width (d_model 64), batch (256) and learning rate
-(3e-3) for time. A pilot run at that size (f = 0.7, r = 1) learnt the held-out pairs by step 1,000
-and variable binding by ~1,750, and reached 0.9 on 2-var held-out pairs by 4,000 steps; a first
-grid of 2,000 / 4,000 steps per point left small-f runs memorising and some runs unconverged
-(final training loss up to 2.46), so each f point runs 8,000 steps and each r point 16,000, the
-six runs of a sweep trained at once; ``smoke`` only exercises the machinery."""
 
 
 def point_config(base: TrainConfig, knob: str, value: float) -> TrainConfig:

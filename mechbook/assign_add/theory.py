@@ -16,7 +16,6 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -28,23 +27,6 @@ from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached, fingerprint
-
-
-@dataclass(frozen=True)
-class TheoryChapterConfig:
-    """Sizes of chapter 10: the training profile whose checkpoints it reads (``TRAIN_PROFILES``
-    key) and the number of sequences per pool (1-var and 2-var training pools) in the batch
-    the gradient is averaged over."""
-
-    train_profile: str
-    per_pool: int
-
-
-CHAPTER10_PROFILES = {
-    "smoke": TheoryChapterConfig("smoke", per_pool=256),
-    "cpu": TheoryChapterConfig("cpu", per_pool=1024),
-    "paper": TheoryChapterConfig("paper", per_pool=2048),
-}
 
 SCORES_HOOK = "blocks.1.attn.hook_attn_scores"
 RESID_HOOK = "blocks.1.hook_resid_pre"

@@ -68,10 +68,11 @@ def vega_bundle() -> str:
     return "(function () {\n" + vl_convert.javascript_bundle() + "\n})();\n"
 
 
-def book_version(root: Path = ROOT) -> str:
-    """``git describe --always --dirty`` of the checkout at ``root``; "unknown" outside git."""
+def book_version(root: Path | None = None) -> str:
+    """``git describe --always --dirty`` of the checkout at ``root`` (default: the one holding
+    this package); "unknown" outside git."""
     try:
-        out = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
+        out = subprocess.run(["git", "-C", str(root or ROOT), "describe", "--always", "--dirty"],
                              capture_output=True, text=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError):
         return "unknown"

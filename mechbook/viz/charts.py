@@ -49,9 +49,7 @@ def _sized(chart: alt.TopLevelMixin, width: Width, height: int) -> alt.TopLevelM
     return chart.properties(width=width, height=height)
 
 
-def _wrap(
-    inner: alt.TopLevelMixin, field: str, columns: int, sort: Sequence[Any] | None = None, title: str | None = None
-) -> alt.FacetChart:
+def _wrap(inner: alt.TopLevelMixin, field: str, columns: int, sort: Sequence[Any] | None = None) -> alt.FacetChart:
     return inner.facet(facet=alt.Facet(f"{field}:N", title=None, sort=list(sort) if sort else None), columns=columns)
 
 
@@ -128,12 +126,12 @@ def signed_heatmap(
     title: str | Sequence[str] | None = None,
 ) -> alt.TopLevelMixin:
     """Signed matrix as a heatmap on a diverging scale centred at 0 (blue negative, white 0, red
-    positive; domain [-m, m] with m the largest |entry| shown, so equal magnitudes get equal
+    positive; domain [-m, m] with m the largest absolute entry shown, so equal magnitudes get equal
     colours), e.g. the 12 x 12 variable blocks U QK₂ Uᵀ. NaN entries are left blank (a masked
     triangle).
 
     ``blocks``: one matrix, or named matrices drawn as wrapped panels (``columns`` to a row,
-    ``panel`` px square). ``normalise``: divide each block by its own largest |entry| (the
+    ``panel`` px square). ``normalise``: divide each block by its own largest absolute entry (the
     tooltip keeps the raw value). ``rows``/``cols``: the labels of the matrix rows and columns
     (default 0, 1, ...)."""
     named = {"": blocks} if isinstance(blocks, np.ndarray) or not isinstance(blocks, Mapping) else dict(blocks)

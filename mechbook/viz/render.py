@@ -38,8 +38,8 @@ def static_mode() -> bool:
 
 def theme() -> alt.theme.ThemeConfig:
     """The book's Altair theme: 13-16 px text, a 560 x 320 px plot area, left-aligned titles, and
-    legends below the plot in at most two columns (so a legend never widens a chart past the text
-    column); wrapped facets and concatenations default to two columns."""
+    legends below the plot, stacked, each in at most two columns (so legends never widen a chart
+    past the text column); wrapped facets and concatenations default to two columns."""
     return alt.theme.ThemeConfig(
         {
             "config": {
@@ -54,6 +54,7 @@ def theme() -> alt.theme.ThemeConfig:
                     "columns": 2,
                     "labelLimit": 260,
                     "titleLimit": 600,
+                    "layout": {"bottom": {"anchor": "start", "direction": "vertical", "margin": 6}},
                 },
                 "header": {"labelFontSize": 13, "titleFontSize": 14},
                 "title": {"fontSize": 16, "subtitleFontSize": 13, "anchor": "start", "offset": 10, "limit": COLUMN_WIDTH},
@@ -66,8 +67,8 @@ def theme() -> alt.theme.ThemeConfig:
 
 def title_text(spec: dict[str, Any]) -> str:
     """The chart's title as one line of text ('' when it has none): a string, the lines of a list
-    joined by spaces, or the ``text`` of a title object, with its subtitle; a layered chart with
-    no title of its own takes its first layer's."""
+    joined by spaces, or the ``text`` of a title object, with its subtitle. A chart with no
+    title of its own takes its first layer's, or its panels' titles joined by "; "."""
 
     def flat(value: Any) -> str:
         if isinstance(value, (list, tuple)):
@@ -77,6 +78,10 @@ def title_text(spec: dict[str, Any]) -> str:
     title = spec.get("title")
     if title is None and spec.get("layer"):
         title = spec["layer"][0].get("title")
+    if title is None:
+        parts = [title_text(child) for key in ("hconcat", "vconcat", "concat") for child in spec.get(key, [])]
+        parts += [title_text(spec[key]) for key in ("spec",) if isinstance(spec.get(key), dict)]
+        return "; ".join(p for p in parts if p)
     if isinstance(title, dict):
         return " ".join(t for t in (flat(title.get("text")), flat(title.get("subtitle"))) if t)
     return flat(title)

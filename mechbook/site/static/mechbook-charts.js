@@ -17,12 +17,48 @@
     return Array.isArray(title) ? title.join(" ") : title || "chart";
   }
 
+  // Break a container-width chart's title into lines that fit the column, and on a narrow
+  // screen give its legends one column of labels that fit it (Vega neither wraps nor shrinks them).
+  var CHAR_PX = 8.6;
+  function fitToColumn(spec, width) {
+    if (spec.width !== "container" || !width) {
+      return spec;
+    }
+    var perLine = Math.max(20, Math.floor((width - 10) / CHAR_PX));
+    var title = spec.title;
+    var text = title && typeof title === "object" && !Array.isArray(title) ? title.text : title;
+    if (text) {
+      var lines = [];
+      (Array.isArray(text) ? text : [text]).forEach(function (line) {
+        var current = "";
+        String(line).split(/\s+/).forEach(function (word) {
+          if (current && (current + " " + word).length > perLine) {
+            lines.push(current);
+            current = word;
+          } else {
+            current = current ? current + " " + word : word;
+          }
+        });
+        if (current) {
+          lines.push(current);
+        }
+      });
+      spec.title = title && typeof title === "object" && !Array.isArray(title)
+        ? Object.assign({}, title, { text: lines }) : lines;
+    }
+    if (width < 520) {
+      spec.config = spec.config || {};
+      spec.config.legend = Object.assign({}, spec.config.legend, { columns: 1, labelLimit: width - 80 });
+    }
+    return spec;
+  }
+
   function render(container) {
     var specNode = container.querySelector("script.mechbook-spec");
     if (!specNode) {
       return;
     }
-    var spec = JSON.parse(specNode.textContent);
+    var spec = fitToColumn(JSON.parse(specNode.textContent), container.clientWidth);
     var old = container.querySelector(".mechbook-live");
     if (old) {
       if (container.mechbookView) {
@@ -38,7 +74,6 @@
     var options = { actions: false, renderer: "svg" };
     if (dark()) {
       options.theme = "dark";
-      options.config = { background: null };
     }
     window
       .vegaEmbed(target, spec, options)

@@ -1,0 +1,267 @@
+"""Chapter 7, "The task and what is held out": its configs, tables, charts and computed prose.
+
+The notebook ``book/part2/07_task.ipynb`` calls these; everything it shows about the task comes
+from :mod:`mechbook.assign_add.task`, read back here in the forms a reader sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+import mechbook
+from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, TWO_VAR, Task, TaskConfig
+
+SPLIT_COLOURS = {"training pair": "#cfd8e3", "held out": "#d1495b"}
+PAIR_COLOURS = {"allowed in training": "#cfd8e3", "misplaced: held out": "#d1495b", "same variable": "#ffffff"}
+ROLE_COLOURS = {"variable": "#2e86ab", "value": "#a3d5ff", "PAD": "#eeeeee", "query": "#f6ae2d"}
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be a whole number (an int such as {max(minimum, 1)}), got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+
+
+@dataclass(frozen=True)
+class TaskChapterConfig:
+    """Chapter 7: the task shown, sequences drawn per evaluation pool for the tables, and the seed
+    of the examples and pools."""
+
+    n_per_pool: int
+    seed: int
+    task: TaskConfig = field(default_factory=TaskConfig)
+
+    def __post_init__(self) -> None:
+        _check_int("n_per_pool", self.n_per_pool, 1)
+        _check_int("seed", self.seed, 0)
+        if not isinstance(self.task, TaskConfig):
+            raise TypeError(f"task must be a TaskConfig, got {type(self.task).__name__}")
+
+
+CONFIGS: dict[str, TaskChapterConfig] = {
+    "smoke": TaskChapterConfig(n_per_pool=200, seed=0),
+    "cpu": TaskChapterConfig(n_per_pool=2000, seed=0),
+    "paper": TaskChapterConfig(n_per_pool=10000, seed=0),
+}
+
+
+def resolve(profile: str, n_per_pool: int | None = None, seed: int | None = None) -> TaskChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
+    return mechbook.resolve_profile(CONFIGS, profile, n_per_pool=n_per_pool, seed=seed)
+
+
+def sizes_prose(tc: TaskConfig) -> str:
+    """Markdown list of the task's sizes: modulus, variables, token ids, layout."""
+    return (
+        f"- modulus $N$ = {tc.modulus}; variables `{tc.letters[0]}`..`{tc.letters[-1]}` ({tc.n_vars}); "
+        f"{tc.d_vocab} input tokens (numbers 0..{tc.modulus - 1}, `+` = {tc.plus}, `=` = {tc.eq}, PAD = {tc.pad}, "
+        f"variables {tc.var0}..{tc.d_vocab - 1})\n"
+        f"- {tc.seq_len} tokens a sequence: positions 0..{tc.context_len - 1} hold 1 to {tc.max_assignments} "
+        f"assignments, positions {tc.context_len}..{tc.seq_len - 1} the query"
+    )
+
+
+def examples_table(task: Task, seed: int, per_kind: int = 3) -> pd.DataFrame:
+    """``per_kind`` freshly drawn training sequences of each kind: raw tokens, reading, answer."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for kind, name in enumerate(KIND_NAMES):
+        of_kind = np.nonzero(task.train_rows[:, 1] == kind)[0]
+        tokens, labels = task.sample(of_kind[rng.integers(0, len(of_kind), per_kind)], rng)
+        for t, y in zip(tokens, labels):
+            examples.append({"kind": name, "tokens (PAD = _)": task.raw(t), "reads as": task.render(t), "answer": int(y)})
+    return pd.DataFrame(examples)
+
+
+def split_frame(task: Task) -> pd.DataFrame:
+    """One row per ordered pair ``(n1, n2)``: its sum and whether it is a training pair."""
+    n = task.cfg.modulus
+    n1, n2 = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return pd.DataFrame({
+        "n1": n1.ravel(), "n2": n2.ravel(),
+        "split": np.where(task.train_pairs.ravel(), "training pair", "held out"),
+        "sum": (n1 + n2).ravel() % n,
+    })
+
+
+def split_prose(task: Task) -> str:
+    """The sentence stating f, the split seed and the two counts."""
+    tc = task.cfg
+    return (f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
+            f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out.")
+
+
+def split_chart(task: Task) -> alt.Chart:
+    """Heatmap of the ordered pairs, held-out ones in red; the title gives their share."""
+    n = task.cfg.modulus
+    held, total = int(task.heldout_pairs.sum()), n * n
+    ticks = alt.Axis(values=list(range(0, n, 5)))
+    return alt.Chart(
+        split_frame(task), title=f"{held:,} of the {total:,} ordered pairs ({held / total:.0%}) never appear as a training sum"
+    ).mark_rect().encode(
+        x=alt.X("n2:O", title="right operand n₂", axis=ticks),
+        y=alt.Y("n1:O", title="left operand n₁", axis=ticks),
+        color=alt.Color("split:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
+                        title=None, legend=alt.Legend(orient="bottom")),
+        tooltip=["n1", "n2", "sum", "split"],
+    ).properties(width=420, height=420)
+
+
+def variable_pairs_frame(task: Task) -> pd.DataFrame:
+    """One row per ordered variable pair ``(v1, v2)`` with its status in 2-var training queries."""
+    letters = np.array(task.cfg.letters)
+    v1, v2 = np.meshgrid(np.arange(len(letters)), np.arange(len(letters)), indexing="ij")
+    status = np.where(v1 == v2, "same variable", np.where(task.allowed_two_var, "allowed in training", "misplaced: held out"))
+    return pd.DataFrame({"v1": letters[v1.ravel()], "v2": letters[v2.ravel()], "status": status.ravel()})
+
+
+def variable_pairs_chart(task: Task) -> alt.Chart:
+    """The 12 x 12 grid of variable pairs, allowed ones grey, misplaced ones red."""
+    letters = list(task.cfg.letters)
+    return alt.Chart(
+        variable_pairs_frame(task), title=f"{int(task.allowed_two_var.sum())} ordered variable pairs may appear in a 2-var training query"
+    ).mark_rect(stroke="white").encode(
+        x=alt.X("v2:N", title="right variable v₂", sort=letters),
+        y=alt.Y("v1:N", title="left variable v₁", sort=letters),
+        color=alt.Color("status:N", title=None, legend=alt.Legend(orient="bottom"),
+                        scale=alt.Scale(domain=list(PAIR_COLOURS), range=list(PAIR_COLOURS.values()))),
+        tooltip=["v1", "v2", "status"],
+    ).properties(width=300, height=300)
+
+
+def rows_table(task: Task) -> pd.DataFrame:
+    """Training rows per kind and their share of all rows."""
+    counts = task.kind_counts()
+    table = pd.DataFrame({"kind": list(counts), "rows": list(counts.values())})
+    table["share"] = table.rows / table.rows.sum()
+    return table
+
+
+def rows_prose(table: pd.DataFrame) -> str:
+    """The sentence giving the total and the 2-var share of :func:`rows_table`."""
+    two_var = float(table.loc[table.kind == KIND_NAMES[TWO_VAR], "share"].iloc[0])
+    return f"{int(table.rows.sum()):,} training rows in all; 2-var rows are {two_var:.1%} of them."
+
+
+def variable_configurations(task: Task) -> dict[str, int]:
+    """Per pool, the number of variable configurations it can ask: the variable (0-var), the
+    (variable, slot) choices (1-var), or the ordered variable pairs (2-var)."""
+    no_left, no_right = task.no_left, task.no_right
+    distinct = ~np.eye(task.cfg.n_vars, dtype=bool)
+    slots_ok = int((~no_left).sum() + (~no_right).sum())
+    allowed = int(task.allowed_two_var.sum())
+    return {
+        "0var_train": task.cfg.n_vars, "0var_heldout": task.cfg.n_vars,
+        "1var_train": slots_ok, "1var_heldout": slots_ok, "1var_misplaced": int(no_left.sum() + no_right.sum()),
+        "2var_train": allowed, "2var_heldout": allowed,
+        "2var_misplaced_one": int((distinct & (no_left[:, None] ^ no_right[None, :])).sum()),
+        "2var_misplaced_both": int((distinct & no_left[:, None] & no_right[None, :]).sum()),
+    }
+
+
+def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """One row per pool: variables, pairs, configurations, distinct questions, sequences, an example."""
+    configs = variable_configurations(task)
+    n_held, n_train = int(task.heldout_pairs.sum()), int(task.train_pairs.sum())
+    return pd.DataFrame([{
+        "pool": name,
+        "variables": int(name[0]),
+        "pairs": "held out" if name.endswith("heldout") else "training",
+        "variable configurations": configs[name],
+        "distinct questions": configs[name] * (n_held if name.endswith("heldout") else n_train),
+        "sequences drawn": len(pools[name][1]),
+        "example": task.render(pools[name][0][0]),
+    } for name in POOL_NAMES])
+
+
+def literal_answer(seq: np.ndarray, tc: TaskConfig) -> int:
+    """The label of one sequence read literally: each operand's value from the context (or the
+    constant itself), summed mod N."""
+    ctx = [int(t) for t in seq[: tc.context_len] if t != tc.pad]
+    env = dict(zip(ctx[0::2], ctx[1::2]))
+    lhs, rhs = int(seq[tc.context_len + 1]), int(seq[tc.context_len + 2])
+    return (env.get(lhs, lhs) + env.get(rhs, rhs)) % tc.modulus
+
+
+def label_errors(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> int:
+    """Sequences over all pools whose label differs from :func:`literal_answer`."""
+    return sum(literal_answer(s, task.cfg) != y for name in POOL_NAMES for s, y in zip(*pools[name]))
+
+
+def label_prose(errors: int, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """The sentence reporting the literal-reading check."""
+    return f"Labels that disagree with the literal reading: **{errors}** of {sum(len(p[1]) for p in pools.values()):,}."
+
+
+def record_all(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/07_task.yml``) and return them."""
+    rows = rows_table(task)
+    table = pool_table(task, pools)
+    values = {
+        "heldout_pairs": int(task.heldout_pairs.sum()),
+        "train_pairs": int(task.train_pairs.sum()),
+        "allowed_two_var_pairs": int(task.allowed_two_var.sum()),
+        "train_rows": int(rows.rows.sum()),
+        "two_var_share": float(rows.share.iloc[TWO_VAR]),
+        "pool_sizes": dict(zip(table.pool, table["sequences drawn"].astype(int))),
+        "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
+        "label_errors": int(label_errors(task, pools)),
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
+
+
+def position_roles(seq: np.ndarray, tc: TaskConfig) -> list[str]:
+    """What each position of ``seq`` holds: variable, value, PAD (context) or query."""
+    roles = []
+    for p, t in enumerate(seq):
+        if p >= tc.context_len:
+            roles.append("query")
+        elif t == tc.pad:
+            roles.append("PAD")
+        else:
+            roles.append("variable" if t >= tc.var0 else "value")
+    return roles
+
+
+def draw_sequence(task: Task, kind: str, assignments: int, seed: int) -> pd.DataFrame:
+    """One training sequence of ``kind`` with ``assignments`` assignments, one row per position.
+
+    A 2-var sequence needs two assignments; asked for fewer, it is drawn with two and the
+    ``program`` line says so (the explorer offers every combination of its controls)."""
+    if kind not in KIND_NAMES:
+        raise ValueError(f"unknown kind {kind!r}; the kinds are {', '.join(KIND_NAMES)}")
+    tc = task.cfg
+    k = KIND_NAMES.index(kind)
+    least = 2 if k == TWO_VAR else 1
+    if not 1 <= assignments <= tc.max_assignments:
+        raise ValueError(f"assignments must be in 1..{tc.max_assignments}, got {assignments}")
+    rng = np.random.default_rng(seed)
+    rows = task.train_rows[task.train_rows[:, 1] == k]
+    row = rows[rng.integers(0, len(rows), size=1)]
+    used = max(assignments, least)
+    tokens, labels = task.generate(row, rng, n_assign=np.array([used]))
+    seq = tokens[0]
+    note = f"   ({kind} needs {least} assignments: drawn with {used}, not {assignments})" if used != assignments else ""
+    return pd.DataFrame({
+        "position": np.arange(tc.seq_len), "token": [task.token_str(int(t)) for t in seq],
+        "role": position_roles(seq, tc), "program": f"{task.render(seq)}   answer {int(labels[0])}{note}",
+    })
+
+
+def sequence_chart(base: alt.Chart) -> alt.LayerChart:
+    """The 16 positions as coloured cells with their tokens, the program written above."""
+    cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
+        x=alt.X("position:O", title="position"),
+        color=alt.Color("role:N", scale=alt.Scale(domain=list(ROLE_COLOURS), range=list(ROLE_COLOURS.values())),
+                        title="holds", legend=alt.Legend(orient="bottom")),
+        tooltip=["position", "token", "role"],
+    )
+    text = base.mark_text(fontSize=16).encode(x="position:O", text="token:N")
+    program = base.transform_filter("datum.position == 0").mark_text(align="left", dx=-20, dy=-45, fontSize=15).encode(
+        x="position:O", text="program:N")
+    return (cells + text + program).properties(width=560, height=50)

@@ -1,0 +1,160 @@
+"""Chapter 7's module: knob validation, tables against slow literal counts, the label check, the
+sequence explorer's data and its note when a 2-var sequence is asked with one assignment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, Task, TaskConfig
+from mechbook.chapters import ch07_task as ch07
+
+TASK = Task()
+SMALL = Task(TaskConfig(modulus=7, n_vars=6, max_assignments=3, seq_len=10, no_right=("a",), no_left=("f",)))
+
+
+def test_profiles_share_the_task_and_grow():
+    assert set(ch07.CONFIGS) == {"smoke", "cpu", "paper"}
+    sizes = [ch07.CONFIGS[p].n_per_pool for p in ("smoke", "cpu", "paper")]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 3
+    assert all(c.task == TaskConfig() for c in ch07.CONFIGS.values())
+
+
+@pytest.mark.parametrize("knob, value, error, words", [
+    ("n_per_pool", -5, ValueError, "at least 1"),
+    ("n_per_pool", 0, ValueError, "at least 1"),
+    ("n_per_pool", "abc", TypeError, "int"),
+    ("n_per_pool", True, TypeError, "int"),
+    ("seed", 1.5, TypeError, "int"),
+    ("seed", -1, ValueError, "at least 0"),
+])
+def test_bad_knobs_are_refused_with_the_knob_named(knob, value, error, words):
+    with pytest.raises(error, match=knob) as info:
+        ch07.resolve("smoke", **{knob: value})
+    assert words in str(info.value)
+
+
+def test_knobs_override_the_profile():
+    cfg = ch07.resolve("cpu", n_per_pool=7, seed=3)
+    assert (cfg.n_per_pool, cfg.seed) == (7, 3)
+    assert ch07.resolve("cpu") == ch07.CONFIGS["cpu"]
+
+
+def test_split_frame_matches_the_task():
+    frame = ch07.split_frame(SMALL)
+    n = SMALL.cfg.modulus
+    assert len(frame) == n * n
+    for row in frame.itertuples():
+        assert row.sum == (row.n1 + row.n2) % n
+        assert (row.split == "training pair") == bool(SMALL.train_pairs[row.n1, row.n2])
+
+
+def test_variable_pairs_frame_statuses_by_a_literal_rule():
+    frame = ch07.variable_pairs_frame(SMALL)
+    cfg = SMALL.cfg
+    for row in frame.itertuples():
+        if row.v1 == row.v2:
+            expected = "same variable"
+        elif row.v1 in cfg.no_left or row.v2 in cfg.no_right:
+            expected = "misplaced: held out"
+        else:
+            expected = "allowed in training"
+        assert row.status == expected
+    assert (frame.status == "allowed in training").sum() == int(SMALL.allowed_two_var.sum())
+
+
+def test_rows_table_and_its_sentence():
+    table = ch07.rows_table(TASK)
+    assert list(table.kind) == list(KIND_NAMES)
+    assert table.rows.sum() == len(TASK.train_rows)
+    literal = sum(1 for r in TASK.train_rows if r[1] == 3) / len(TASK.train_rows)
+    assert table.share.iloc[3] == pytest.approx(literal)
+    assert f"{literal:.1%}" in ch07.rows_prose(table) and f"{len(TASK.train_rows):,}" in ch07.rows_prose(table)
+
+
+def test_variable_configurations_by_enumeration():
+    cfg = SMALL.cfg
+    letters = cfg.letters
+    ok_left = [v for v in letters if v not in cfg.no_left]
+    ok_right = [v for v in letters if v not in cfg.no_right]
+    pairs = [(a, b) for a in letters for b in letters if a != b]
+    bad = [((a in cfg.no_left) + (b in cfg.no_right)) for a, b in pairs]
+    got = ch07.variable_configurations(SMALL)
+    assert got["1var_train"] == len(ok_left) + len(ok_right)
+    assert got["1var_misplaced"] == 2 * len(letters) - len(ok_left) - len(ok_right)
+    assert got["2var_train"] == bad.count(0)
+    assert got["2var_misplaced_one"] == bad.count(1)
+    assert got["2var_misplaced_both"] == bad.count(2)
+
+
+def test_pool_table_counts_questions():
+    pools = TASK.eval_pools(5, seed=0)
+    table = ch07.pool_table(TASK, pools).set_index("pool")
+    assert list(table.index) == list(POOL_NAMES)
+    assert (table["sequences drawn"] == 5).all()
+    assert table.loc["0var_heldout", "distinct questions"] == TASK.cfg.n_vars * int(TASK.heldout_pairs.sum())
+    assert table.loc["2var_train", "distinct questions"] == int(TASK.allowed_two_var.sum()) * int(TASK.train_pairs.sum())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_literal_answer_agrees_with_the_generator(seed):
+    tokens, labels = TASK.sample(16, np.random.default_rng(seed))
+    assert [ch07.literal_answer(t, TASK.cfg) for t in tokens] == list(labels)
+
+
+def test_label_errors_catch_a_wrong_label():
+    pools = TASK.eval_pools(4, seed=1)
+    assert ch07.label_errors(TASK, pools) == 0
+    tokens, labels = pools["1var_train"]
+    broken = dict(pools, **{"1var_train": (tokens, (labels + 1) % TASK.cfg.modulus)})
+    assert ch07.label_errors(TASK, broken) == 4
+    assert "**4** of 36" in ch07.label_prose(4, broken)
+
+
+@pytest.mark.parametrize("kind", KIND_NAMES)
+@pytest.mark.parametrize("assignments", [1, 3, 6])
+def test_draw_sequence_has_the_asked_layout(kind, assignments):
+    frame = ch07.draw_sequence(TASK, kind, assignments, seed=2)
+    cfg = TASK.cfg
+    assert list(frame.position) == list(range(cfg.seq_len))
+    used = max(assignments, 2 if kind == "2-var" else 1)
+    assert (frame.role == "variable").sum() == used == (frame.role == "value").sum()
+    assert (frame.role == "query").sum() == cfg.query_len
+    noted = "needs 2 assignments: drawn with 2, not 1" in frame.program.iloc[0]
+    assert noted == (kind == "2-var" and assignments == 1)
+
+
+def test_draw_sequence_refuses_bad_input():
+    with pytest.raises(ValueError, match="unknown kind"):
+        ch07.draw_sequence(TASK, "3-var", 2, seed=0)
+    with pytest.raises(ValueError, match="assignments must be in 1..6"):
+        ch07.draw_sequence(TASK, "0-var", 7, seed=0)
+
+
+def test_charts_state_the_counts():
+    split = ch07.split_chart(TASK).to_dict()
+    assert split["title"].startswith(f"{int(TASK.heldout_pairs.sum()):,} of the 3,481")
+    pairs = ch07.variable_pairs_chart(TASK).to_dict()
+    assert pairs["title"].startswith(f"{int(TASK.allowed_two_var.sum())} ordered")
+    assert "n₂" in split["encoding"]["x"]["title"]
+
+
+def test_record_all_records_the_threshold_names(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(ch07.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    pools = TASK.eval_pools(3, seed=0)
+    values = ch07.record_all(TASK, pools)
+    assert values == seen
+    assert values["heldout_pairs"] + values["train_pairs"] == TASK.cfg.modulus ** 2
+    assert values["pool_sizes"] == {name: 3 for name in POOL_NAMES}
+    assert values["label_errors"] == 0
+
+
+def test_the_config_itself_refuses_wrong_types():
+    with pytest.raises(TypeError, match="seed must be a whole number"):
+        ch07.TaskChapterConfig(n_per_pool=3, seed=1.5)
+    with pytest.raises(TypeError, match="task must be a TaskConfig"):
+        ch07.TaskChapterConfig(n_per_pool=3, seed=0, task="paper")

@@ -1,0 +1,160 @@
+"""Chapter 9's module: shared run, knobs, the Fourier-neuron extraction through the hook (against
+a per-sequence reading), the FVE filter on known maps, tables and records."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT
+from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.task import TaskConfig
+from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.chapters import ch09_circuits as ch09
+
+TC = TaskConfig()
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()
+
+
+def test_chapter_9_opens_chapter_8s_run():
+    for profile, cfg in ch09.CONFIGS.items():
+        assert cfg.train is ch08.CONFIGS[profile].train
+
+
+def test_knobs_reach_the_nested_configs():
+    cfg = ch09.resolve("smoke", seed=5, probe_steps=17, n_patch=9)
+    assert (cfg.train.seed, cfg.probe.steps, cfg.n_patch) == (5, 17, 9)
+    assert cfg.train.steps == ch08.CONFIGS["smoke"].train.steps
+    with pytest.raises(ValueError, match="n_patch"):
+        ch09.resolve("smoke", n_patch=0)
+
+
+def _cos_map(k: int, alpha: float, beta: float, n_mod: int = 59) -> np.ndarray:
+    n = np.arange(n_mod)
+    return np.cos(2 * math.pi * k * n / n_mod + alpha)[:, None] + np.cos(2 * math.pi * k * n / n_mod + beta)[None, :]
+
+
+def test_fourier_filter_on_known_maps():
+    rng = np.random.default_rng(0)
+    maps = np.stack([
+        _cos_map(11, 0.3, 1.0), _cos_map(11, -2.0, 0.5), _cos_map(5, 0.0, 0.0),
+        _cos_map(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),  # noisy: below 0.9
+        np.zeros((59, 59)),  # dead
+    ])
+    found = ch09.fourier_neurons(maps)
+    assert list(found.live["neuron"]) == [0, 1, 2, 3]
+    assert list(found.good["neuron"]) == [0, 1, 2]
+    assert found.good["fve"].min() > 0.999
+    assert list(found.frequencies["k"]) == [11, 5] and list(found.frequencies["neurons"]) == [2, 1]
+    text = ch09.fourier_prose(found)
+    assert "4 of 5 neurons are active" in text and "**3** of them" in text and "frequencies: 11, 5." in text
+
+
+def test_neuron_maps_fit_a_pure_neuron_exactly():
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(4, 0.0, 2.0)])
+    found = ch09.fourier_neurons(maps)
+    frame = ch09.neuron_maps(maps, found.table, 1)
+    assert (frame.k == 4).all() and len(frame) == 59 * 59
+    np.testing.assert_allclose(frame.fit, frame.activation, atol=2e-3)
+
+
+def test_pattern_chart_boxes_the_roles(model):
+    from mechbook.assign_add.circuits import pattern_frame
+    from mechbook.assign_add.task import Task
+
+    task = Task()
+    frame = pattern_frame(model, task.eval_pools(1, seed=0)["2var_train"][0][0], task)
+    spec = ch09.pattern_chart(frame, "title").to_dict()
+    assert spec["facet"]["field"] == "layer" and spec["spec"]["layer"][1]["encoding"]["stroke"]["field"] == "role"
+
+
+def test_cosine_histogram_counts_every_pair():
+    comp = pd.DataFrame({"matched": np.linspace(0.5, 0.99, 101), "mismatched": np.linspace(-0.99, 0.99, 101)})
+    hist = ch09.cosine_histogram(comp)
+    assert hist.groupby("comparison").pairs.sum().to_dict() == {"matched": 101, "mismatched": 101}
+    assert hist[(hist.comparison == "matched") & (hist.cosine < 0.5)].pairs.sum() == 0
+
+
+def test_positional_frame_keeps_the_causal_part():
+    scores = np.arange(16.0).reshape(4, 4)
+    frame = ch09.positional_frame(scores)
+    assert len(frame) == 10 and (frame["key"] <= frame["query"]).all()
+    assert frame.set_index(["query", "key"]).loc[(3, 1), "score"] == 13.0
+
+
+def test_probe_accuracy_and_pivot():
+    probes = pd.DataFrame([
+        {"target": t, "site": "s", "where": w, "accuracy": i / 10, "chance": 0.1, "n": 5}
+        for i, (t, w) in enumerate([(t, w) for t in ("answer", "variable identity") for w in ("embedding", "after layer 1")])
+    ])
+    assert ch09.probe_accuracy(probes, "variable identity", "after layer 1") == pytest.approx(0.3)
+    with pytest.raises(KeyError, match="no probe"):
+        ch09.probe_accuracy(probes, "operand's value", "after layer 1")
+    assert list(ch09.probe_pivot(probes).columns) == ["embedding", "after layer 1"]
+
+
+def _readings(scale: float = 1.0) -> dict[str, object]:
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
+    probes = pd.DataFrame([
+        {"target": t, "site": "s", "where": w, "accuracy": 0.5 * scale, "chance": 0.1, "n": 5}
+        for t in ("variable identity", "operand's value", "answer") for w in ("after layer 1", "after layer 2")
+    ])
+    return dict(
+        roles={"value_to_variable": 0.7 * scale, "eq_to_needed": 0.6}, prev_share=1.0,
+        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0}, comp=pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]}),
+        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.3]}), adder=0.99, adder_residual=0.95,
+        fourier=ch09.fourier_neurons(maps), probes=probes,
+        effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
+    )
+
+
+def test_record_all_covers_the_thresholds(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(ch09.mechbook, "record", lambda name, value: seen.setdefault(name, value))
+    values = ch09.record_all(_readings())
+    released = ch09.record_all(_readings(), prefix="release_")
+    assert {k: v for k, v in seen.items() if not k.startswith("release_")} == values
+    assert values["matched_cosine"] == pytest.approx(0.95) and released["release_matched_cosine"] == pytest.approx(0.95)
+    assert values["neurons_fve_ge_0.9"] == 2 and values["top_frequencies"] == [5, 11]
+    assert values["adder_with_residual_accuracy"] == 0.95
+    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
+    for profile in ("smoke", "cpu"):
+        assert set(bounds[profile]) <= set(values) | set(released)
+
+
+def test_comparison_table_puts_each_run_in_its_column():
+    table = ch09.comparison_table(_readings(), _readings(scale=2.0)).set_index("reading")
+    row = table.loc[ch09.COMPARED["qk2_block_ratio"]]
+    assert (row["paper's run, as released"], row["this rebuild"]) == ("10.000", "5.000")
+    assert table.loc[ch09.COMPARED["top_frequencies"], "this rebuild"] == "5, 11"
+    assert table.loc[ch09.COMPARED["neurons_fve_ge_0.9"], "this rebuild"] == "2"
+
+
+def test_short_prose():
+    assert ch09.positional_prose(0.5, 12).startswith("In 50% of the context query positions 1-11")
+    assert ch09.adder_prose(0.999, 0.95, 59) == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
+
+
+def test_output_norms_chart_reads_the_models_weights(model):
+    from mechbook.assign_add import fourier
+
+    spec = ch09.output_norms_chart(model).to_dict()
+    values = next(iter(spec["datasets"].values()))
+    expected = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    assert [round(v["norm"], 6) for v in values] == [round(v, 6) for v in expected["norm"]]
+
+
+def test_block_chart_is_a_signed_heatmap_of_the_block():
+    block = np.array([[2.0, -1.0], [0.5, 3.0]])
+    spec = ch09.block_chart(block, ("a", "b")).to_dict()
+    assert spec["encoding"]["color"]["scale"]["domain"] == [-3.0, 3.0]
