@@ -119,7 +119,7 @@ def part1_train() -> str:
 
     tokens = markov_tokens(256, 33, 64, seed=0)
     stats = corpus_stats(tokens, 64)
-    r = train(tokens, stats, ModelConfig(vocab_size=64, context=32, n_layers=3), TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4))
+    r = train(tokens, stats, ModelConfig(d_vocab=64, n_ctx=32, n_layers=3), TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4))
     return digest([r.state, r.history[["loss", "norm", "cosine"]].to_numpy()])
 
 
