@@ -49,8 +49,26 @@
     if (width < 520) {
       spec.config = spec.config || {};
       spec.config.legend = Object.assign({}, spec.config.legend, { columns: 1, labelLimit: width - 80 });
+      narrowLegends(spec, width - 80);
     }
     return spec;
+  }
+
+  // Legends that a chart sets itself (columns, label and title limits) override the config.
+  function narrowLegends(node, limit) {
+    if (!node || typeof node !== "object") {
+      return;
+    }
+    Object.keys(node).forEach(function (key) {
+      var value = node[key];
+      if (key === "legend" && value && typeof value === "object") {
+        value.columns = 1;
+        value.labelLimit = Math.min(value.labelLimit || limit, limit);
+        value.titleLimit = Math.min(value.titleLimit || limit, limit);
+      } else if (key !== "datasets" && key !== "data") {
+        narrowLegends(value, limit);
+      }
+    });
   }
 
   function render(container) {
