@@ -165,7 +165,7 @@ def test_every_page_reads_well_offline(browser, server, built_site, root, width)
 
 
 def test_downloads_resolve_offline(browser, server, built_site, root):
-    from mechbook.execute import toc_files
+    from mechbook.book.toc import toc_files
 
     notebooks = [e for e in toc_files(root) if e.suffix == ".ipynb"]
     assert notebooks
