@@ -3,6 +3,7 @@ branches (it must stay true whichever way the run falls), charts without warning
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -11,11 +12,14 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.circuits import pattern_frame
+from mechbook.assign_add.measures import measures_over_training
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
+from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
-from mechbook.assign_add.train import TRAIN_PROFILES, TrainResult
+from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
 from mechbook.chapters import ch08_training_dynamics as ch08
 
 RULES = PhaseRules()
@@ -263,3 +267,56 @@ def test_record_seeds(monkeypatch):
     values = ch08.record_seeds(_summary([2800.0, None, 400.0, 9000.0]), 0)
     assert values["seeds_bound"] == 3 and values["seeds_phase2_steps"] == [2800, 400, 9000]
     assert values["seeds_min_final_2var_union"] == 0.5 and values["example_seed"] == 0
+
+
+needs_release = pytest.mark.skipif(not ch08.release.available_steps(),
+                                   reason=f"no local copy of the authors' release (set {ch08.release.ENV_VAR})")
+SMOKE_BOUNDS = load_thresholds("08_training_dynamics")["smoke"]
+
+
+def untrained_run(train: TrainConfig) -> TrainResult:
+    """A 'run' of ``train`` that never stepped: the initial model scored on the run's own pools
+    at every evaluation step, its weights kept at every checkpoint step."""
+    model = AssignAddModel(train.model)
+    pools = Task(train.task).eval_pools(train.eval_per_pool, seed=train.eval_seed)
+    scored = pool_scores(model, pools)
+    steps = range(train.eval_every, train.steps + 1, train.eval_every)
+    rows = [{"step": s, "pool": p, "accuracy": a, "loss": l} for s in steps for p, (a, l) in scored.items()]
+    rows += [{"step": s, "pool": "train", "accuracy": scored["1var_train"][0], "loss": scored["1var_train"][1]} for s in steps]
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    kept = {s: state for s in steps if s % train.keep_every == 0}
+    return TrainResult(pd.DataFrame(rows), kept, state, train, 0.0)
+
+
+def test_the_measured_seed_spread_passes_the_smoke_bounds():
+    assert check_spread(SMOKE_BOUNDS, load_spread("08_training_dynamics")["smoke"]) == []
+
+
+def test_smoke_bounds_reject_an_untrained_model():
+    """The rebuild's records, computed as the notebook computes them, for a model that was never
+    trained: at chance (1/59) on the 0-var training pairs, below every seed's 300-step score."""
+    cfg = ch08.CONFIGS["smoke"]
+    result = untrained_run(cfg.train)
+    phases = detect_phases(result.history, cfg.rules)
+    measures = measures_over_training(result, cfg.measures)
+    centre = phases.phase2 if phases.phase2 is not None else max(result.checkpoints)
+    shown = ch08.window_steps(list(result.checkpoints), centre, cfg.window)
+    records = ch08.record_all(result, phases, measures, pattern_checkpoints=len(shown))
+    rebuild_bounds = {n: b for n, b in SMOKE_BOUNDS.items() if not n.startswith(("release_", "seeds_"))}
+    flagged = {p.split()[0] for p in check_thresholds(records, rebuild_bounds)}
+    assert flagged == {"final_0var_train"}, check_thresholds(records, rebuild_bounds)
+
+
+@needs_release
+def test_smoke_bounds_reject_the_released_run_cut_before_binding():
+    """The released run read as the chapter reads it, but at 16 checkpoints that all come before
+    its binding jump (steps 1 to 4,201): no phase 2, no phase 3, and the last model cannot bind."""
+    early = tuple(s for s in sorted(ch08.release.available_steps()) if s < 5000)[:len(ch08.SMOKE_RELEASE_STEPS)]
+    cfg = dataclasses.replace(ch08.CONFIGS["smoke"], release_steps=early)
+    released = ch08.release_run(cfg)
+    phases = detect_phases(released.history, cfg.rules)
+    records = ch08.record_release(released, phases, ch08.release_exact_scores(cfg))
+    release_bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_")}
+    flagged = {p.split()[0] for p in check_thresholds(records, release_bounds)}
+    assert {"release_phase2_step", "release_phase3_step", "release_last_1var_train"} <= flagged, flagged
+    assert "release_checkpoints" not in flagged
