@@ -12,8 +12,10 @@ import torch
 import yaml
 
 from conftest import ROOT
+from mechbook.assign_add import release
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.assign_add.model import AssignAddModel
-from mechbook.assign_add.task import TaskConfig
+from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.chapters import ch08_training_dynamics as ch08
 from mechbook.chapters import ch09_circuits as ch09
 
@@ -158,3 +160,40 @@ def test_block_chart_is_a_signed_heatmap_of_the_block():
     block = np.array([[2.0, -1.0], [0.5, 3.0]])
     spec = ch09.block_chart(block, ("a", "b")).to_dict()
     assert spec["encoding"]["color"]["scale"]["domain"] == [-3.0, 3.0]
+
+
+SMOKE_BOUNDS = load_thresholds("09_circuits")["smoke"]
+needs_release = pytest.mark.skipif(not release.available_steps(),
+                                   reason=f"no local copy of the authors' release (set {release.ENV_VAR})")
+
+
+def smoke_headline(model: torch.nn.Module, prefix: str = "") -> dict[str, object]:
+    """The smoke records the notebook takes of ``model`` (:func:`ch09.readings` on its pools)."""
+    cfg = ch09.CONFIGS["smoke"]
+    task = Task(cfg.train.task)
+    return ch09.record_all(ch09.readings(model, task, cfg, task.eval_pools(cfg.per_pool, seed=ch09.POOL_SEED)), prefix)
+
+
+def flagged(records: dict[str, object], release_bounds: bool) -> set[str]:
+    bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_") == release_bounds}
+    return {p.split()[0] for p in check_thresholds(records, bounds)}
+
+
+def test_the_measured_seed_spread_passes_the_smoke_bounds():
+    assert check_spread(SMOKE_BOUNDS, load_spread("09_circuits")["smoke"]) == []
+
+
+def test_smoke_bounds_reject_an_untrained_model():
+    """At initialisation every residual at '=' looks alike (matched and mismatched cosines both
+    ~0.9), OV₂ does not map onto the unembedding, and '=' does not look at the needed numbers."""
+    found = flagged(smoke_headline(AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()), release_bounds=False)
+    assert {"mismatched_cosine", "ov2_matched_cosine", "eq_to_needed_attention"} <= found, found
+
+
+@needs_release
+def test_release_bounds_reject_the_wrong_released_checkpoint():
+    """The released run's first checkpoint (step 1) read in place of its final model: no bound on
+    the circuit it has not yet learned lets it through, except the matched cosine, which an
+    untrained model also meets (its residuals at '=' all point alike)."""
+    found = flagged(smoke_headline(release.load_release(1), prefix="release_"), release_bounds=True)
+    assert found == {n for n in SMOKE_BOUNDS if n.startswith("release_")} - {"release_matched_cosine"}, found
