@@ -3,6 +3,7 @@ premise prose in each of its four cases, the verdict table, key split, records."
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -13,9 +14,13 @@ import torch
 import yaml
 
 from conftest import ROOT
-from mechbook.assign_add import circuits, theory
+from mechbook.assign_add import circuits, release, theory
+from mechbook.assign_add.phases import detect_phases
+from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.assign_add.train import TrainResult, load_model
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
 from mechbook.chapters import ch10_why_it_composes as ch10
 
@@ -149,3 +154,68 @@ def test_read_run_comparison_and_release_records(model, monkeypatch):
     assert values["release_gradient_checkpoint_step"] == 900
     assert values["release_gradient_block_ratio"] == pytest.approx(b.stats.loc[ch10.GRADIENT, "ratio"])
     assert f"{int(b.checks['holds'].sum())} of the 4 predictions hold" in ch10.release_prose(b)
+
+
+SMOKE_BOUNDS = load_thresholds("10_why_it_composes")["smoke"]
+needs_release = pytest.mark.skipif(not release.available_steps(),
+                                   reason=f"no local copy of the authors' release (set {release.ENV_VAR})")
+
+
+def smoke_batch(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
+    """The notebook's gradient batch: smoke's 1-var and 2-var training pools."""
+    pools = task.eval_pools(ch10.CONFIGS["smoke"].per_pool, seed=5)
+    return tuple(torch.from_numpy(np.concatenate([pools[p][i] for p in ("1var_train", "2var_train")])) for i in (0, 1))
+
+
+def untrained_result(model_seed: int) -> TrainResult:
+    """Smoke's run as if it never stepped: the initial model (of ``model_seed``) scored on the
+    run's pools at every evaluation and kept at every checkpoint step."""
+    train = ch10.CONFIGS["smoke"].train
+    train = dataclasses.replace(train, model=dataclasses.replace(train.model, seed=model_seed))
+    model = AssignAddModel(train.model)
+    scored = pool_scores(model, Task(train.task).eval_pools(train.eval_per_pool, seed=train.eval_seed))
+    steps = range(train.eval_every, train.steps + 1, train.eval_every)
+    history = pd.DataFrame([{"step": s, "pool": p, "accuracy": a, "loss": l}
+                            for s in steps for p, (a, l) in scored.items()])
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return TrainResult(history, {s: state for s in steps if s % train.keep_every == 0}, state, train, 0.0)
+
+
+def test_the_measured_seed_spread_passes_the_smoke_bounds():
+    assert check_spread(SMOKE_BOUNDS, load_spread("10_why_it_composes")["smoke"]) == []
+
+
+@pytest.mark.parametrize("model_seed", [0, 3, 42])
+def test_smoke_bounds_reject_an_untrained_model(model_seed):
+    """The rebuild's records, computed as the notebook computes them, for a run that never
+    trained: its variable directions are as distinct as random vectors, less aligned than after
+    300 steps of any seed."""
+    result = untrained_result(model_seed)
+    task = Task(result.config.task)
+    tokens, labels = smoke_batch(task)
+    step = theory.after_phase1_step(result.history, list(result.checkpoints))
+    early, late = load_model(result, step).double(), load_model(result).double()
+    blocks = ch10.gradient_blocks(early, late, task.cfg, tokens, labels)
+    stats = ch10.block_stats(blocks)
+    split = ch10.block_stats(ch10.key_split_blocks(early, task.cfg, tokens, labels), reference=None)
+    zero_tokens, zero_labels = (torch.from_numpy(x) for x in task.eval_pools(ch10.CONFIGS["smoke"].per_pool, seed=5)["0var_train"])
+    zero = ch10.zero_var_table(blocks[ch10.GRADIENT], theory.gradient_variable_block(early, task.cfg, zero_tokens, zero_labels))
+    over = theory.gradient_block_over_training(result, tokens, labels)
+    assert detect_phases(result.history).phase2 is None
+    spread = ch10.spread_table(early, late, task.cfg, step, result.config.steps)
+    records = ch10.record_all(step, stats, zero, split, over, ch10.checks_table(stats, split), spread)
+    bounds = {n: b for n, b in SMOKE_BOUNDS.items() if not n.startswith("release_")}
+    assert {p.split()[0] for p in check_thresholds(records, bounds)} == {"variable_directions_cos_checkpoint"}
+
+
+@needs_release
+def test_release_bound_rejects_the_released_run_cut_before_binding():
+    """The released run read at 16 checkpoints that all come before its binding jump: with no
+    jump to find, the reading falls on the last of them, not on step 5,301."""
+    early = tuple(s for s in release.available_steps() if s < 5000)[:16]
+    cfg = dataclasses.replace(ch10.CONFIGS["smoke"], release_steps=early)
+    task = Task(cfg.train.task)
+    records = ch10.record_release(ch10.release_reading(cfg, task.cfg, *smoke_batch(task)))
+    bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_")}
+    assert [p.split()[0] for p in check_thresholds(records, bounds)] == ["release_gradient_checkpoint_step"]
+    assert records["release_gradient_checkpoint_step"] == early[-1]
