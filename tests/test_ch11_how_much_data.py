@@ -3,6 +3,7 @@ prose in each case, the dip note, the verdict on the last run, records."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
+from mechbook.assign_add import sweeps
 from mechbook.assign_add.sweeps import threshold
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.chapters import ch11_how_much_data as ch11
@@ -98,3 +101,27 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "11_how_much_data.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(values)
+
+
+SMOKE_BOUNDS = load_thresholds("11_how_much_data")["smoke"]
+
+
+def test_the_measured_seed_spread_passes_the_smoke_bounds():
+    assert check_spread(SMOKE_BOUNDS, load_spread("11_how_much_data")["smoke"]) == []
+
+
+def test_smoke_bounds_reject_sweeps_that_never_learn():
+    """Both smoke sweeps with a learning rate of 0, so every run keeps its initial weights,
+    recorded as the notebook records them: the training cross-entropy stays at its value at
+    initialisation, above ln 59 and above every seed's 60-step runs."""
+    cfg = ch11.CONFIGS["smoke"]
+    frozen = dataclasses.replace(cfg, f_train=dataclasses.replace(cfg.f_train, lr=0.0),
+                                 r_train=dataclasses.replace(cfg.r_train, lr=0.0))
+    f_runs = sweeps.run_sweep(frozen.f_train, "f", frozen.f_values)
+    r_runs = sweeps.run_sweep(frozen.r_train, "r", frozen.r_values)
+    stars = {"f": threshold(f_runs["value"], f_runs["score"], frozen.level),
+             "r": threshold(r_runs["value"], r_runs["score"], frozen.level),
+             "r_heldout": threshold(r_runs["value"], r_runs["2var_heldout"], frozen.level)}
+    records = ch11.record_all(f_runs, r_runs, stars)
+    assert [p.split()[0] for p in check_thresholds(records, SMOKE_BOUNDS)] == ["max_final_train_loss"]
+    assert records["max_final_train_loss"] > math.log(59)
