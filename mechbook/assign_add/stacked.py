@@ -9,16 +9,14 @@ run k alone. AdamW is elementwise, so one AdamW over the stacked tensors is exac
 AdamWs. Each run keeps its own task (its r or f), its own initialisation (``model.seed``) and its
 own data stream (``numpy.random.default_rng(seed)`` drawn in the same order as
 :func:`~mechbook.assign_add.train.train`), so run k computes the same mathematics as training it
-alone; only the floating-point rounding of the batched products may differ. On a CPU the tests
-find the stacked runs equal to the runs alone bit for bit; on an H200 (CUDA, float32) they agreed
-to within 0.024 in every weight after 60 steps, the rounding differences that AdamW's normalised
-steps carry forward. Measured there at the paper's size, with start-up included: one run 51
-steps/s, a stack of 20 runs 42 steps/s, of 40 runs 31 steps/s (16x and 24x the runs per second).
+alone; only the floating-point rounding of the batched products may differ. On a CPU the stacked
+runs equal the runs trained alone bit for bit (tests/test_aa_stacked.py); on a GPU the batched
+kernels round differently, and AdamW's normalised steps carry the difference forward
+(book/appendix/reproducing.md gives what was measured on an H200).
 
 Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' streams are drawn in
 a pool of (spawned, CUDA-free) processes while the previous chunk trains, which is what keeps a GPU
-busy (one batch of 512 rows takes about 1 ms of CPU per run); the streams, hence the results, are
-the same for any number of workers.
+busy; the streams, hence the results, are the same for any number of workers.
 """
 
 from __future__ import annotations
