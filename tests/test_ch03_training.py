@@ -107,3 +107,5 @@ def test_bpe_markdown_justifies_the_size_from_the_support_table():
     text = ch.bpe_markdown(claim, support, 256)
     assert "natural tokenizer's size" in text and "9% of its tokens" in text and "the paper's size" in text and "66%" in text
     assert "natural tokenizer's size" not in ch.bpe_markdown(claim, support, 300)
+    small = support.assign(share=[0.09, 0.04, 0.07])
+    assert "barely shows" in text and "barely shows" not in ch.bpe_markdown(claim, small, 256)

@@ -367,7 +367,9 @@ def bpe_markdown(claim: ClaimConfig, support: pd.DataFrame, natural_vocab: int) 
         text += f" Fitted on these stories, {share[chosen]:.0%} of its tokens occur fewer than 10 times"
         if largest != chosen:
             paper = " (the paper's size, fitted there on the whole corpus)" if largest == PAPER_BPE_VOCAB else ""
-            text += f"; at |V| = {largest:,}{paper} that share is {share[largest]:.0%}: a vocabulary that size would be mostly tokens the text barely shows"
+            text += f"; at |V| = {largest:,}{paper} that share is {share[largest]:.0%}"
+            if share[largest] > 0.5:
+                text += ": a vocabulary that size would be mostly tokens the text barely shows"
         text += "."
     return text
 

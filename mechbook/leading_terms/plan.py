@@ -113,16 +113,20 @@ class TrainingPlan:
 
     def markdown(self) -> str:
         """One sentence a chapter shows before training."""
-        gib = 2**30
         return (
             f"{self.n_sequences:,} kept sequences; {self.epochs:g} epochs at batch {self.batch_size:,} are "
             f"⌊{self.epochs:g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**, so η·s = "
             f"{self.lr:g} × {self.steps:,} = **{self.eta_s:.3g}**. Memory: {self.n_parameters:,} parameters "
-            f"({self.parameter_bytes / gib:.2f} GiB, as much again for their gradients) and "
-            f"{self.activation_bytes / gib:.2f} GiB kept for the backward pass, "
-            f"**{self.memory_bytes / gib:.2f} GiB** in all."
+            f"({readable_bytes(self.parameter_bytes)}, as much again for their gradients) and "
+            f"{readable_bytes(self.activation_bytes)} kept for the backward pass, "
+            f"**{readable_bytes(self.memory_bytes)}** in all."
             + ("" if self.fits else " **The data cannot fill one batch.**")
         )
+
+
+def readable_bytes(n: int) -> str:
+    """``n`` bytes in MiB below 1 GiB, else in GiB (two decimals)."""
+    return f"{n / 2**20:.2f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
 def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | None, lr: float, epochs: float | None = None, steps: int | None = None) -> TrainingPlan:
