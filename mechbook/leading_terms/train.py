@@ -6,6 +6,12 @@ momentum, weight decay or schedule. Mini-batches come from a seeded ``torch.Gene
 permutation each epoch), so a run is deterministic for its seed on the CPU. At every logged step the
 history holds the loss of the batch at the current weights and, for every matrix M, its norm
 ||M||_F and cos(M, leading basis) in float64: W_O ~ B, V^(l) ~ (B Phi)^T, W^(l) ~ Q, P^(l) ~ P.
+
+Entry points: :func:`load_or_train` (one :class:`RunConfig`: corpus, lr, batch, steps or epochs;
+cached) and :func:`chapter_runs` (one corpus, several learning rates; chapters 3-5 share them).
+A run given in epochs takes floor(epochs N / batch) steps on its N kept sequences, and a corpus
+that cannot fill one batch raises before any training (:mod:`.plan` computes the rest of a run's
+cost).
 """
 
 from __future__ import annotations
