@@ -3,13 +3,12 @@ smoke bounds rejecting an untrained or broken run, the charts' widths."""
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import mechbook
-from mechbook.chapters import ch03_training as ch
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch03_training as ch
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 

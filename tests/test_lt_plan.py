@@ -4,8 +4,8 @@ the memory autograd keeps, and the paper profile dry-run on the offline sample."
 from pathlib import Path
 
 import pytest
-import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig
 from mechbook.leading_terms.plan import (

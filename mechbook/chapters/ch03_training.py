@@ -24,7 +24,7 @@ from mechbook.leading_terms import tokenize
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.plan import TrainingPlan, paper_sequences, plan_training, steps_for_epochs
-from mechbook.leading_terms.train import Runs, RunConfig, RunsConfig, TrainResult, load_or_train, load_training_corpus
+from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig, TrainResult, load_or_train, load_training_corpus
 
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
 TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}

@@ -29,7 +29,7 @@ def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
     """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
     if n_sequences < 1 or batch_size < 1 or epochs <= 0:
         raise ValueError(f"need n_sequences >= 1, batch_size >= 1 and epochs > 0, got {n_sequences}, {batch_size}, {epochs}")
-    return int(math.floor(epochs * n_sequences / batch_size))
+    return math.floor(epochs * n_sequences / batch_size)
 
 
 def cannot_fill_batch(n_sequences: int, batch_size: int) -> str:

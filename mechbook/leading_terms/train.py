@@ -16,8 +16,9 @@ cost).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,10 +28,10 @@ from mechbook.cache import cached, fingerprint
 from mechbook.determinism import deterministic
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
-from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
-from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
+from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.progress import progress
 
 
