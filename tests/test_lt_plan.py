@@ -53,6 +53,7 @@ def test_plan_arithmetic_and_a_batch_it_cannot_fill():
     assert readable_bytes(3 * 2**30) == "3.00 GiB" and readable_bytes(2**20) == "1.00 MiB"
     by_steps = plan_training(1000, cfg, None, 0.1, steps=30)
     assert by_steps.batch_size == 1000 and by_steps.epochs == pytest.approx(30.0)
+    assert "**30 steps** at batch 1,000 (30 epochs)" in by_steps.markdown() and "⌊" not in by_steps.markdown()
     small = plan_training(100, cfg, 2048, 0.005, epochs=100)
     assert not small.fits and "cannot fill one batch" in small.markdown()
     with pytest.raises(ValueError, match="fewer than one batch of 2,048.*MECHBOOK_TINYSTORIES"):

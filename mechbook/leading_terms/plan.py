@@ -90,6 +90,7 @@ class TrainingPlan:
     n_parameters: int
     parameter_bytes: int
     activation_bytes: int
+    from_epochs: bool = True
 
     @property
     def eta_s(self) -> float:
@@ -113,9 +114,15 @@ class TrainingPlan:
 
     def markdown(self) -> str:
         """One sentence a chapter shows before training."""
+        if self.from_epochs:
+            length = (
+                f"{self.epochs:.3g} epochs at batch {self.batch_size:,} are "
+                f"⌊{self.epochs:.3g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**"
+            )
+        else:
+            length = f"**{self.steps:,} steps** at batch {self.batch_size:,} ({self.epochs:.3g} epochs)"
         return (
-            f"{self.n_sequences:,} kept sequences; {self.epochs:g} epochs at batch {self.batch_size:,} are "
-            f"⌊{self.epochs:g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**, so η·s = "
+            f"{self.n_sequences:,} kept sequences; {length}, so η·s = "
             f"{self.lr:g} × {self.steps:,} = **{self.eta_s:.3g}**. Memory: {self.n_parameters:,} parameters "
             f"({readable_bytes(self.parameter_bytes)}, as much again for their gradients) and "
             f"{readable_bytes(self.activation_bytes)} kept for the backward pass, "
@@ -137,6 +144,7 @@ def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | No
     if (epochs is None) == (steps is None):
         raise ValueError("give exactly one of epochs and steps")
     batch = batch_size or n_sequences
+    steps_given = steps
     if steps is None:
         steps = steps_for_epochs(epochs, n_sequences, batch)
     else:
@@ -152,6 +160,7 @@ def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | No
         n_parameters=n_params,
         parameter_bytes=n_params * itemsize,
         activation_bytes=saved_activation_bytes(model_cfg, batch),
+        from_epochs=steps_given is None,
     )
 
 
