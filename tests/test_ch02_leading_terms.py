@@ -4,11 +4,11 @@ prose branches, the charts' widths, and the smoke bounds rejecting a broken chec
 import numpy as np
 import pandas as pd
 import pytest
+from lt_markov import markov_tokens
 
 import mechbook
-from lt_markov import markov_tokens
-from mechbook.chapters import ch02_leading_terms as ch
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch02_leading_terms as ch
 from mechbook.leading_terms.check import autograd_check
 from mechbook.leading_terms.stats import corpus_stats
 

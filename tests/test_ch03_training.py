@@ -3,13 +3,12 @@ smoke bounds rejecting an untrained or broken run, the charts' widths."""
 
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import mechbook
-from mechbook.chapters import ch03_training as ch
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch03_training as ch
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
@@ -107,3 +106,5 @@ def test_bpe_markdown_justifies_the_size_from_the_support_table():
     text = ch.bpe_markdown(claim, support, 256)
     assert "natural tokenizer's size" in text and "9% of its tokens" in text and "the paper's size" in text and "66%" in text
     assert "natural tokenizer's size" not in ch.bpe_markdown(claim, support, 300)
+    small = support.assign(share=[0.09, 0.04, 0.07])
+    assert "barely shows" in text and "barely shows" not in ch.bpe_markdown(claim, small, 256)

@@ -4,8 +4,8 @@ the memory autograd keeps, and the paper profile dry-run on the offline sample."
 from pathlib import Path
 
 import pytest
-import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig
 from mechbook.leading_terms.plan import (
@@ -14,6 +14,7 @@ from mechbook.leading_terms.plan import (
     paper_sequences,
     parameter_count,
     plan_training,
+    readable_bytes,
     saved_activation_bytes,
     steps_for_epochs,
 )
@@ -48,9 +49,11 @@ def test_plan_arithmetic_and_a_batch_it_cannot_fill():
     assert plan.steps == 100 * 1000 // 64 and plan.eta_s == pytest.approx(0.005 * plan.steps)
     assert plan.parameter_bytes == 4 * parameter_count(cfg)
     assert plan.memory_bytes == 2 * plan.parameter_bytes + saved_activation_bytes(cfg, 64)
-    assert f"{plan.steps:,} steps" in plan.markdown()
+    assert f"{plan.steps:,} steps" in plan.markdown() and "MiB" in plan.markdown()
+    assert readable_bytes(3 * 2**30) == "3.00 GiB" and readable_bytes(2**20) == "1.00 MiB"
     by_steps = plan_training(1000, cfg, None, 0.1, steps=30)
     assert by_steps.batch_size == 1000 and by_steps.epochs == pytest.approx(30.0)
+    assert "**30 steps** at batch 1,000 (30 epochs)" in by_steps.markdown() and "⌊" not in by_steps.markdown()
     small = plan_training(100, cfg, 2048, 0.005, epochs=100)
     assert not small.fits and "cannot fill one batch" in small.markdown()
     with pytest.raises(ValueError, match="fewer than one batch of 2,048.*MECHBOOK_TINYSTORIES"):

@@ -24,7 +24,7 @@ from mechbook.leading_terms import tokenize
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.plan import TrainingPlan, paper_sequences, plan_training, steps_for_epochs
-from mechbook.leading_terms.train import Runs, RunConfig, RunsConfig, TrainResult, load_or_train, load_training_corpus
+from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig, TrainResult, load_or_train, load_training_corpus
 
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
 TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
@@ -367,7 +367,9 @@ def bpe_markdown(claim: ClaimConfig, support: pd.DataFrame, natural_vocab: int) 
         text += f" Fitted on these stories, {share[chosen]:.0%} of its tokens occur fewer than 10 times"
         if largest != chosen:
             paper = " (the paper's size, fitted there on the whole corpus)" if largest == PAPER_BPE_VOCAB else ""
-            text += f"; at |V| = {largest:,}{paper} that share is {share[largest]:.0%}: a vocabulary that size would be mostly tokens the text barely shows"
+            text += f"; at |V| = {largest:,}{paper} that share is {share[largest]:.0%}"
+            if share[largest] > 0.5:
+                text += ": a vocabulary that size would be mostly tokens the text barely shows"
         text += "."
     return text
 

@@ -1,7 +1,13 @@
 """Part I: how attention models learn to associate tokens (gradient leading terms).
 
-- :mod:`~mechbook.leading_terms.tokenize`: natural and BPE tokenizers, training sequences.
+- :mod:`~mechbook.leading_terms.tokenize`: natural, byte-level BPE and cased BPE tokenizers, training sequences.
 - :mod:`~mechbook.leading_terms.corpus`: the corpus settings per profile, ``load_corpus``.
 - :mod:`~mechbook.leading_terms.stats`: B, Phi, Sigma_B, (B Phi)^T, G, Q, P (fast and literal).
+- :mod:`~mechbook.leading_terms.model`: the attention-only model (``ModelConfig``: d_vocab, n_ctx, n_layers).
+- :mod:`~mechbook.leading_terms.leading`: the closed-form leading terms and the cosine.
+- :mod:`~mechbook.leading_terms.check`: their check by autograd.
+- :mod:`~mechbook.leading_terms.plan`: what a run costs (steps, eta*s, memory) before it starts.
+- :mod:`~mechbook.leading_terms.train`: SGD from zero, ``load_or_train(RunConfig) -> TrainResult``.
 - :mod:`~mechbook.leading_terms.associations`: ranked association tables and heatmap subsets.
+- :mod:`~mechbook.leading_terms.ablation`: removing each leading term from a trained model.
 """

@@ -29,7 +29,7 @@ def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
     """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
     if n_sequences < 1 or batch_size < 1 or epochs <= 0:
         raise ValueError(f"need n_sequences >= 1, batch_size >= 1 and epochs > 0, got {n_sequences}, {batch_size}, {epochs}")
-    return int(math.floor(epochs * n_sequences / batch_size))
+    return math.floor(epochs * n_sequences / batch_size)
 
 
 def cannot_fill_batch(n_sequences: int, batch_size: int) -> str:
@@ -90,6 +90,7 @@ class TrainingPlan:
     n_parameters: int
     parameter_bytes: int
     activation_bytes: int
+    from_epochs: bool = True
 
     @property
     def eta_s(self) -> float:
@@ -113,16 +114,26 @@ class TrainingPlan:
 
     def markdown(self) -> str:
         """One sentence a chapter shows before training."""
-        gib = 2**30
+        if self.from_epochs:
+            length = (
+                f"{self.epochs:.3g} epochs at batch {self.batch_size:,} are "
+                f"⌊{self.epochs:.3g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**"
+            )
+        else:
+            length = f"**{self.steps:,} steps** at batch {self.batch_size:,} ({self.epochs:.3g} epochs)"
         return (
-            f"{self.n_sequences:,} kept sequences; {self.epochs:g} epochs at batch {self.batch_size:,} are "
-            f"⌊{self.epochs:g} × {self.n_sequences:,} / {self.batch_size:,}⌋ = **{self.steps:,} steps**, so η·s = "
+            f"{self.n_sequences:,} kept sequences; {length}, so η·s = "
             f"{self.lr:g} × {self.steps:,} = **{self.eta_s:.3g}**. Memory: {self.n_parameters:,} parameters "
-            f"({self.parameter_bytes / gib:.2f} GiB, as much again for their gradients) and "
-            f"{self.activation_bytes / gib:.2f} GiB kept for the backward pass, "
-            f"**{self.memory_bytes / gib:.2f} GiB** in all."
+            f"({readable_bytes(self.parameter_bytes)}, as much again for their gradients) and "
+            f"{readable_bytes(self.activation_bytes)} kept for the backward pass, "
+            f"**{readable_bytes(self.memory_bytes)}** in all."
             + ("" if self.fits else " **The data cannot fill one batch.**")
         )
+
+
+def readable_bytes(n: int) -> str:
+    """``n`` bytes in MiB below 1 GiB, else in GiB (two decimals)."""
+    return f"{n / 2**20:.2f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
 def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | None, lr: float, epochs: float | None = None, steps: int | None = None) -> TrainingPlan:
@@ -133,6 +144,7 @@ def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | No
     if (epochs is None) == (steps is None):
         raise ValueError("give exactly one of epochs and steps")
     batch = batch_size or n_sequences
+    steps_given = steps
     if steps is None:
         steps = steps_for_epochs(epochs, n_sequences, batch)
     else:
@@ -148,6 +160,7 @@ def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | No
         n_parameters=n_params,
         parameter_bytes=n_params * itemsize,
         activation_bytes=saved_activation_bytes(model_cfg, batch),
+        from_epochs=steps_given is None,
     )
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -115,7 +116,7 @@ class NaturalTokenizer:
         self.counts = np.asarray(counts, dtype=np.int64)
 
     @classmethod
-    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = True) -> "NaturalTokenizer":
+    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = True) -> NaturalTokenizer:
         """Keep the ``vocab_size`` most frequent natural tokens of ``stories`` (one slot for
         ``<unk>`` when ``unk``). ``counts[i]`` is token i's count in ``stories`` (for ``<unk>``:
         the count of every token left out)."""
@@ -186,7 +187,7 @@ class BPETokenizer:
         self.unk_id = None
 
     @classmethod
-    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = False, lowercase: bool = True) -> "BPETokenizer":
+    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = False, lowercase: bool = True) -> BPETokenizer:
         """Train byte-level BPE merges on ``stories`` until ``vocab_size`` tokens (256 bytes included)."""
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -254,7 +255,7 @@ class CasedBPETokenizer:
         self.unk_id = self.token_to_id[self.UNK]
 
     @classmethod
-    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = True) -> "CasedBPETokenizer":
+    def fit(cls, stories: Sequence[str], vocab_size: int, unk: bool = True) -> CasedBPETokenizer:
         """Learn merges on ``stories`` until ``vocab_size`` tokens (characters and ``[UNK]`` included)."""
         from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 

@@ -6,12 +6,19 @@ momentum, weight decay or schedule. Mini-batches come from a seeded ``torch.Gene
 permutation each epoch), so a run is deterministic for its seed on the CPU. At every logged step the
 history holds the loss of the batch at the current weights and, for every matrix M, its norm
 ||M||_F and cos(M, leading basis) in float64: W_O ~ B, V^(l) ~ (B Phi)^T, W^(l) ~ Q, P^(l) ~ P.
+
+Entry points: :func:`load_or_train` (one :class:`RunConfig`: corpus, lr, batch, steps or epochs;
+cached) and :func:`chapter_runs` (one corpus, several learning rates; chapters 3-5 share them).
+A run given in epochs takes floor(epochs N / batch) steps on its N kept sequences, and a corpus
+that cannot fill one batch raises before any training (:mod:`.plan` computes the rest of a run's
+cost).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,10 +29,10 @@ from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
-from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
-from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
+from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.progress import progress
 
 
