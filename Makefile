@@ -28,7 +28,7 @@ export MECHBOOK_AA_RELEASE := $(RELEASE)
 endif
 endif
 
-.PHONY: book test spread venv clean
+.PHONY: book test lint spread venv clean
 
 venv: $(STAMP) $(MATHJAX)
 
@@ -48,8 +48,13 @@ $(MATHJAX): package.json package-lock.json
 book: venv
 	$(PY) -m mechbook build --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))
 
-test: venv
+test: venv lint
 	$(PY) -m pytest
+
+# Ruff (settings in pyproject.toml) over the package, the tests and the notebooks' code cells.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 spread: venv
 	$(PY) -m mechbook spread --profile $(if $(filter file,$(origin PROFILE)),smoke,$(PROFILE)) --seeds $(SEEDS) $(if $(ONLY),--only $(ONLY))

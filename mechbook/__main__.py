@@ -48,9 +48,7 @@ def _parser() -> argparse.ArgumentParser:
             help="only these chapters (notebook stems); may be repeated",
         )
         if name == "spread":
-            cmd.add_argument(
-                "--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)"
-            )
+            cmd.add_argument("--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)")
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
@@ -64,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
-    cache = sub.add_parser("cache", help="export PATH [--profile P] | import PATH: bundle the trained models and statistics")
+    cache = sub.add_parser(
+        "cache", help="export PATH [--profile P] | import PATH: bundle the trained models and statistics"
+    )
     cache.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 

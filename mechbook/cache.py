@@ -30,8 +30,9 @@ import sys
 import tempfile
 import types
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 from mechbook.determinism import deterministic
 
@@ -48,7 +49,10 @@ def cache_root() -> Path:
 def _canonical(obj: Any) -> Any:
     """A JSON-ready, order-independent form of configs, arrays, paths and containers."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {"__dataclass__": type(obj).__name__, **{f.name: _canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+        return {
+            "__dataclass__": type(obj).__name__,
+            **{f.name: _canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
     if isinstance(obj, dict):
         return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
     if isinstance(obj, (list, tuple)):
@@ -113,7 +117,7 @@ def _module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[str, ...]:
     """The ``mechbook`` modules that module ``name`` (at ``file``) imports anywhere in its source,
     their parent packages included (memoised by the file's size and mtime)."""
@@ -166,7 +170,9 @@ def code_digest(modules: Iterable[str], root: Path | None = None) -> str:
     import torch
 
     root = root or package_root()
-    digest = hashlib.sha256(f"python {platform.python_version()} torch {torch.__version__} numpy {numpy.__version__}".encode())
+    digest = hashlib.sha256(
+        f"python {platform.python_version()} torch {torch.__version__} numpy {numpy.__version__}".encode()
+    )
     for name in module_closure(modules, root):
         file = _module_file(name, root)
         assert file is not None
@@ -318,7 +324,9 @@ def cached(
     try:
         save_verified(path, dumps(value))
     except OSError as exc:
-        warnings.warn(f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2)
+        warnings.warn(
+            f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2
+        )
     else:
         _note_served(namespace, path)
     return value

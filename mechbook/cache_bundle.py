@@ -37,9 +37,7 @@ def profile_entries(profile: str | None, root: Path | None = None) -> list[tuple
     root = root or cache_root()
     if profile is None:
         return sorted(
-            (str(p.parent.relative_to(root).as_posix()), p.name)
-            for p in root.rglob("*.pt")
-            if _ENTRY.fullmatch(p.name)
+            (str(p.parent.relative_to(root).as_posix()), p.name) for p in root.rglob("*.pt") if _ENTRY.fullmatch(p.name)
         )
     listing = root / "manifests" / f"{profile}.jsonl"
     if not listing.is_file():
@@ -65,7 +63,9 @@ def export_bundle(path: str | Path, profile: str | None = None) -> dict:
         if data is None:
             missing.append(f"{namespace}/{name}")
             continue
-        entries.append({"namespace": namespace, "key": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)})
+        entries.append(
+            {"namespace": namespace, "key": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        )
         blobs.append((f"entries/{namespace}/{name}", data))
     manifest = {"format": FORMAT, "profile": profile, "entries": entries, "missing": missing}
     buf = io.BytesIO()
@@ -95,23 +95,31 @@ def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
                 raise BundleError(f"{path} has no manifest.json: it is not a mechbook cache bundle")
             manifest = json.loads(tar.extractfile(members["manifest.json"]).read())
             if manifest.get("format") != FORMAT:
-                raise BundleError(f"{path} is a bundle of format {manifest.get('format')!r}; this mechbook reads {FORMAT!r}")
+                raise BundleError(
+                    f"{path} is a bundle of format {manifest.get('format')!r}; this mechbook reads {FORMAT!r}"
+                )
             listed = {_safe(e["namespace"], e["key"]): e for e in manifest["entries"]}
             extra = sorted(set(members) - set(listed) - {"manifest.json"})
             if extra:
-                raise BundleError(f"{path} holds files its manifest does not list ({extra[:3]}): it was altered; ask for a fresh bundle")
+                raise BundleError(
+                    f"{path} holds files its manifest does not list ({extra[:3]}): it was altered; ask for a fresh bundle"
+                )
             out = {}
             for member, entry in listed.items():
                 if member not in members or not members[member].isfile():
                     raise BundleError(f"{path} lacks {member}, which its manifest lists: the bundle is incomplete")
                 data = tar.extractfile(members[member]).read()
                 if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
-                    raise BundleError(f"{member} in {path} does not match its checksum: the bundle is corrupt or was altered; nothing was installed")
+                    raise BundleError(
+                        f"{member} in {path} does not match its checksum: the bundle is corrupt or was altered; nothing was installed"
+                    )
                 out[f"{entry['namespace']}/{entry['key']}"] = data
     except (tarfile.TarError, EOFError, OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
-        raise BundleError(f"{path} cannot be read as a cache bundle ({type(exc).__name__}: {exc}); nothing was installed") from exc
+        raise BundleError(
+            f"{path} cannot be read as a cache bundle ({type(exc).__name__}: {exc}); nothing was installed"
+        ) from exc
     return manifest, out
 
 
@@ -131,7 +139,9 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     exp = sub.add_parser("export", help="write the cache entries of a profile's build into one bundle file")
     exp.add_argument("path")
-    exp.add_argument("--profile", default=None, help="only the entries this profile's last build used (default: the whole cache)")
+    exp.add_argument(
+        "--profile", default=None, help="only the entries this profile's last build used (default: the whole cache)"
+    )
     imp = sub.add_parser("import", help="verify a bundle and install its entries into the cache")
     imp.add_argument("path")
     args = parser.parse_args(argv)
@@ -139,7 +149,10 @@ def main(argv: list[str]) -> int:
         if args.action == "export":
             manifest = export_bundle(args.path, args.profile)
             size = Path(args.path).stat().st_size
-            print(f"{args.path}: {len(manifest['entries'])} entries, {size / 2**20:.1f} MiB" + (f"; left out (missing or damaged): {len(manifest['missing'])}" if manifest["missing"] else ""))
+            print(
+                f"{args.path}: {len(manifest['entries'])} entries, {size / 2**20:.1f} MiB"
+                + (f"; left out (missing or damaged): {len(manifest['missing'])}" if manifest["missing"] else "")
+            )
         else:
             print(f"installed {import_bundle(args.path)} entries into {cache_root()}")
     except (BundleError, FileNotFoundError) as exc:

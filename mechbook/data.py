@@ -152,7 +152,9 @@ def load_stories(path: str | Path | None = None, split: str = "valid", max_stori
     than ``max_stories`` stories, all are returned with a :class:`FewerStoriesWarning` naming
     both numbers.
     """
-    if max_stories is not None and (isinstance(max_stories, bool) or not isinstance(max_stories, int) or max_stories < 1):
+    if max_stories is not None and (
+        isinstance(max_stories, bool) or not isinstance(max_stories, int) or max_stories < 1
+    ):
         raise ValueError(f"max_stories must be a whole number of at least 1 (or None for all), got {max_stories!r}")
     file = tinystories_file(path, split)
     raw = file.read_bytes()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 THREADS = 1
 """Intra-op threads of a deterministic block (the result does not depend on the caller's count)."""

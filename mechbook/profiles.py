@@ -57,9 +57,7 @@ def _hints(cls: type) -> dict[str, Any]:
         module = __import__(cls.__module__, fromlist=["_"])
         for f in dataclasses.fields(cls):
             try:
-                hints[f.name] = (
-                    eval(f.type, vars(module)) if isinstance(f.type, str) else f.type
-                )
+                hints[f.name] = eval(f.type, vars(module)) if isinstance(f.type, str) else f.type
             except Exception:
                 continue
         return hints
@@ -130,9 +128,7 @@ def _apply(cfg: Any, knobs: dict[str, Any], prefix: str) -> Any:
         head, _, rest = path.partition(SEP)
         name = prefix + path
         if head not in fields:
-            raise ValueError(
-                f"unknown knob {name!r}; the knobs of this chapter are: {', '.join(allowed)}"
-            )
+            raise ValueError(f"unknown knob {name!r}; the knobs of this chapter are: {', '.join(allowed)}")
         current = getattr(cfg, head)
         if rest:
             if not (dataclasses.is_dataclass(current) and not isinstance(current, type)):
@@ -151,8 +147,7 @@ def _apply(cfg: Any, knobs: dict[str, Any], prefix: str) -> Any:
         ok, got = _coerce(value, tp)
         if not ok:
             raise TypeError(
-                f"knob {name!r} = {value!r} ({type(value).__name__}) does not fit: "
-                f"expected {_describe(tp)}"
+                f"knob {name!r} = {value!r} ({type(value).__name__}) does not fit: expected {_describe(tp)}"
             )
         direct[head] = got
     for head, sub in nested.items():
@@ -207,11 +202,7 @@ def changed_knobs(table: Mapping[str, C], profile: str, cfg: C) -> dict[str, tup
     """``{knob: (profile's default, value in cfg)}`` for every leaf field of ``cfg`` that differs
     from ``table[profile]`` (nested fields named ``a__b``)."""
     base = dict(_leaves(_pick(table, profile)))
-    return {
-        name: (base.get(name), value)
-        for name, value in _leaves(cfg)
-        if name not in base or base[name] != value
-    }
+    return {name: (base.get(name), value) for name, value in _leaves(cfg) if name not in base or base[name] != value}
 
 
 def ran_with_text(table: Mapping[str, C], profile: str, cfg: C) -> str:
@@ -221,12 +212,7 @@ def ran_with_text(table: Mapping[str, C], profile: str, cfg: C) -> str:
     if not changed:
         return text + "."
     rows = "\n".join(f"| `{k}` | {d!r} | {v!r} |" for k, (d, v) in changed.items())
-    return (
-        text
-        + ", with these knobs changed:\n\n"
-        + "| knob | profile's value | this run |\n|---|---|---|\n"
-        + rows
-    )
+    return text + ", with these knobs changed:\n\n" + "| knob | profile's value | this run |\n|---|---|---|\n" + rows
 
 
 def ran_with(table: Mapping[str, C], profile: str, cfg: C) -> Any:

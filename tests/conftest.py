@@ -38,7 +38,9 @@ def smoke_book():
     from mechbook.book.config import ExecuteConfig
     from mechbook.book.run import execute_book
 
-    os.environ.setdefault("MECHBOOK_TINYSTORIES", str(ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+    os.environ.setdefault(
+        "MECHBOOK_TINYSTORIES", str(ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt")
+    )
     cfg = ExecuteConfig(profile="smoke", root=ROOT, cell_timeout=600)  # a hung cell fails, not CI
     return cfg, execute_book(cfg)
 

@@ -13,8 +13,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,7 +66,9 @@ def part2_train() -> str:
 def part2_train_smoke_profile() -> str:
     from mechbook.assign_add.train import TRAIN_PROFILES, train, with_overrides
 
-    r = train(with_overrides(TRAIN_PROFILES["smoke"], steps=20, eval_every=10, keep_every=10, resume_every=10), device="cpu")
+    r = train(
+        with_overrides(TRAIN_PROFILES["smoke"], steps=20, eval_every=10, keep_every=10, resume_every=10), device="cpu"
+    )
     return digest(r.final_state)
 
 
@@ -74,7 +77,9 @@ def part2_stacked() -> str:
     from mechbook.assign_add.sweeps import point_config
 
     cfgs = [point_config(_aa_cfg(), "f", 0.4), point_config(dataclasses.replace(_aa_cfg(), seed=5), "f", 0.9)]
-    return digest([[r.final_state, r.history[["accuracy", "loss"]].to_numpy()] for r in train_stacked(cfgs, device="cpu")])
+    return digest(
+        [[r.final_state, r.history[["accuracy", "loss"]].to_numpy()] for r in train_stacked(cfgs, device="cpu")]
+    )
 
 
 def _aa_model():
@@ -113,13 +118,19 @@ def part2_eval_samples() -> str:
 
 def part1_train() -> str:
     from lt_markov import markov_tokens
+
     from mechbook.leading_terms.model import ModelConfig
     from mechbook.leading_terms.stats import corpus_stats
     from mechbook.leading_terms.train import TrainConfig, train
 
     tokens = markov_tokens(256, 33, 64, seed=0)
     stats = corpus_stats(tokens, 64)
-    r = train(tokens, stats, ModelConfig(d_vocab=64, n_ctx=32, n_layers=3), TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4))
+    r = train(
+        tokens,
+        stats,
+        ModelConfig(d_vocab=64, n_ctx=32, n_layers=3),
+        TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4),
+    )
     return digest([r.state, r.history[["loss", "norm", "cosine"]].to_numpy()])
 
 
@@ -127,16 +138,39 @@ def pythia_miniature() -> str:
     from mechbook.data import load_stories
     from mechbook.pythia.miniature import MiniatureConfig, train_miniature
 
-    path = os.environ.get("MECHBOOK_TINYSTORIES") or Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+    path = (
+        os.environ.get("MECHBOOK_TINYSTORIES")
+        or Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+    )
     stories = load_stories(path=path, max_stories=200)
-    cfg = MiniatureConfig(bpe_vocab=300, context=32, d_model=64, n_layers=2, n_heads=4, d_mlp=256, steps=4, batch_size=64, n_linear=2, seed=3)
+    cfg = MiniatureConfig(
+        bpe_vocab=300,
+        context=32,
+        d_model=64,
+        n_layers=2,
+        n_heads=4,
+        d_mlp=256,
+        steps=4,
+        batch_size=64,
+        n_linear=2,
+        seed=3,
+    )
     run = train_miniature(stories, cfg)
     return digest([run.checkpoints, run.losses])
 
 
 ARTIFACTS: dict[str, Callable[[], str]] = {
     f.__name__: f
-    for f in (part2_train, part2_train_smoke_profile, part2_stacked, part2_probes, part2_patching, part2_eval_samples, part1_train, pythia_miniature)
+    for f in (
+        part2_train,
+        part2_train_smoke_profile,
+        part2_stacked,
+        part2_probes,
+        part2_patching,
+        part2_eval_samples,
+        part1_train,
+        pythia_miniature,
+    )
 }
 
 

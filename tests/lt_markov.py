@@ -15,4 +15,3 @@ def markov_tokens(n: int, length: int, vocab: int, seed: int) -> np.ndarray:
         u = rng.random(n)[:, None]
         out[:, t] = np.minimum((u > np.cumsum(trans[out[:, t - 1]], axis=1)).sum(1), vocab - 1)
     return out
-

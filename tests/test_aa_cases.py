@@ -37,7 +37,11 @@ def test_each_case_puts_its_variable_in_its_slot():
         assert (bad == (2 if pool.endswith("both") else 1)).all()
         ctx = tokens[:, :12]
         for i in range(len(tokens)):
-            env = {int(ctx[i, j]): int(ctx[i, j + 1]) for j in range(11) if ctx[i, j] >= CFG.var0 and ctx[i, j + 1] < CFG.modulus}
+            env = {
+                int(ctx[i, j]): int(ctx[i, j + 1])
+                for j in range(11)
+                if ctx[i, j] >= CFG.var0 and ctx[i, j + 1] < CFG.modulus
+            }
             a = env[int(lhs[i])] if lhs[i] >= CFG.var0 else int(lhs[i])
             b = env[int(rhs[i])] if rhs[i] >= CFG.var0 else int(rhs[i])
             assert TASK.train_pairs[a, b] and labels[i] == (a + b) % CFG.modulus
@@ -54,8 +58,14 @@ def test_case_history_scores_every_case_of_every_step():
 
 
 def test_lagging_cases_rank_by_the_mean_over_the_span():
-    h = pd.DataFrame({"step": [1, 2, 3, 1, 2, 3], "pool": ["p"] * 6, "case": ["x"] * 3 + ["y"] * 3,
-                      "accuracy": [0.9, 0.1, 0.2, 0.5, 0.5, 0.5]})
+    h = pd.DataFrame(
+        {
+            "step": [1, 2, 3, 1, 2, 3],
+            "pool": ["p"] * 6,
+            "case": ["x"] * 3 + ["y"] * 3,
+            "accuracy": [0.9, 0.1, 0.2, 0.5, 0.5, 0.5],
+        }
+    )
     ranked = cases.lagging_cases(h, 2, 3)
     assert ranked.case.tolist() == ["x", "y"] and ranked.accuracy.tolist() == pytest.approx([0.15, 0.5])
     with pytest.raises(ValueError, match="no step"):
@@ -65,8 +75,9 @@ def test_lagging_cases_rank_by_the_mean_over_the_span():
 @needs_release
 def test_the_released_plateau_is_b_as_the_right_operand():
     """Over the released run's misplaced plateau every case with b on the right lags far behind."""
-    history = cases.case_history(lambda s: release.load_release(s, folder=SHARED, download=False),
-                                 [8001, 10001, 13001], TASK, n_per_case=128)
+    history = cases.case_history(
+        lambda s: release.load_release(s, folder=SHARED, download=False), [8001, 10001, 13001], TASK, n_per_case=128
+    )
     ranked = cases.lagging_cases(history, 8001, 13001)
     lagging = ranked[ranked.accuracy < 0.3]
     assert len(lagging) == 4 and all("b right" in c for c in lagging.case)

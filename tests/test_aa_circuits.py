@@ -150,14 +150,18 @@ def test_adder_alone_logits_match_the_model_at_equals(model, task):
     tokens = tokens[:50]
     with torch.no_grad():
         logits, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.1.hook_resid_mid")
-    torch.testing.assert_close(C.mlp2_logits(model, cache["blocks.1.hook_resid_mid"][:, -1]), logits[:, -1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        C.mlp2_logits(model, cache["blocks.1.hook_resid_mid"][:, -1]), logits[:, -1], rtol=1e-4, atol=1e-5
+    )
 
 
 def test_ov2_sum_is_the_attention_output_when_attention_reads_two_embeddings(model):
     n, m = np.array([3, 10]), np.array([7, 58])
     E = model.embed.W_E.detach()
     a1 = model.blocks[1].attn
-    literal = torch.stack([(E[i] @ a1.W_V[0] @ a1.W_O[0]) + (E[j] @ a1.W_V[0] @ a1.W_O[0]) for i, j in zip(n, m)]).detach()
+    literal = torch.stack(
+        [(E[i] @ a1.W_V[0] @ a1.W_O[0]) + (E[j] @ a1.W_V[0] @ a1.W_O[0]) for i, j in zip(n, m)]
+    ).detach()
     torch.testing.assert_close(C.ov2_sum(model, n, m), literal)
 
 

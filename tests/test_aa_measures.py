@@ -1,8 +1,6 @@
 """Progress measures of chapter 8: top-2 keys against a literal loop, values on known models,
 one row per checkpoint and measure, cached."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -67,7 +65,9 @@ def test_adder_measures_match_a_literal_pair_loop():
 
 def test_measures_over_training_rows_and_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
-    cfg = TrainConfig(steps=20, batch_size=32, eval_every=10, eval_per_pool=16, keep_every=10, resume_every=10, model=SMALL)
+    cfg = TrainConfig(
+        steps=20, batch_size=32, eval_every=10, eval_per_pool=16, keep_every=10, resume_every=10, model=SMALL
+    )
     result = train(cfg, device="cpu")
     table = measures_over_training(result, MeasureConfig(n_sequences=32))
     assert sorted(table.step.unique()) == sorted(result.checkpoints)

@@ -59,7 +59,6 @@ def test_patching_effect_is_a_set_of_rates(model, task):
     assert all(0 <= v <= 1 for v in effect.values())
 
 
-
 def test_patched_logits_rejects_mismatched_inputs(model, task):
     tokens = torch.from_numpy(task.sample(4, np.random.default_rng(0))[0])
     with pytest.raises(ValueError, match="one index per row"):

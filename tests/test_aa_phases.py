@@ -26,7 +26,9 @@ def synthetic(t1=500, t2=5300, t3=15000, plateau=0.75, noise=0.0, seed=0, end=20
     if t3 is None:
         curves["1var_misplaced"] = 0.3 + (plateau - 0.3) * sigmoid(steps, t2, 20)
     else:
-        curves["1var_misplaced"] = 0.3 + (plateau - 0.3) * sigmoid(steps, t2, 20) + (1 - plateau) * sigmoid(steps, t3, 200)
+        curves["1var_misplaced"] = (
+            0.3 + (plateau - 0.3) * sigmoid(steps, t2, 20) + (1 - plateau) * sigmoid(steps, t3, 200)
+        )
     curves["2var_misplaced_both"] = curves["1var_misplaced"]
     rows = []
     for name, acc in curves.items():
@@ -81,7 +83,9 @@ def test_refinement_is_the_climb_off_the_last_stage():
     h = synthetic(t3=15000)
     both = h.pool == "2var_misplaced_both"
     steps = h.loc[both, "step"].to_numpy()
-    h.loc[both, "accuracy"] = 0.2 * sigmoid(steps, 5300, 20) + 0.27 * sigmoid(steps, 10000, 50) + 0.53 * sigmoid(steps, 15000, 200)
+    h.loc[both, "accuracy"] = (
+        0.2 * sigmoid(steps, 5300, 20) + 0.27 * sigmoid(steps, 10000, 50) + 0.53 * sigmoid(steps, 15000, 200)
+    )
     h.loc[h.pool == "1var_misplaced", "accuracy"] = h.loc[both, "accuracy"].to_numpy()
     ph = detect_phases(h)
     assert abs(ph.plateau[2] - 0.47) < 0.02 and 10000 < ph.plateau[0] < 11000
@@ -129,7 +133,9 @@ def test_a_sharp_jump_beats_an_earlier_slow_climb_of_steeper_single_steps():
     interval of 0.16), then binding jumps 0.45 -> 0.99 over 300 steps (intervals of 0.15-0.2)."""
     steps = np.arange(0, 6001, 100)
     early = np.interp(steps, [0, 200, 300, 400, 800], [0.02, 0.05, 0.21, 0.3, 0.42])
-    acc = np.where(steps < 5000, early + 0.03 * steps / 5000, np.interp(steps, [5000, 5100, 5200, 5300], [0.45, 0.62, 0.8, 0.99]))
+    acc = np.where(
+        steps < 5000, early + 0.03 * steps / 5000, np.interp(steps, [5000, 5100, 5200, 5300], [0.45, 0.62, 0.8, 0.99])
+    )
     step, jump = sharpest_rise(steps, acc, window=500)
     assert 5100 <= step <= 5300 and jump > 0.5
 

@@ -56,7 +56,12 @@ def test_probe_sites_read_the_sequences_literally():
     tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train")])
     labels = np.concatenate([pools[p][1] for p in ("0var_train", "1var_train", "2var_train")])
     rows, pos, y = variable_identity_sites(tokens, task.cfg)
-    expected = [(b, p, tokens[b, p - 1] - 62) for b in range(len(tokens)) for p in range(1, 12) if tokens[b, p] < 59 and tokens[b, p - 1] >= 62]
+    expected = [
+        (b, p, tokens[b, p - 1] - 62)
+        for b in range(len(tokens))
+        for p in range(1, 12)
+        if tokens[b, p] < 59 and tokens[b, p - 1] >= 62
+    ]
     assert sorted(zip(rows, pos, y)) == sorted(expected)
     rows, pos, y = operand_value_sites(tokens, task.cfg)
     assert len(rows) == 40 + 80  # none in 0-var, one per 1-var sequence, two per 2-var
@@ -78,7 +83,9 @@ def test_probe_table_covers_every_target_and_depth():
     pools = task.eval_pools(30, seed=2)
     tokens = np.concatenate([pools[p][0] for p in ("1var_train", "2var_train")])
     labels = np.concatenate([pools[p][1] for p in ("1var_train", "2var_train")])
-    table = probe_table(AssignAddModel(ModelConfig(d_model=16, d_head=8, d_mlp=32)), task.cfg, tokens, labels, ProbeConfig(steps=5))
+    table = probe_table(
+        AssignAddModel(ModelConfig(d_model=16, d_head=8, d_mlp=32)), task.cfg, tokens, labels, ProbeConfig(steps=5)
+    )
     assert len(table) == 3 * len(PROBE_HOOKS)
     assert table["accuracy"].between(0, 1).all() and (table["n"] > 0).all()
     assert list(table[table.target == "answer"]["where"]) == list(PROBE_HOOKS)
@@ -86,7 +93,12 @@ def test_probe_table_covers_every_target_and_depth():
 
 def test_variable_identity_over_training_is_the_probe_at_each_step():
     from mechbook.assign_add.model import AssignAddModel, ModelConfig
-    from mechbook.assign_add.probes import PROBE_HOOKS, fit_probe, variable_identity_over_training, variable_identity_sites
+    from mechbook.assign_add.probes import (
+        PROBE_HOOKS,
+        fit_probe,
+        variable_identity_over_training,
+        variable_identity_sites,
+    )
 
     task = Task()
     tokens, _ = task.sample(60, np.random.default_rng(2))
@@ -96,7 +108,9 @@ def test_variable_identity_over_training_is_the_probe_at_each_step():
     for step, model in models.items():
         with torch.no_grad():
             _, cache = model.run_with_cache(torch.as_tensor(tokens))
-        res = fit_probe(cache[PROBE_HOOKS["after layer 1"]][torch.as_tensor(rows), torch.as_tensor(pos)], torch.as_tensor(y))
+        res = fit_probe(
+            cache[PROBE_HOOKS["after layer 1"]][torch.as_tensor(rows), torch.as_tensor(pos)], torch.as_tensor(y)
+        )
         assert got[got.step == step].accuracy.item() == res.test_accuracy
     with pytest.raises(ValueError, match="unknown probe sites"):
         variable_identity_over_training(models.__getitem__, [4], task.cfg, tokens, where=("layer 7",))

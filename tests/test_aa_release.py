@@ -17,7 +17,10 @@ import torch
 
 from mechbook.assign_add import release
 
-SHARED = Path(os.environ.get(release.ENV_VAR) or Path(__file__).resolve().parents[2] / "shared" / "data" / "assign-and-add-release")
+SHARED = Path(
+    os.environ.get(release.ENV_VAR)
+    or Path(__file__).resolve().parents[2] / "shared" / "data" / "assign-and-add-release"
+)
 needs_release = pytest.mark.skipif(
     not (SHARED / "checkpoints").is_dir(), reason=f"no local copy of the release (set {release.ENV_VAR})"
 )
@@ -85,9 +88,19 @@ def _raw_like_release() -> dict[str, torch.Tensor]:
         p = f"blocks.{layer}."
         shapes.update({p + f"attn.W_{m}": (1, 128, 128) for m in "QKVO"})
         shapes.update({p + f"attn.b_{m}": (1, 128) for m in "QKV"})
-        shapes.update({p + "attn.b_O": (128,), p + "mlp.W_in": (128, 512), p + "mlp.b_in": (512,),
-                       p + "mlp.W_out": (512, 128), p + "mlp.b_out": (128,)})
-    raw = {k: (torch.zeros(s) if ".b_" in k or k.startswith("blocks.0.mlp") else torch.randn(s, generator=g)) for k, s in shapes.items()}
+        shapes.update(
+            {
+                p + "attn.b_O": (128,),
+                p + "mlp.W_in": (128, 512),
+                p + "mlp.b_in": (512,),
+                p + "mlp.W_out": (512, 128),
+                p + "mlp.b_out": (128,),
+            }
+        )
+    raw = {
+        k: (torch.zeros(s) if ".b_" in k or k.startswith("blocks.0.mlp") else torch.randn(s, generator=g))
+        for k, s in shapes.items()
+    }
     for layer in range(2):
         raw[f"blocks.{layer}.attn.mask"] = torch.tril(torch.ones(16, 16, dtype=torch.bool))
         raw[f"blocks.{layer}.attn.IGNORE"] = torch.tensor(float("-inf"))

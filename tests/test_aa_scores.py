@@ -48,7 +48,9 @@ def test_step_1401_separates_training_from_heldout_pairs_only_on_the_papers_spli
     assert ((~wrong) & TASK.heldout_pairs).sum() < 400
     x = np.full((59 * 59, 16), TASK.cfg.pad)
     pairs = np.argwhere(np.ones((59, 59), dtype=bool))
-    x[:, 12:] = np.stack([np.full(len(pairs), TASK.cfg.plus), pairs[:, 0], pairs[:, 1], np.full(len(pairs), TASK.cfg.eq)], axis=1)
+    x[:, 12:] = np.stack(
+        [np.full(len(pairs), TASK.cfg.plus), pairs[:, 0], pairs[:, 1], np.full(len(pairs), TASK.cfg.eq)], axis=1
+    )
     right = scores.correct_and_loss(m, x, pairs.sum(axis=1) % 59)[0].reshape(59, 59)
     gap_right = right[TASK.train_pairs].mean() - right[TASK.heldout_pairs].mean()
     gap_wrong = right[wrong].mean() - right[~wrong].mean()
@@ -60,24 +62,64 @@ def test_final_model_scores_every_heldout_pair_and_the_source_pools(pools):
     assert scores.correct_and_loss(m, *TASK.exact_heldout_0var(seed=0))[0].mean() >= 0.99
     ours = {k: acc for k, (acc, _) in scores.pool_scores(m, pools).items()}
     source = {
-        "0var_train": 1.000, "1var_train": 1.000, "1var_heldout": 0.991, "1var_misplaced": 0.999,
-        "2var_train": 0.987, "2var_heldout": 0.978, "2var_misplaced_one": 0.981, "2var_misplaced_both": 0.997,
+        "0var_train": 1.000,
+        "1var_train": 1.000,
+        "1var_heldout": 0.991,
+        "1var_misplaced": 0.999,
+        "2var_train": 0.987,
+        "2var_heldout": 0.978,
+        "2var_misplaced_one": 0.981,
+        "2var_misplaced_both": 0.997,
     }
     assert all(agrees(ours[k], v) for k, v in source.items()), {k: (ours[k], v) for k, v in source.items()}
 
 
 @pytest.mark.parametrize(
     "step, pool, theirs",
-    [(501, "0var_train", 0.999), (5301, "1var_train", 0.791), (5401, "1var_train", 0.986),
-     (14501, "1var_misplaced", 0.760), (14501, "2var_misplaced_both", 0.505)],
+    [
+        (501, "0var_train", 0.999),
+        (5301, "1var_train", 0.791),
+        (5401, "1var_train", 0.986),
+        (14501, "1var_misplaced", 0.760),
+        (14501, "2var_misplaced_both", 0.505),
+    ],
 )
 def test_checkpoint_scores_of_the_source_are_reproduced(pools, step, pool, theirs):
     ours = scores.correct_and_loss(model(step), *pools[pool])[0].mean()
     assert agrees(float(ours), theirs), (step, pool, ours, theirs)
 
 
-SUBSET = [1, 301, 401, 501, 1401, 3001, 4001, 5001, 5201, 5301, 5401, 5501, 6001, 6501, 8001, 10001, 12001,
-          13501, 14001, 14501, 15001, 15201, 15401, 15601, 16001, 17001, 20001, 30001, 39901]
+SUBSET = [
+    1,
+    301,
+    401,
+    501,
+    1401,
+    3001,
+    4001,
+    5001,
+    5201,
+    5301,
+    5401,
+    5501,
+    6001,
+    6501,
+    8001,
+    10001,
+    12001,
+    13501,
+    14001,
+    14501,
+    15001,
+    15201,
+    15401,
+    15601,
+    16001,
+    17001,
+    20001,
+    30001,
+    39901,
+]
 
 
 def test_release_history_feeds_detect_phases(tmp_path, monkeypatch):

@@ -12,8 +12,15 @@ from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig
 
-TINY = TrainConfig(steps=16, batch_size=16, eval_every=8, eval_per_pool=8, keep_every=8, resume_every=8,
-                   model=ModelConfig(d_model=16, d_head=16, d_mlp=32))
+TINY = TrainConfig(
+    steps=16,
+    batch_size=16,
+    eval_every=8,
+    eval_per_pool=8,
+    keep_every=8,
+    resume_every=8,
+    model=ModelConfig(d_model=16, d_head=16, d_mlp=32),
+)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,12 @@ from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import TrainConfig, train, with_overrides
 
 BASE = TrainConfig(
-    steps=24, batch_size=16, eval_every=8, eval_per_pool=8, keep_every=8, resume_every=8,
+    steps=24,
+    batch_size=16,
+    eval_every=8,
+    eval_per_pool=8,
+    keep_every=8,
+    resume_every=8,
     model=ModelConfig(d_model=16, d_head=16, d_mlp=32),
 )
 RUNS = [
@@ -69,7 +74,9 @@ def test_runs_that_cannot_share_a_stack_are_refused_with_the_field():
     with pytest.raises(ValueError, match="at least one"):
         check_stackable([])
     check_stackable([BASE, with_overrides(BASE, model__seed=5, seed=9)])
-    big = with_overrides(BASE, task__modulus=257, model__d_out=257, model__d_vocab=BASE.task.d_vocab + 257 - BASE.task.modulus)
+    big = with_overrides(
+        BASE, task__modulus=257, model__d_out=257, model__d_vocab=BASE.task.d_vocab + 257 - BASE.task.modulus
+    )
     with pytest.raises(ValueError, match="uint8"):
         check_stackable([big])
 

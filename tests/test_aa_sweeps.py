@@ -50,7 +50,11 @@ def test_point_config_changes_only_its_knob():
 
 def test_scores_read_the_right_pools():
     history = pd.DataFrame(
-        [{"step": s, "pool": p, "accuracy": (i + 1) / 10 if s == 20 else 0.0} for s in (10, 20) for i, p in enumerate(POOL_NAMES)]
+        [
+            {"step": s, "pool": p, "accuracy": (i + 1) / 10 if s == 20 else 0.0}
+            for s in (10, 20)
+            for i, p in enumerate(POOL_NAMES)
+        ]
     )
     accs = final_accuracies(history)
     assert accs["0var_heldout"] == pytest.approx(0.2)
@@ -61,7 +65,11 @@ def test_scores_read_the_right_pools():
 
 def test_final_train_loss_reads_the_last_train_row():
     history = pd.DataFrame(
-        [{"step": 10, "pool": "train", "loss": 4.0}, {"step": 20, "pool": "train", "loss": 3.5}, {"step": 20, "pool": "0var_train", "loss": 1.0}]
+        [
+            {"step": 10, "pool": "train", "loss": 4.0},
+            {"step": 20, "pool": "train", "loss": 3.5},
+            {"step": 20, "pool": "0var_train", "loss": 1.0},
+        ]
     )
     assert final_train_loss(history) == 3.5
     with pytest.raises(ValueError, match="train"):
@@ -72,7 +80,12 @@ def test_run_sweep_trains_its_points_as_one_cached_stack(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
     base = TrainConfig(
-        steps=4, batch_size=16, eval_every=2, eval_per_pool=8, keep_every=2, resume_every=2,
+        steps=4,
+        batch_size=16,
+        eval_every=2,
+        eval_per_pool=8,
+        keep_every=2,
+        resume_every=2,
         model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
     )
     first = run_sweep(base, "f", [0.3, 0.6])

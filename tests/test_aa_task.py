@@ -137,7 +137,12 @@ def test_training_generator_matches_the_papers_distributions():
 
 def test_pool_generator_draws_two_var_counts_uniformly_from_two():
     rows = np.tile([[0, TWO_VAR, 3, 4]], (60_000, 1))
-    x, _ = TASK.generate(rows, np.random.default_rng(1), var2=np.full(60_000, 5), n_assign=TASK.pool_n_assign(rows[:, 1], np.random.default_rng(2)))
+    x, _ = TASK.generate(
+        rows,
+        np.random.default_rng(1),
+        var2=np.full(60_000, 5),
+        n_assign=TASK.pool_n_assign(rows[:, 1], np.random.default_rng(2)),
+    )
     n_assign = (x[:, :12] >= CFG.var0).sum(axis=1)
     for k in range(2, 7):
         assert within(int((n_assign == k).sum()), len(x), 1 / 5)
@@ -148,11 +153,15 @@ def test_enumerated_union_holds_every_sequence_once():
     exactly one / both variables misplaced)."""
     letters = CFG.letters
     counts = {p: 0 for p in GENERALISATION_UNION}
-    for (v1, l1), (v2, l2) in itertools.permutations(enumerate(letters), 2):
+    for (_v1, l1), (_v2, l2) in itertools.permutations(enumerate(letters), 2):
         bad = int(l1 in CFG.no_left) + int(l2 in CFG.no_right)
         part = GENERALISATION_UNION[bad]
         counts[part] += int(TASK.heldout_pairs.sum() if bad == 0 else TASK.train_pairs.sum())
-    assert counts == TASK.union_counts() == {"2var_heldout": 96_140, "2var_misplaced_one": 87_696, "2var_misplaced_both": 9_744}
+    assert (
+        counts
+        == TASK.union_counts()
+        == {"2var_heldout": 96_140, "2var_misplaced_one": 87_696, "2var_misplaced_both": 9_744}
+    )
     tokens, labels, parts = TASK.exact_union(seed=0)
     assert len(tokens) == 193_580 and np.bincount(parts).tolist() == [96_140, 87_696, 9_744]
 
@@ -189,7 +198,7 @@ def test_union_accuracy_weights():
 
 def test_context_statistics():
     x, _ = TASK.sample(20000, np.random.default_rng(5))
-    n_assign = ((x[:, :12] >= CFG.var0).sum(axis=1))
+    n_assign = (x[:, :12] >= CFG.var0).sum(axis=1)
     counts = np.bincount(n_assign, minlength=7)[1:]
     assert counts.min() > 0.1 * len(x)  # every count 1..6 occurs often
     pad_before_first = x[:, 0] == CFG.pad
@@ -200,11 +209,11 @@ def test_context_statistics():
 def test_pools_hold_what_their_names_say(name):
     tokens, labels = TASK.eval_pools(200, seed=2)[name]
     assert tokens.shape == (200, 16)
-    n_vars = ((tokens[:, 13:15] >= CFG.var0).sum(axis=1))
+    n_vars = (tokens[:, 13:15] >= CFG.var0).sum(axis=1)
     assert (n_vars == int(name[0])).all()
     letters = np.array(CFG.letters)
     for seq, label in zip(tokens, labels):
-        env, a, b = parse(seq)
+        _env, a, b = parse(seq)
         assert label == (a + b) % CFG.modulus
         assert TASK.heldout_pairs[a, b] == name.endswith("heldout")
         lhs, rhs = (letters[t - CFG.var0] if t >= CFG.var0 else None for t in (int(seq[13]), int(seq[14])))

@@ -53,7 +53,9 @@ def test_gradient_matches_central_finite_differences(tiny, seed):
         up[i, j] += eps
         down[i, j] -= eps
         with torch.no_grad():
-            fd = (loss_with_qk2(model, tokens, labels, up) - loss_with_qk2(model, tokens, labels, down)).item() / (2 * eps)
+            fd = (loss_with_qk2(model, tokens, labels, up) - loss_with_qk2(model, tokens, labels, down)).item() / (
+                2 * eps
+            )
         assert grad[i, j].item() == pytest.approx(fd, rel=1e-5, abs=1e-9)
 
 
@@ -99,7 +101,9 @@ def test_zero_query_step_block_is_the_autograd_step_of_a_zeroed_query(tiny):
     W_K = model.blocks[1].attn.W_K[0].detach()
     step = -g_q[0] @ W_K.T / W_K.shape[1] ** 0.5
     U = variable_directions(model, cfg)
-    np.testing.assert_allclose(zero_query_step_block(model, cfg, tokens, labels), (U @ step @ U.T).numpy(), rtol=1e-8, atol=1e-14)
+    np.testing.assert_allclose(
+        zero_query_step_block(model, cfg, tokens, labels), (U @ step @ U.T).numpy(), rtol=1e-8, atol=1e-14
+    )
 
 
 def test_after_phase1_step_picks_the_last_checkpoint_before_the_binding_jump():
@@ -112,8 +116,11 @@ def test_after_phase1_step_picks_the_last_checkpoint_before_the_binding_jump():
     bind = [0.3 if s < 2000 else 0.98 for s in steps]  # a sharp jump between 1900 and 2000
     misplaced = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
     history = pd.DataFrame(
-        [{"step": s, "pool": p, "accuracy": a} for s, x, y in zip(steps, add, bind)
-         for p, a in (("0var_train", x), ("1var_train", y), *((m, y) for m in misplaced))]
+        [
+            {"step": s, "pool": p, "accuracy": a}
+            for s, x, y in zip(steps, add, bind)
+            for p, a in (("0var_train", x), ("1var_train", y), *((m, y) for m in misplaced))
+        ]
     )
     assert after_phase1_step(history, [0, 500, 1000, 1500, 2500, 3000]) == 1500
     assert after_phase1_step(history, [0, 300, 2500]) == 300  # nothing kept between phase 1 and the jump
@@ -136,13 +143,20 @@ def test_gradient_split_by_keys_adds_up_to_the_full_gradient(tiny):
 
 def test_gradient_block_over_training_reads_every_checkpoint(tmp_path, monkeypatch):
     from mechbook.assign_add.circuits import block_diagonality
-    from mechbook.assign_add.train import TrainConfig, load_model, train
     from mechbook.assign_add.theory import gradient_block_over_training
+    from mechbook.assign_add.train import TrainConfig, load_model, train
 
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
-    cfg = TrainConfig(steps=4, batch_size=8, eval_every=2, eval_per_pool=4, keep_every=2, resume_every=2,
-                      model=ModelConfig(d_model=6, d_head=4, d_mlp=8))
+    cfg = TrainConfig(
+        steps=4,
+        batch_size=8,
+        eval_every=2,
+        eval_per_pool=4,
+        keep_every=2,
+        resume_every=2,
+        model=ModelConfig(d_model=6, d_head=4, d_mlp=8),
+    )
     result = train(cfg, device="cpu")
     tokens, labels = (torch.from_numpy(x) for x in Task().sample(16, np.random.default_rng(1)))
     table = gradient_block_over_training(result, tokens, labels)

@@ -12,7 +12,12 @@ from mechbook.assign_add.task import POOL_NAMES, TaskConfig
 from mechbook.assign_add.train import TrainConfig, load_model, load_or_train, train, with_overrides
 
 TINY = TrainConfig(
-    steps=40, batch_size=32, eval_every=10, eval_per_pool=16, keep_every=20, resume_every=10,
+    steps=40,
+    batch_size=32,
+    eval_every=10,
+    eval_per_pool=16,
+    keep_every=20,
+    resume_every=10,
     model=ModelConfig(d_model=16, d_head=16, d_mlp=32),
 )
 
@@ -112,7 +117,10 @@ def test_checkpoint_schedule_is_dense_where_a_curve_moves():
     cfg = TrainConfig(keep_every=1000, keep_change=0.05)
     steps = np.arange(0, 3001, 100)
     jump = np.where(steps >= 1700, 0.9, 0.1) + np.where(steps == 1600, 0.3, 0.0)  # 0.1 -> 0.4 -> 0.9
-    rows = [{"step": int(s), "pool": p, "accuracy": float(a if p == "1var_train" else 0.5)}
-            for p in POOL_NAMES for s, a in zip(steps, jump)]
+    rows = [
+        {"step": int(s), "pool": p, "accuracy": float(a if p == "1var_train" else 0.5)}
+        for p in POOL_NAMES
+        for s, a in zip(steps, jump)
+    ]
     keep = train_mod._keep_steps(pd.DataFrame(rows), cfg)
     assert keep == [0, 1000, 1500, 1600, 1700, 2000, 3000]

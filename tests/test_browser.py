@@ -21,8 +21,15 @@ import pytest
 
 pytestmark = pytest.mark.book
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 WIDTHS = (1280, 390)
 # First load of a page with an empty cache, smoke profile. Measured: chapter 9 8.36 MB (3.85 MB of
 # it HTML, 2.4 MB inline SVG) before the fallbacks left the pages, 5.9 MB (1.4 MB HTML) after;
@@ -112,32 +119,42 @@ def _settle(page) -> None:
 
 
 def _pages(built_site: Path) -> list[str]:
-    return [p.relative_to(built_site).as_posix() for p in sorted(built_site.rglob("*.html"))
-            if p.name not in {"genindex.html", "search.html", "py-modindex.html"}
-            and p.relative_to(built_site).parts[0] not in {"_static", "_sources", "_downloads", "_images"}]
+    return [
+        p.relative_to(built_site).as_posix()
+        for p in sorted(built_site.rglob("*.html"))
+        if p.name not in {"genindex.html", "search.html", "py-modindex.html"}
+        and p.relative_to(built_site).parts[0] not in {"_static", "_sources", "_downloads", "_images"}
+    ]
 
 
 def _check_page(page, rel: str, built_site: Path) -> list[str]:
     """What a reader would trip over on one rendered page (empty when fine)."""
     found = []
     states = page.eval_on_selector_all(
-        "div.mechbook-chart", "ds => ds.map(d => [d.dataset.rendered, !!d.querySelector('.mechbook-live svg')])")
+        "div.mechbook-chart", "ds => ds.map(d => [d.dataset.rendered, !!d.querySelector('.mechbook-live svg')])"
+    )
     if not all(s == ["live", True] for s in states):
         found.append(f"charts not rendered live: {states}")
     labels = page.eval_on_selector_all(
-        "div.mechbook-chart", "ds => ds.map(d => [d.querySelector('.mechbook-live svg')?.getAttribute('aria-label'),"
-        " JSON.parse(d.querySelector('script.mechbook-spec').textContent).description])")
+        "div.mechbook-chart",
+        "ds => ds.map(d => [d.querySelector('.mechbook-live svg')?.getAttribute('aria-label'),"
+        " JSON.parse(d.querySelector('script.mechbook-spec').textContent).description])",
+    )
     found += [f"chart labelled {a!r}, title {d!r}" for a, d in labels if not a or a == "Vega visualization" or a != d]
     if page.locator(".math").count() and not page.locator("mjx-container").count():
         found.append("math not typeset")
     stderr = page.locator("div.output.stderr").all_inner_texts()
     found += [f"stderr output cell: {t[:200]!r}" for t in stderr]
-    tags = page.evaluate("() => [...document.querySelectorAll('article *')]"
-                         ".filter(e => e instanceof HTMLUnknownElement).map(e => e.outerHTML.slice(0, 80))")
+    tags = page.evaluate(
+        "() => [...document.querySelectorAll('article *')]"
+        ".filter(e => e instanceof HTMLUnknownElement).map(e => e.outerHTML.slice(0, 80))"
+    )
     found += [f"text read as an HTML tag (escape it): {t}" for t in tags]
     source = (built_site / rel).read_text(encoding="utf-8")
-    found += [f"local path on the page: ...{source[max(m.start() - 60, 0):m.end() + 20]!r}"
-              for m in list(LOCAL_PATH.finditer(source))[:3]]
+    found += [
+        f"local path on the page: ...{source[max(m.start() - 60, 0) : m.end() + 20]!r}"
+        for m in list(LOCAL_PATH.finditer(source))[:3]
+    ]
     return found
 
 
@@ -157,7 +174,9 @@ def test_every_page_reads_well_offline(browser, server, built_site, root, width)
         total, html = sum(sizes.values()), sizes.get(f"{server}/{rel}", 0)
         if total > MAX_PAGE_BYTES or html > MAX_HTML_BYTES:
             found.append(f"first load {total:,} bytes (HTML {html:,}); bounds {MAX_PAGE_BYTES:,} ({MAX_HTML_BYTES:,})")
-        page.screenshot(path=str(shots / (rel.replace("/", "_").removesuffix(".html") + suffix + ".png")), full_page=True)
+        page.screenshot(
+            path=str(shots / (rel.replace("/", "_").removesuffix(".html") + suffix + ".png")), full_page=True
+        )
         page.close()
         if found:
             failures[rel] = found
@@ -173,7 +192,8 @@ def test_downloads_resolve_offline(browser, server, built_site, root):
         rel = entry.with_suffix(".html").as_posix()
         page, problems = _open(browser, f"{server}/{rel}")
         links = page.eval_on_selector_all(
-            "div.mechbook-downloads a, .dropdown-download-buttons a", "as => as.map(a => a.href)")
+            "div.mechbook-downloads a, .dropdown-download-buttons a", "as => as.map(a => a.href)"
+        )
         ipynb = [u for u in links if u.endswith(".ipynb")]
         assert len(ipynb) >= 3, f"{rel}: expected the note's two links and the download button, got {links}"
         for url in ipynb:
@@ -193,7 +213,8 @@ def test_intro_slider_changes_its_chart(browser, server):
     slider.evaluate("el => { el.value = el.max; el.dispatchEvent(new Event('input', {bubbles: true})); }")
     page.wait_for_function(
         "([el, old]) => el.querySelector('.mechbook-live svg').innerHTML !== old",
-        arg=[chart.element_handle(), before], timeout=10_000,
+        arg=[chart.element_handle(), before],
+        timeout=10_000,
     )
     assert chart.locator(".mechbook-live svg").first.inner_html() != before
     page.close()
@@ -206,10 +227,14 @@ def test_charts_follow_dark_mode(browser, server, root):
     label = page.locator("div.mechbook-chart .mechbook-live svg text").first
     light = label.evaluate("t => getComputedStyle(t).fill || t.getAttribute('fill')")
     page.evaluate("() => { document.documentElement.dataset.theme = 'dark'; }")
-    page.wait_for_function("() => [...document.querySelectorAll('div.mechbook-chart')]"
-                           ".every(d => d.dataset.theme === 'dark' && d.dataset.rendered === 'live')", timeout=30_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('div.mechbook-chart')]"
+        ".every(d => d.dataset.theme === 'dark' && d.dataset.rendered === 'live')",
+        timeout=30_000,
+    )
     dark = page.locator("div.mechbook-chart .mechbook-live svg text").first.evaluate(
-        "t => getComputedStyle(t).fill || t.getAttribute('fill')")
+        "t => getComputedStyle(t).fill || t.getAttribute('fill')"
+    )
     assert dark != light, f"chart text stays {light} in dark mode"
     page.screenshot(path=str(root / "_build" / "screenshots" / "book_intro-dark.png"), full_page=False)
     page.close()
@@ -218,8 +243,7 @@ def test_charts_follow_dark_mode(browser, server, root):
 
 def test_search_snippets_show_prose(browser, server):
     page, problems = _open(browser, f"{server}/search.html?q=softmax")
-    page.wait_for_function("() => document.querySelectorAll('#search-results li p.context').length > 0",
-                           timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('#search-results li p.context').length > 0", timeout=60_000)
     page.wait_for_timeout(2_000)
     snippets = page.locator("#search-results li p.context").all_inner_texts()
     assert snippets

@@ -52,7 +52,7 @@ def _entry(root):
 
 
 def test_damaged_or_unverified_files_are_recomputed(private_cache):
-    calls, compute = _counter()
+    _calls, compute = _counter()
     cached("t", "k", compute)
     path = _entry(private_cache)
     path.write_bytes(path.read_bytes()[:-5])  # truncated
@@ -65,7 +65,7 @@ def test_damaged_or_unverified_files_are_recomputed(private_cache):
 
 
 def test_checksum_valid_but_unloadable_is_recomputed(private_cache):
-    calls, compute = _counter()
+    _calls, compute = _counter()
     cached("t", "k", compute)
     cache.save_verified(_entry(private_cache), b"not a torch file")
     with pytest.warns(UserWarning, match="failed to load"):
@@ -139,7 +139,14 @@ def test_closure_sees_relative_and_function_level_imports(tmp_path):
     (pkg / "sub" / "c.py").write_text("name = 1\n")
     (pkg / "deep.py").write_text("import numpy\nthing = 2\n")
     (pkg / "alone.py").write_text("")
-    assert module_closure(["mechbook.sub.a"], tmp_path) == ["mechbook", "mechbook.deep", "mechbook.sub", "mechbook.sub.a", "mechbook.sub.b", "mechbook.sub.c"]
+    assert module_closure(["mechbook.sub.a"], tmp_path) == [
+        "mechbook",
+        "mechbook.deep",
+        "mechbook.sub",
+        "mechbook.sub.a",
+        "mechbook.sub.b",
+        "mechbook.sub.c",
+    ]
 
 
 def test_computation_modules_include_the_model_a_computation_closes_over():
@@ -195,7 +202,7 @@ def test_a_failed_write_warns_and_returns_the_value(private_cache, monkeypatch):
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_cache_still_returns_the_value(private_cache):
-    calls, compute = _counter()
+    _calls, compute = _counter()
     (private_cache / "ro").mkdir()
     (private_cache / "ro").chmod(0o500)
     try:
@@ -206,7 +213,7 @@ def test_a_read_only_cache_still_returns_the_value(private_cache):
 
 
 def test_profile_manifest_lists_every_entry_served(private_cache, monkeypatch):
-    calls, compute = _counter()
+    _calls, compute = _counter()
     cached("t/a", "k", compute)
     assert not (private_cache / "manifests").exists()
     monkeypatch.setenv("MECHBOOK_PROFILE", "smoke")

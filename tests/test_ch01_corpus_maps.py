@@ -19,12 +19,17 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 import mechbook
-from mechbook.chapters import ch01_corpus_maps as ch01
-from mechbook.viz.fmt import escape_markdown as markdown_text
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch01_corpus_maps as ch01
 from mechbook.leading_terms.stats import corpus_stats
+from mechbook.viz.fmt import escape_markdown as markdown_text
 
-SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
 RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
 
@@ -51,7 +56,9 @@ def test_special_tokens_survive_markdown():
     assert "<unk>" in RENDER.render('said, "<unk>, your car"')  # unescaped, a tag the browser drops
 
 
-@pytest.mark.parametrize("field", ["table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"])
+@pytest.mark.parametrize(
+    "field", ["table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"]
+)
 @pytest.mark.parametrize("value", [0, -3, True])
 def test_sizes_must_be_positive_integers(field, value):
     with pytest.raises(ValueError, match=f"{field} must be a positive integer"):

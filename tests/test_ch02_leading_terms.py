@@ -19,7 +19,9 @@ VOCAB = 8
 def data():
     tokens = markov_tokens(n=30, length=9, vocab=VOCAB, seed=1)
     stats = corpus_stats(tokens, VOCAB)
-    cfg = ch.Chapter2Config(ch.CONFIGS["smoke"].corpus, 30, check_lrs=(0.01, 0.03), check_steps=8, sweep_lrs=(3.0, 6.0), sweep_steps=12)
+    cfg = ch.Chapter2Config(
+        ch.CONFIGS["smoke"].corpus, 30, check_lrs=(0.01, 0.03), check_steps=8, sweep_lrs=(3.0, 6.0), sweep_steps=12
+    )
     check = autograd_check(tokens, stats, VOCAB, cfg.check())
     sweep = autograd_check(tokens, stats, VOCAB, cfg.sweep())
     return cfg, ch.Chapter2Data(tokens, VOCAB, stats, check, sweep)
@@ -40,7 +42,9 @@ def test_summary_and_slopes_equal_literal_loops(data):
     assert min_cos == min(small["cosine"]) and max_err == max(abs(r - 1) for r in small["ratio"])
     table = ch.slopes(d.check, cfg.check_steps)
     for kind in ("W_O", "V", "W", "P"):
-        rows = d.check[(d.check["kind"] == kind) & ((d.check["layer"] == 0) | d.check["layer"].isna()) & (d.check["step"] >= 4)]
+        rows = d.check[
+            (d.check["kind"] == kind) & ((d.check["layer"] == 0) | d.check["layer"].isna()) & (d.check["step"] >= 4)
+        ]
         x, y = np.log(rows["step"].to_numpy(float)), np.log(rows["norm"].to_numpy())
         slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
         assert table.iloc[:, 0][kind] == pytest.approx(slope, rel=1e-9)
@@ -52,7 +56,17 @@ def test_breakdown_is_the_first_eta_s_below_the_line():
     for lr in (0.5, 1.0):
         for step in range(8):
             for kind, cos in (("W_O", 1.0), ("V", 1.0 - 0.004 * step * lr)):
-                rows.append({"lr": lr, "step": step, "eta_s": lr * step, "kind": kind, "layer": None if kind == "W_O" else 0, "cosine": cos, "loss": 3.0 - step * lr})
+                rows.append(
+                    {
+                        "lr": lr,
+                        "step": step,
+                        "eta_s": lr * step,
+                        "kind": kind,
+                        "layer": None if kind == "W_O" else 0,
+                        "cosine": cos,
+                        "loss": 3.0 - step * lr,
+                    }
+                )
     sweep = pd.DataFrame(rows)
     breaks = ch.breakdown(sweep).set_index("lr")
     # literal: cosine 1 - 0.004 eta_s < 0.99 once eta_s > 2.5
@@ -82,12 +96,19 @@ def test_smoke_bounds_reject_a_broken_check(data):
     assert not [p for p in check_thresholds(good, bounds) if p.startswith(("check_", "slope_eta"))]
     # a closed form off by a factor s (wrong power of s): sizes and slopes in s are wrong
     wrong = d.check.assign(norm=d.check["norm"] * d.check["step"], ratio=d.check["ratio"] * d.check["step"])
-    problems = check_thresholds(ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, wrong, d.sweep), cfg), bounds)
+    problems = check_thresholds(
+        ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, wrong, d.sweep), cfg), bounds
+    )
     flagged = {p.split()[0] for p in problems}
     assert {"check_max_ratio_error", "slope_s_W_O", "slope_s_V", "slope_s_W", "slope_s_P"} <= flagged
     # a direction that is not the leading term's
     off = d.check.assign(cosine=d.check["cosine"] * 0.9)
-    assert "check_min_cosine" in {p.split()[0] for p in check_thresholds(ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, off, d.sweep), cfg), bounds)}
+    assert "check_min_cosine" in {
+        p.split()[0]
+        for p in check_thresholds(
+            ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, off, d.sweep), cfg), bounds
+        )
+    }
 
 
 def _width(spec: dict) -> int:

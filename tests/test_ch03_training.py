@@ -12,7 +12,9 @@ from mechbook.chapters import ch03_training as ch
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
-TARGET = ch.PaperTarget(n_stories=5000, n_kept=270, n_sequences=114_000, epochs=100, batch_size=2048, steps=5566, lr=0.005)
+TARGET = ch.PaperTarget(
+    n_stories=5000, n_kept=270, n_sequences=114_000, epochs=100, batch_size=2048, steps=5566, lr=0.005
+)
 
 
 def fake_run(cosine: float, loss: float, lr: float, steps: int, vocab: int = 200) -> TrainResult:
@@ -23,7 +25,16 @@ def fake_run(cosine: float, loss: float, lr: float, steps: int, vocab: int = 200
         rows.append({"step": step, "loss": value, "matrix": "W_O", "kind": "W_O", "layer": None, "cosine": cos})
         for layer in range(3):
             for kind in ("W", "V", "P"):
-                rows.append({"step": step, "loss": value, "matrix": f"blocks.{layer}.attn.{kind}", "kind": kind, "layer": layer, "cosine": cos - 0.0001 * layer})
+                rows.append(
+                    {
+                        "step": step,
+                        "loss": value,
+                        "matrix": f"blocks.{layer}.attn.{kind}",
+                        "kind": kind,
+                        "layer": layer,
+                        "cosine": cos - 0.0001 * layer,
+                    }
+                )
     history = pd.DataFrame(rows).assign(lr=lr, eta_s=lambda d: lr * d["step"])
     return TrainResult(history, {}, ModelConfig(vocab, 8), TrainConfig(lr=lr, steps=steps))
 
@@ -40,7 +51,9 @@ def test_profiles_hold_the_nested_configs_and_the_seed_reaches_every_run():
     for profile in ("smoke", "cpu", "paper"):
         cfg = ch.CONFIGS[profile]
         assert isinstance(cfg.runs.corpus, mechbook.leading_terms.corpus.CorpusConfig) and cfg.claim.lr == 0.005
-    assert ch.CONFIGS["paper"].runs.corpus.split == "train" and ch.CONFIGS["paper"].claim.bpe_corpus.vocab_size == 10_000
+    assert (
+        ch.CONFIGS["paper"].runs.corpus.split == "train" and ch.CONFIGS["paper"].claim.bpe_corpus.vocab_size == 10_000
+    )
     cfg = mechbook.resolve_profile(ch.CONFIGS, "smoke", seed=3)
     assert cfg.shared_runs().seed == 3 and all(r.seed == 3 for r in ch.claim_run_configs(cfg, TARGET).values())
     with pytest.raises(ValueError, match="bpe_cased"):
@@ -56,7 +69,10 @@ def test_claim_steps_reach_the_paper_eta_s_or_stop_at_the_cap():
 
 
 def test_claim_reading_branches():
-    good = {"natural": dict.fromkeys(("W_O", "V", "W", "P"), 0.995), "bpe_cased": dict.fromkeys(("W_O", "V", "W", "P"), 0.999)}
+    good = {
+        "natural": dict.fromkeys(("W_O", "V", "W", "P"), 0.995),
+        "bpe_cased": dict.fromkeys(("W_O", "V", "W", "P"), 0.999),
+    }
     assert "The claim holds here" in ch.claim_reading(TARGET, TARGET.eta_s, good)
     short = ch.claim_reading(TARGET, TARGET.eta_s / 2, good)
     assert "supported only that far" in short and "50%" in short
@@ -73,7 +89,13 @@ def test_records_of_a_trained_run_pass_and_of_untrained_or_broken_runs_fail_the_
     assert not [p for p in check_thresholds(good, bounds) if not p.startswith(("final_loss_large_lr", "claim_eta_s"))]
     untrained = records(float("nan"), math.log(200))  # zero weights: no direction, loss of the zero model
     flagged = {p.split()[0] for p in check_thresholds(untrained, bounds)}
-    assert {"min_cos_W_O_paper_lr", "min_cos_V_paper_lr", "final_loss_paper_lr", "claim_min_cos_W_natural", "claim_final_loss_bpe_cased"} <= flagged
+    assert {
+        "min_cos_W_O_paper_lr",
+        "min_cos_V_paper_lr",
+        "final_loss_paper_lr",
+        "claim_min_cos_W_natural",
+        "claim_final_loss_bpe_cased",
+    } <= flagged
     broken = records(0.5, 5.28)  # trained, but not along the leading terms
     flagged = {p.split()[0] for p in check_thresholds(broken, bounds)}
     assert {f"claim_min_cos_{k}_{t}" for k in ("W_O", "V", "W") for t in ("natural", "bpe_cased")} <= flagged
@@ -102,9 +124,20 @@ def test_charts_fit_the_column_and_title_the_finding():
 
 def test_bpe_markdown_justifies_the_size_from_the_support_table():
     claim = ch.CONFIGS["cpu"].claim
-    support = pd.DataFrame({"vocabulary": [256, 1000, 10_000], "tokens seen < 10 times": [22, 37, 6628], "share": [22 / 256, 37 / 1000, 0.6628]})
+    support = pd.DataFrame(
+        {
+            "vocabulary": [256, 1000, 10_000],
+            "tokens seen < 10 times": [22, 37, 6628],
+            "share": [22 / 256, 37 / 1000, 0.6628],
+        }
+    )
     text = ch.bpe_markdown(claim, support, 256)
-    assert "natural tokenizer's size" in text and "9% of its tokens" in text and "the paper's size" in text and "66%" in text
+    assert (
+        "natural tokenizer's size" in text
+        and "9% of its tokens" in text
+        and "the paper's size" in text
+        and "66%" in text
+    )
     assert "natural tokenizer's size" not in ch.bpe_markdown(claim, support, 300)
     small = support.assign(share=[0.09, 0.04, 0.07])
     assert "barely shows" in text and "barely shows" not in ch.bpe_markdown(claim, small, 256)

@@ -13,18 +13,28 @@ import pytest
 import torch
 
 import mechbook
-from mechbook.chapters import ch04_associations as ch04
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch04_associations as ch04
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs
 
-SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
 
 
-@pytest.mark.parametrize("knobs, message", [({"k": 0}, "k must be a positive integer"),
-                                            ({"explorer_k": -1}, "explorer_k must be a positive integer"),
-                                            ({"table_words": 30}, "must not exceed n_words")])
+@pytest.mark.parametrize(
+    "knobs, message",
+    [
+        ({"k": 0}, "k must be a positive integer"),
+        ({"explorer_k": -1}, "explorer_k must be a positive integer"),
+        ({"table_words": 30}, "must not exceed n_words"),
+    ],
+)
 def test_config_ranges(knobs, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(ch04.CONFIGS["smoke"], **knobs)
@@ -39,8 +49,12 @@ def test_seed_and_steps_knobs_reach_the_runs():
 
 def test_trained_maps_match_a_literal_product():
     gen = torch.Generator().manual_seed(0)
-    state = {"W_O": torch.randn(6, 6, generator=gen), "blocks.0.attn.V": torch.randn(6, 6, generator=gen),
-             "blocks.0.attn.W": torch.randn(6, 6, generator=gen), "blocks.1.attn.V": torch.randn(6, 6, generator=gen)}
+    state = {
+        "W_O": torch.randn(6, 6, generator=gen),
+        "blocks.0.attn.V": torch.randn(6, 6, generator=gen),
+        "blocks.0.attn.W": torch.randn(6, 6, generator=gen),
+        "blocks.1.attn.V": torch.randn(6, 6, generator=gen),
+    }
     maps = ch04.trained(state)
     V, W_O = state["blocks.0.attn.V"].double().numpy(), state["W_O"].double().numpy()
     literal = np.array([[sum(V[a, j] * W_O[j, c] for j in range(6)) for c in range(6)] for a in range(6)])
@@ -73,8 +87,9 @@ def test_a_model_that_is_its_leading_terms_overlaps_fully_and_passes(corpus):
     table = ch04.overlap_table(a)
     assert (table.to_numpy() == 1.0).all() and list(table.index) == list(a.lrs)
     numbers = ch04.headline(table)
-    assert set(numbers) == {f"overlap_{t}_{n}_{r}" for t, n in (("B", "W_O"), ("G", "VW_O"), ("Q", "W"))
-                            for r in ("paper_lr", "large_lr")}
+    assert set(numbers) == {
+        f"overlap_{t}_{n}_{r}" for t, n in (("B", "W_O"), ("G", "VW_O"), ("Q", "W")) for r in ("paper_lr", "large_lr")
+    }
     assert check_thresholds(numbers, load_thresholds("04_associations")["smoke"]) == []
 
 
@@ -88,7 +103,9 @@ def test_smoke_bounds_reject_an_untrained_or_scrambled_model(corpus, broken):
 
 
 def test_sentences_and_tables_quote_the_overlaps(corpus):
-    a = _assoc(corpus, lambda m, lr: m + (lr * 1e-3) * np.random.default_rng(1).standard_normal(m.shape) * np.abs(m).max())
+    a = _assoc(
+        corpus, lambda m, lr: m + (lr * 1e-3) * np.random.default_rng(1).standard_normal(m.shape) * np.abs(m).max()
+    )
     table = ch04.overlap_table(a)
     paper_lr, large_lr = a.lrs
     assert f"**{table.loc[paper_lr, 'Q vs W']:.0%}** with $Q$" in ch04.overlap_prose(a, table)

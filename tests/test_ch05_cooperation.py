@@ -15,18 +15,25 @@ import pytest
 import torch
 
 import mechbook
-from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs, TrainResult
 
-SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
 
 
-@pytest.mark.parametrize("knobs, message", [({"n_eval": 0}, "n_eval must be a positive integer"),
-                                            ({"n_sentences": 300}, "must not exceed n_eval")])
+@pytest.mark.parametrize(
+    "knobs, message",
+    [({"n_eval": 0}, "n_eval must be a positive integer"), ({"n_sentences": 300}, "must not exceed n_eval")],
+)
 def test_config_ranges(knobs, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(ch05.CONFIGS["smoke"], **knobs)
@@ -100,7 +107,9 @@ def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     for lr in c.lrs:
         labels = table.loc[table["lr"] == lr, "label"]
         assert labels.is_unique and len(labels) == len(parameter_names(c.models[lr].cfg)) + 3
-    assert {"W_O − its B part", "V⁽²⁾ − its (BΦ)ᵀ part", "W⁽⁰⁾ − its Q part", "P⁽¹⁾ − its P-term part"} <= set(table["label"])
+    assert {"W_O − its B part", "V⁽²⁾ − its (BΦ)ᵀ part", "W⁽⁰⁾ − its Q part", "P⁽¹⁾ − its P-term part"} <= set(
+        table["label"]
+    )
     spec = ch05.ablation_chart(table).to_dict()
     assert spec["spec"]["encoding"]["x"]["field"] == "delta_loss"
     assert "over the full model" in spec["spec"]["encoding"]["x"]["title"]

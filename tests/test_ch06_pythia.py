@@ -39,7 +39,9 @@ from mechbook.pythia.miniature import MiniatureConfig
 from mechbook.pythia.similarity import MEASURES
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
-TINY = MiniatureConfig(bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2)
+TINY = MiniatureConfig(
+    bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2
+)
 STEPS = [0, 1, 2, 4, 10, 20]
 CONTROLS = ("random_init", "shuffled_tokens", "offset", "linear")
 
@@ -49,7 +51,9 @@ def test_profiles_are_consistent():
     assert CONFIGS["smoke"].source == "miniature" and len(CONFIGS["smoke"].miniature.schedule) == 12
     assert len(CONFIGS["cpu"].miniature.schedule) >= 20 and len(CONFIGS["cpu"].pythia.steps) >= 20
     assert set(CONFIGS["cpu"].pythia.steps) <= set(pythia_steps())
-    assert CONFIGS["paper"].pythia.size == "1.4b" and CONFIGS["paper"].pythia.deduped and not CONFIGS["paper"].pythia.steps
+    assert (
+        CONFIGS["paper"].pythia.size == "1.4b" and CONFIGS["paper"].pythia.deduped and not CONFIGS["paper"].pythia.steps
+    )
 
 
 def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():
@@ -81,7 +85,9 @@ def test_offline_auto_builds_the_miniature_and_says_so(monkeypatch, tmp_path):
     assert 'class="admonition warning"' in html and "Pythia in miniature" in html and choice.reason in html
 
 
-def _fake(peak: dict[str, float], controls: dict[str, float], *, peak_at: int = 2, late: float = 0.5) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _fake(
+    peak: dict[str, float], controls: dict[str, float], *, peak_at: int = 2, late: float = 0.5
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A similarity table whose layer means peak at ``peak_at`` with ``peak[mapping]`` and sit at
     ``late`` times that elsewhere; every control at ``controls[control]`` for every mapping."""
     rows = []
@@ -91,10 +97,20 @@ def _fake(peak: dict[str, float], controls: dict[str, float], *, peak_at: int = 
                 value = peak[mapping] if step == peak_at else late * peak[mapping]
                 rows += [(step, measure, mapping, layer, LAYER_LEVEL, value) for layer in range(2)]
                 if mapping.startswith("attention"):
-                    rows += [(step, measure, mapping, layer, head, value * (1 + head / 10)) for layer in range(2) for head in range(3)]
+                    rows += [
+                        (step, measure, mapping, layer, head, value * (1 + head / 10))
+                        for layer in range(2)
+                        for head in range(3)
+                    ]
     table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
     ctl = pd.DataFrame(
-        [(c, m, p, layer, LAYER_LEVEL, controls[c]) for c in CONTROLS for m in MEASURES for p in MAPPINGS for layer in range(2)],
+        [
+            (c, m, p, layer, LAYER_LEVEL, controls[c])
+            for c in CONTROLS
+            for m in MEASURES
+            for p in MAPPINGS
+            for layer in range(2)
+        ],
         columns=["control", "measure", "mapping", "layer", "head", "similarity"],
     )
     return table, ctl
@@ -110,15 +126,26 @@ PEAKS = {"embedding": 0.5, "no_mlp": 0.3, "attention": 0.1, "attention_resid_pre
 def test_reading_a_feature_that_beats_the_controls_and_fades():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
     text = _read(table, ctl)
-    assert text.count("above every negative control (by 0.300 over the random initialisation)") == 2  # embedding, both measures
+    assert (
+        text.count("above every negative control (by 0.300 over the random initialisation)") == 2
+    )  # embedding, both measures
     assert "drifts down by 0.250 to 0.250" in text and "early-then-fading shape" in text
-    assert "**not** above the random initialisation (0.200), although this measure does rate an exactly linear" in text  # attention
-    assert text.count("This measure supports: the token geometry carries (BΦ)ᵀ (embedding and no-MLP); the features are clearest early and fade.") == 2
+    assert (
+        "**not** above the random initialisation (0.200), although this measure does rate an exactly linear" in text
+    )  # attention
+    assert (
+        text.count(
+            "This measure supports: the token geometry carries (BΦ)ᵀ (embedding and no-MLP); the features are clearest early and fade."
+        )
+        == 2
+    )
     assert "shared offset already scores" not in text
 
 
 def test_reading_a_peak_at_the_end_is_not_an_early_peak():
-    table, ctl = _fake(PEAKS, {"random_init": 0.02, "shuffled_tokens": 0.01, "offset": 0.0, "linear": 0.9}, peak_at=STEPS[-1])
+    table, ctl = _fake(
+        PEAKS, {"random_init": 0.02, "shuffled_tokens": 0.01, "offset": 0.0, "linear": 0.9}, peak_at=STEPS[-1]
+    )
     text = _read(table, ctl)
     assert "ends at 0.500 (step 20), so there is no early peak that fades" in text and "clearest early" not in text
     assert "the attention scores the model computes carry Q" in text
@@ -136,7 +163,10 @@ def test_reading_a_tiny_drift_is_not_fading():
 def test_reading_a_measure_that_cannot_see_the_feature_and_is_fooled_by_an_offset():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.9, "linear": 0.1})
     text = _read(table, ctl)
-    assert "**not** above the random + shared offset (0.900); but this measure rates even an exactly linear representation no higher (0.100), so here it cannot tell either way" in text
+    assert (
+        "**not** above the random + shared offset (0.900); but this measure rates even an exactly linear representation no higher (0.100), so here it cannot tell either way"
+        in text
+    )
     assert text.count("This measure supports none of the paper's claims on this run.") == 2
     assert text.count("A random representation with one shared offset already scores 0.900") == 2
 
@@ -208,7 +238,9 @@ def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float]) -> Chap
     source = SimpleNamespace(steps=sorted(table["step"].unique()), run=SimpleNamespace(losses=losses))
     choice = SimpleNamespace(kind="miniature", source=source)
     curve = layer_mean(table)
-    return Chapter6Result(choice, SimpleNamespace(other_fraction=0.22), table, ctl, curve, summarise(curve), layer_mean(ctl))
+    return Chapter6Result(
+        choice, SimpleNamespace(other_fraction=0.22), table, ctl, curve, summarise(curve), layer_mean(ctl)
+    )
 
 
 def test_smoke_bounds_reject_an_untrained_run(monkeypatch):
@@ -223,7 +255,13 @@ def test_smoke_bounds_reject_an_untrained_run(monkeypatch):
     table = pd.concat([table[table["step"] == 0].assign(step=s) for s in steps], ignore_index=True)
     problems = check_thresholds(_records(_result(table, ctl, [5.95] * 20), monkeypatch), bounds)
     failed = {p.split(" ")[0].rstrip(":") for p in problems}
-    assert {"cka_embedding_rise", "cka_no_mlp_rise", "paper_embedding_rise", "miniature_final_loss", "cka_embedding_peak"} <= failed
+    assert {
+        "cka_embedding_rise",
+        "cka_no_mlp_rise",
+        "paper_embedding_rise",
+        "miniature_final_loss",
+        "cka_embedding_peak",
+    } <= failed
 
 
 def test_unknown_profile_is_explained():

@@ -10,16 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT
-from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
-from mechbook.assign_add.model import AssignAddModel
+
 from mechbook.assign_add.circuits import pattern_frame
 from mechbook.assign_add.measures import measures_over_training
+from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
 
 RULES = PhaseRules()
@@ -40,7 +40,15 @@ def fake_result(one_var: list[float], zero_var: list[float] | None = None, every
 
 
 def fake_measures(steps: list[int], value: float = 0.5) -> pd.DataFrame:
-    names = ["adder", "prev_token", "qk_identity", "l1_operands_top2", "l1_operands_mass", "l2_needed_top2", "l2_needed_mass"]
+    names = [
+        "adder",
+        "prev_token",
+        "qk_identity",
+        "l1_operands_top2",
+        "l1_operands_mass",
+        "l2_needed_top2",
+        "l2_needed_mass",
+    ]
     return pd.DataFrame([{"step": s, "measure": m, "value": value * s / steps[-1]} for s in steps for m in names])
 
 
@@ -74,7 +82,9 @@ def test_setup_prose_counts_the_parameters():
 @pytest.mark.parametrize("status", ["detected", "plateau without rise", "absent"])
 def test_phases_prose_follows_the_status(status):
     plateau = (1000, 2500, 0.5) if status != "absent" else None
-    phases = Phases(400, 800, 0.6, 3000 if status == "detected" else None, status, "1var_misplaced" if plateau else None, plateau)
+    phases = Phases(
+        400, 800, 0.6, 3000 if status == "detected" else None, status, "1var_misplaced" if plateau else None, plateau
+    )
     text = ch08.phases_prose(phases, RULES)
     assert "step 400" in text and "step 800" in text and "rises by 0.60" in text
     assert ("then rose past 0.70" in text) == (status == "detected")
@@ -104,7 +114,10 @@ def test_jump_prose_names_the_first_step_at_the_level():
     measures = fake_measures(sorted(result.checkpoints))
     text = ch08.jump_prose(result, phases, measures)
     assert "from step 300 (the last checkpoint before it) to step 600 (the first checkpoint where" in text
-    before, after = ch08.measure_at(measures, "l1_operands_mass", 300), ch08.measure_at(measures, "l1_operands_mass", 600)
+    before, after = (
+        ch08.measure_at(measures, "l1_operands_mass", 300),
+        ch08.measure_at(measures, "l1_operands_mass", 600),
+    )
     assert f"goes from {before:.2f} to {after:.2f}" in text
 
 
@@ -143,11 +156,14 @@ def test_curves_frame_labels_every_pool():
     assert (row.variables, row.question) == ("2-var", "misplaced (both)")
 
 
-@pytest.mark.parametrize("curve, zero_var", [
-    ([0.05] * 6, [0.1] * 6),
-    ([0.05] * 6, [0.2, 0.95, 1, 1, 1, 1]),
-    ([0.05, 0.05, 0.1, 0.8, 0.9, 0.97], [0.2, 0.95, 1, 1, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "curve, zero_var",
+    [
+        ([0.05] * 6, [0.1] * 6),
+        ([0.05] * 6, [0.2, 0.95, 1, 1, 1, 1]),
+        ([0.05, 0.05, 0.1, 0.8, 0.9, 0.97], [0.2, 0.95, 1, 1, 1, 1]),
+    ],
+)
 def test_charts_build_without_warnings_and_state_the_finding(curve, zero_var):
     result = fake_result(curve, zero_var=zero_var)
     phases = detect_phases(result.history, RULES)
@@ -189,7 +205,9 @@ def test_record_all_covers_the_thresholds(monkeypatch):
 
 def test_release_config_is_checked():
     with pytest.raises(ValueError, match="not released checkpoints"):
-        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150))
+        ch08.DynamicsChapterConfig(
+            TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150)
+        )
     assert set(ch08.SMOKE_RELEASE_STEPS) <= set(ch08.release.RELEASE_STEPS)
 
 
@@ -230,21 +248,33 @@ def test_union_prose_shows_both_weightings():
 
 
 def _summary(phase2: list[float | None]) -> pd.DataFrame:
-    return pd.DataFrame({"seed": range(len(phase2)), "phase1": [100.0] * len(phase2), "phase2": phase2,
-                         "phase3": [None] * len(phase2), "three_phases": [False] * len(phase2),
-                         "final_2var_union": np.linspace(0.5, 0.9, len(phase2))})
+    return pd.DataFrame(
+        {
+            "seed": range(len(phase2)),
+            "phase1": [100.0] * len(phase2),
+            "phase2": phase2,
+            "phase3": [None] * len(phase2),
+            "three_phases": [False] * len(phase2),
+            "final_2var_union": np.linspace(0.5, 0.9, len(phase2)),
+        }
+    )
 
 
 def test_seeds_are_checked():
     with pytest.raises(ValueError, match="at least 4 distinct seeds"):
-        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, seeds=(1, 2, 2, 3))
+        ch08.DynamicsChapterConfig(
+            TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, seeds=(1, 2, 2, 3)
+        )
 
 
-@pytest.mark.parametrize("same_run, example, words", [
-    (True, 42, "the run this chapter dissects"),
-    (True, 3, "while this chapter dissects seed 42"),
-    (False, 3, "shown, not applied"),
-])
+@pytest.mark.parametrize(
+    "same_run, example, words",
+    [
+        (True, 42, "the run this chapter dissects"),
+        (True, 3, "while this chapter dissects seed 42"),
+        (False, 3, "shown, not applied"),
+    ],
+)
 def test_seeds_prose(same_run, example, words):
     text = ch08.seeds_prose(_summary([2800.0, None, 400.0, 9000.0]), example, 42, 20000, same_run)
     assert "binding jump came at steps 400, 2,800, 9,000" in text and "0 of 4 show all three" in text
@@ -269,8 +299,9 @@ def test_record_seeds(monkeypatch):
     assert values["seeds_min_final_2var_union"] == 0.5 and values["example_seed"] == 0
 
 
-needs_release = pytest.mark.skipif(not ch08.release.available_steps(),
-                                   reason=f"no local copy of the authors' release (set {ch08.release.ENV_VAR})")
+needs_release = pytest.mark.skipif(
+    not ch08.release.available_steps(), reason=f"no local copy of the authors' release (set {ch08.release.ENV_VAR})"
+)
 SMOKE_BOUNDS = load_thresholds("08_training_dynamics")["smoke"]
 
 
@@ -282,7 +313,10 @@ def untrained_run(train: TrainConfig) -> TrainResult:
     scored = pool_scores(model, pools)
     steps = range(train.eval_every, train.steps + 1, train.eval_every)
     rows = [{"step": s, "pool": p, "accuracy": a, "loss": l} for s in steps for p, (a, l) in scored.items()]
-    rows += [{"step": s, "pool": "train", "accuracy": scored["1var_train"][0], "loss": scored["1var_train"][1]} for s in steps]
+    rows += [
+        {"step": s, "pool": "train", "accuracy": scored["1var_train"][0], "loss": scored["1var_train"][1]}
+        for s in steps
+    ]
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     kept = {s: state for s in steps if s % train.keep_every == 0}
     return TrainResult(pd.DataFrame(rows), kept, state, train, 0.0)
@@ -311,7 +345,7 @@ def test_smoke_bounds_reject_an_untrained_model():
 def test_smoke_bounds_reject_the_released_run_cut_before_binding():
     """The released run read as the chapter reads it, but at 16 checkpoints that all come before
     its binding jump (steps 1 to 4,201): no phase 2, no phase 3, and the last model cannot bind."""
-    early = tuple(s for s in sorted(ch08.release.available_steps()) if s < 5000)[:len(ch08.SMOKE_RELEASE_STEPS)]
+    early = tuple(s for s in sorted(ch08.release.available_steps()) if s < 5000)[: len(ch08.SMOKE_RELEASE_STEPS)]
     cfg = dataclasses.replace(ch08.CONFIGS["smoke"], release_steps=early)
     released = ch08.release_run(cfg)
     phases = detect_phases(released.history, cfg.rules)

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-
 from conftest import ROOT
+
 from mechbook.assign_add import release
-from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
 from mechbook.chapters import ch09_circuits as ch09
 
@@ -48,11 +48,15 @@ def _cos_map(k: int, alpha: float, beta: float, n_mod: int = 59) -> np.ndarray:
 
 def test_fourier_filter_on_known_maps():
     rng = np.random.default_rng(0)
-    maps = np.stack([
-        _cos_map(11, 0.3, 1.0), _cos_map(11, -2.0, 0.5), _cos_map(5, 0.0, 0.0),
-        _cos_map(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),  # noisy: below 0.9
-        np.zeros((59, 59)),  # dead
-    ])
+    maps = np.stack(
+        [
+            _cos_map(11, 0.3, 1.0),
+            _cos_map(11, -2.0, 0.5),
+            _cos_map(5, 0.0, 0.0),
+            _cos_map(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),  # noisy: below 0.9
+            np.zeros((59, 59)),  # dead
+        ]
+    )
     found = ch09.fourier_neurons(maps)
     assert list(found.live["neuron"]) == [0, 1, 2, 3]
     assert list(found.good["neuron"]) == [0, 1, 2]
@@ -95,10 +99,14 @@ def test_positional_frame_keeps_the_causal_part():
 
 
 def test_probe_accuracy_and_pivot():
-    probes = pd.DataFrame([
-        {"target": t, "site": "s", "where": w, "accuracy": i / 10, "chance": 0.1, "n": 5}
-        for i, (t, w) in enumerate([(t, w) for t in ("answer", "variable identity") for w in ("embedding", "after layer 1")])
-    ])
+    probes = pd.DataFrame(
+        [
+            {"target": t, "site": "s", "where": w, "accuracy": i / 10, "chance": 0.1, "n": 5}
+            for i, (t, w) in enumerate(
+                [(t, w) for t in ("answer", "variable identity") for w in ("embedding", "after layer 1")]
+            )
+        ]
+    )
     assert ch09.probe_accuracy(probes, "variable identity", "after layer 1") == pytest.approx(0.3)
     with pytest.raises(KeyError, match="no probe"):
         ch09.probe_accuracy(probes, "operand's value", "after layer 1")
@@ -107,15 +115,23 @@ def test_probe_accuracy_and_pivot():
 
 def _readings(scale: float = 1.0) -> dict[str, object]:
     maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
-    probes = pd.DataFrame([
-        {"target": t, "site": "s", "where": w, "accuracy": 0.5 * scale, "chance": 0.1, "n": 5}
-        for t in ("variable identity", "operand's value", "answer") for w in ("after layer 1", "after layer 2")
-    ])
+    probes = pd.DataFrame(
+        [
+            {"target": t, "site": "s", "where": w, "accuracy": 0.5 * scale, "chance": 0.1, "n": 5}
+            for t in ("variable identity", "operand's value", "answer")
+            for w in ("after layer 1", "after layer 2")
+        ]
+    )
     return dict(
-        roles={"value_to_variable": 0.7 * scale, "eq_to_needed": 0.6}, prev_share=1.0,
-        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0}, comp=pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]}),
-        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.3]}), adder=0.99, adder_residual=0.95,
-        fourier=ch09.fourier_neurons(maps), probes=probes,
+        roles={"value_to_variable": 0.7 * scale, "eq_to_needed": 0.6},
+        prev_share=1.0,
+        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0},
+        comp=pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]}),
+        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.3]}),
+        adder=0.99,
+        adder_residual=0.95,
+        fourier=ch09.fourier_neurons(maps),
+        probes=probes,
         effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
     )
 
@@ -144,7 +160,10 @@ def test_comparison_table_puts_each_run_in_its_column():
 
 def test_short_prose():
     assert ch09.positional_prose(0.5, 12).startswith("In 50% of the context query positions 1-11")
-    assert ch09.adder_prose(0.999, 0.95, 59) == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
+    assert (
+        ch09.adder_prose(0.999, 0.95, 59)
+        == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
+    )
 
 
 def test_output_norms_chart_reads_the_models_weights(model):
@@ -152,7 +171,9 @@ def test_output_norms_chart_reads_the_models_weights(model):
 
     spec = ch09.output_norms_chart(model).to_dict()
     values = next(iter(spec["datasets"].values()))
-    expected = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    expected = fourier.output_fourier_norms(
+        model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy()
+    )
     assert [round(v["norm"], 6) for v in values] == [round(v, 6) for v in expected["norm"]]
 
 
@@ -163,8 +184,9 @@ def test_block_chart_is_a_signed_heatmap_of_the_block():
 
 
 SMOKE_BOUNDS = load_thresholds("09_circuits")["smoke"]
-needs_release = pytest.mark.skipif(not release.available_steps(),
-                                   reason=f"no local copy of the authors' release (set {release.ENV_VAR})")
+needs_release = pytest.mark.skipif(
+    not release.available_steps(), reason=f"no local copy of the authors' release (set {release.ENV_VAR})"
+)
 
 
 def smoke_headline(model: torch.nn.Module, prefix: str = "") -> dict[str, object]:

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 import yaml
-
 from conftest import ROOT
+
 from mechbook.assign_add import circuits, release, theory
+from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.scores import pool_scores
-from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
@@ -44,8 +43,10 @@ def test_chapter_10_reads_chapter_8s_run_and_its_seed():
 
 def test_direction_spread_against_a_literal_loop(model):
     u = circuits.variable_directions(model, TC).numpy()
-    cosines = [abs(float(u[i] @ u[j]) / (np.linalg.norm(u[i]) * np.linalg.norm(u[j])))
-               for i, j in itertools.permutations(range(len(u)), 2)]
+    cosines = [
+        abs(float(u[i] @ u[j]) / (np.linalg.norm(u[i]) * np.linalg.norm(u[j])))
+        for i, j in itertools.permutations(range(len(u)), 2)
+    ]
     lengths = [float(np.linalg.norm(row)) for row in u]
     got = ch10.direction_spread(model, TC)
     assert got["mean |cos| (different variables)"] == pytest.approx(sum(cosines) / len(cosines), rel=1e-9)
@@ -56,13 +57,16 @@ def _spread(early_cos: float, final_cos: float) -> pd.DataFrame:
     return pd.DataFrame({"mean |cos|": [early_cos, final_cos], "longest / shortest": [2.0, 1.5]}, index=["a", "b"])
 
 
-@pytest.mark.parametrize("similarity, ratio, early_cos, expected, form", [
-    (0.95, 6.0, 0.5, "already has the identity shape", "the form holds"),
-    (0.95, 1.7, 0.5, "layer 1 has not yet made the variables distinct", "the form holds"),
-    (0.95, 1.7, 0.05, "their spread does not explain", "the form holds"),
-    (0.7, 1.7, 0.5, "does not describe this checkpoint", "the form holds only loosely"),
-    (0.2, 1.7, 0.5, "does not describe this checkpoint", "the form does not hold"),
-])
+@pytest.mark.parametrize(
+    "similarity, ratio, early_cos, expected, form",
+    [
+        (0.95, 6.0, 0.5, "already has the identity shape", "the form holds"),
+        (0.95, 1.7, 0.5, "layer 1 has not yet made the variables distinct", "the form holds"),
+        (0.95, 1.7, 0.05, "their spread does not explain", "the form holds"),
+        (0.7, 1.7, 0.5, "does not describe this checkpoint", "the form holds only loosely"),
+        (0.2, 1.7, 0.5, "does not describe this checkpoint", "the form does not hold"),
+    ],
+)
 def test_premise_prose_picks_the_case_the_numbers_show(similarity, ratio, early_cos, expected, form):
     text = ch10.premise_prose(similarity, ratio, _spread(early_cos, 0.1), step=1200)
     assert expected in text and f"({form})" in text and "At step 1,200" in text
@@ -70,8 +74,10 @@ def test_premise_prose_picks_the_case_the_numbers_show(similarity, ratio, early_
 
 
 def _stats(ratio: float, rows: float, predicted: float, learned: float) -> pd.DataFrame:
-    stats = pd.DataFrame({"diag_mean": 1.0, "offdiag_abs_mean": 1.0, "ratio": ratio, "margin": 0.0, "rows_diag_max": rows},
-                         index=[ch10.GRADIENT, ch10.STEP, ch10.PREDICTED, ch10.LEARNED])
+    stats = pd.DataFrame(
+        {"diag_mean": 1.0, "offdiag_abs_mean": 1.0, "ratio": ratio, "margin": 0.0, "rows_diag_max": rows},
+        index=[ch10.GRADIENT, ch10.STEP, ch10.PREDICTED, ch10.LEARNED],
+    )
     stats["similarity"] = [1.0, 0.5, predicted, learned]
     return stats
 
@@ -93,7 +99,9 @@ def test_first_identity_step_and_its_prose():
     over = pd.DataFrame({"step": [100, 200, 300], "rows_diag_max": [0.1, 0.6, 0.9]})
     assert ch10.first_identity_step(over) == 200
     assert ch10.first_identity_step(over.assign(rows_diag_max=0.0)) is None
-    assert "step **never**" in ch10.over_training_prose(None, None) and "not detected" in ch10.over_training_prose(None, None)
+    assert "step **never**" in ch10.over_training_prose(None, None) and "not detected" in ch10.over_training_prose(
+        None, None
+    )
     assert "step **1,200**; the binding jump is at step 2,800" in ch10.over_training_prose(1200, 2800)
 
 
@@ -118,7 +126,9 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     monkeypatch.setattr(ch10.mechbook, "record", lambda name, value: seen.setdefault(name, value))
     stats = _stats(1.7, 0.5, 0.98, 0.3)
     split = pd.DataFrame({"ratio": [6.0, -1.0], "rows_diag_max": [0.9, 0.0]}, index=["context", "query"])
-    over = pd.DataFrame({"step": [100, 200], "ratio": [1.0, 7.9], "rows_diag_max": [0.2, 0.9], "similarity": [0.1, 0.9]})
+    over = pd.DataFrame(
+        {"step": [100, 200], "ratio": [1.0, 7.9], "rows_diag_max": [0.2, 0.9], "similarity": [0.1, 0.9]}
+    )
     zero = ch10.zero_var_table(np.eye(2), np.ones((2, 2)))
     values = ch10.record_all(200, stats, zero, split, over, ch10.checks_table(stats, split), _spread(0.48, 0.11))
     assert values == seen and values["gradient_block_ratio_last_checkpoint"] == 7.9
@@ -126,8 +136,9 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "10_why_it_composes.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert {n for n in bounds[profile] if not n.startswith("release_")} <= set(values)
-        assert {n for n in bounds[profile] if n.startswith("release_")} <= set(ch10.record_release(
-            ch10.Reading(5301, stats, split, ch10.checks_table(stats, split), _spread(0.3, 0.1))))
+        assert {n for n in bounds[profile] if n.startswith("release_")} <= set(
+            ch10.record_release(ch10.Reading(5301, stats, split, ch10.checks_table(stats, split), _spread(0.3, 0.1)))
+        )
 
 
 def test_release_config_matches_chapter_8s_reading():
@@ -144,7 +155,9 @@ def test_read_run_comparison_and_release_records(model, monkeypatch):
     a = ch10.read_run(model, late, TC, tokens, labels, step=300, final_step=900)
     b = ch10.read_run(late, late, TC, tokens, labels, step=900, final_step=900)
     grad = theory.gradient_variable_block(late, TC, tokens, labels)
-    assert b.stats.loc[ch10.LEARNED, "similarity"] == pytest.approx(theory.block_similarity(grad, circuits.variable_qk_block(late, TC)))
+    assert b.stats.loc[ch10.LEARNED, "similarity"] == pytest.approx(
+        theory.block_similarity(grad, circuits.variable_qk_block(late, TC))
+    )
     table = ch10.comparison_table(a, b).set_index("")
     assert table.loc["checkpoint (before the binding jump)"].tolist() == ["900", "300"]
     assert table.loc["predictions holding", "this rebuild"] == f"{int(a.checks['holds'].sum())} of 4"
@@ -157,8 +170,9 @@ def test_read_run_comparison_and_release_records(model, monkeypatch):
 
 
 SMOKE_BOUNDS = load_thresholds("10_why_it_composes")["smoke"]
-needs_release = pytest.mark.skipif(not release.available_steps(),
-                                   reason=f"no local copy of the authors' release (set {release.ENV_VAR})")
+needs_release = pytest.mark.skipif(
+    not release.available_steps(), reason=f"no local copy of the authors' release (set {release.ENV_VAR})"
+)
 
 
 def smoke_batch(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,8 +189,9 @@ def untrained_result(model_seed: int) -> TrainResult:
     model = AssignAddModel(train.model)
     scored = pool_scores(model, Task(train.task).eval_pools(train.eval_per_pool, seed=train.eval_seed))
     steps = range(train.eval_every, train.steps + 1, train.eval_every)
-    history = pd.DataFrame([{"step": s, "pool": p, "accuracy": a, "loss": l}
-                            for s in steps for p, (a, l) in scored.items()])
+    history = pd.DataFrame(
+        [{"step": s, "pool": p, "accuracy": a, "loss": l} for s in steps for p, (a, l) in scored.items()]
+    )
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     return TrainResult(history, {s: state for s in steps if s % train.keep_every == 0}, state, train, 0.0)
 
@@ -198,8 +213,12 @@ def test_smoke_bounds_reject_an_untrained_model(model_seed):
     blocks = ch10.gradient_blocks(early, late, task.cfg, tokens, labels)
     stats = ch10.block_stats(blocks)
     split = ch10.block_stats(ch10.key_split_blocks(early, task.cfg, tokens, labels), reference=None)
-    zero_tokens, zero_labels = (torch.from_numpy(x) for x in task.eval_pools(ch10.CONFIGS["smoke"].per_pool, seed=5)["0var_train"])
-    zero = ch10.zero_var_table(blocks[ch10.GRADIENT], theory.gradient_variable_block(early, task.cfg, zero_tokens, zero_labels))
+    zero_tokens, zero_labels = (
+        torch.from_numpy(x) for x in task.eval_pools(ch10.CONFIGS["smoke"].per_pool, seed=5)["0var_train"]
+    )
+    zero = ch10.zero_var_table(
+        blocks[ch10.GRADIENT], theory.gradient_variable_block(early, task.cfg, zero_tokens, zero_labels)
+    )
     over = theory.gradient_block_over_training(result, tokens, labels)
     assert detect_phases(result.history).phase2 is None
     spread = ch10.spread_table(early, late, task.cfg, step, result.config.steps)

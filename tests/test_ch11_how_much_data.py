@@ -6,24 +6,31 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT
-from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
+
 from mechbook.assign_add import sweeps
 from mechbook.assign_add.sweeps import threshold
 from mechbook.assign_add.task import POOL_NAMES
+from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
 
 
 def runs(knob: str, values: list[float], scores: list[float]) -> pd.DataFrame:
     rows = []
     for v, s in zip(values, scores):
-        rows.append({"knob": knob, "value": v, "score": s, "train_loss": 1.0 - s / 2,
-                     **{p: s for p in POOL_NAMES}, "2var_heldout": min(1.0, s + 0.1)})
+        rows.append(
+            {
+                "knob": knob,
+                "value": v,
+                "score": s,
+                "train_loss": 1.0 - s / 2,
+                **{p: s for p in POOL_NAMES},
+                "2var_heldout": min(1.0, s + 0.1),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -74,8 +81,10 @@ def test_thresholds_prose_scores_held_out_pairs_alone():
 
 
 def test_last_run_verdict():
-    history = pd.DataFrame([{"step": s, "pool": p, "accuracy": a} for s, a in ((10, 0.2), (20, 0.95))
-                            for p in POOL_NAMES] + [{"step": 20, "pool": "train", "accuracy": 0.1}])
+    history = pd.DataFrame(
+        [{"step": s, "pool": p, "accuracy": a} for s, a in ((10, 0.2), (20, 0.95)) for p in POOL_NAMES]
+        + [{"step": 20, "pool": "train", "accuracy": 0.1}]
+    )
     assert ch11.last_run_verdict(history, 0.9, 20).startswith("every pool ends at 0.95")
     history.loc[(history.step == 20) & (history.pool == "2var_misplaced_both"), "accuracy"] = 0.4
     assert ch11.last_run_verdict(history, 0.9, 20) == "2var_misplaced_both ends at 0.40, still below 0.9"
@@ -115,13 +124,16 @@ def test_smoke_bounds_reject_sweeps_that_never_learn():
     recorded as the notebook records them: the training cross-entropy stays at its value at
     initialisation, above ln 59 and above every seed's 60-step runs."""
     cfg = ch11.CONFIGS["smoke"]
-    frozen = dataclasses.replace(cfg, f_train=dataclasses.replace(cfg.f_train, lr=0.0),
-                                 r_train=dataclasses.replace(cfg.r_train, lr=0.0))
+    frozen = dataclasses.replace(
+        cfg, f_train=dataclasses.replace(cfg.f_train, lr=0.0), r_train=dataclasses.replace(cfg.r_train, lr=0.0)
+    )
     f_runs = sweeps.run_sweep(frozen.f_train, "f", frozen.f_values)
     r_runs = sweeps.run_sweep(frozen.r_train, "r", frozen.r_values)
-    stars = {"f": threshold(f_runs["value"], f_runs["score"], frozen.level),
-             "r": threshold(r_runs["value"], r_runs["score"], frozen.level),
-             "r_heldout": threshold(r_runs["value"], r_runs["2var_heldout"], frozen.level)}
+    stars = {
+        "f": threshold(f_runs["value"], f_runs["score"], frozen.level),
+        "r": threshold(r_runs["value"], r_runs["score"], frozen.level),
+        "r_heldout": threshold(r_runs["value"], r_runs["2var_heldout"], frozen.level),
+    }
     records = ch11.record_all(f_runs, r_runs, stars)
     assert [p.split()[0] for p in check_thresholds(records, SMOKE_BOUNDS)] == ["max_final_train_loss"]
     assert records["max_final_train_loss"] > math.log(59)

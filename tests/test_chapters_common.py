@@ -16,9 +16,8 @@ def test_record_all_returns_plain_values_outside_a_kernel():
 
 
 def test_figure_glues_in_the_static_build_and_displays_live(monkeypatch):
-    import myst_nb
-
     import IPython.display
+    import myst_nb
 
     calls = []
     monkeypatch.setattr(myst_nb, "glue", lambda name, obj, display=True: calls.append(("glue", name, obj, display)))

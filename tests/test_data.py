@@ -45,12 +45,15 @@ def test_missing_files_are_named(no_sources, monkeypatch):
         load_stories()
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "is empty"),
-    (b"   \n\n", "is empty"),
-    (b"just some text without separators", "does not look like TinyStories"),
-    (b"caf\xe9 " + SEPARATOR.encode(), "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"   \n\n", "is empty"),
+        (b"just some text without separators", "does not look like TinyStories"),
+        (b"caf\xe9 " + SEPARATOR.encode(), "not UTF-8"),
+    ],
+)
 def test_bad_files_get_clear_errors(no_sources, content, message):
     bad = _write(no_sources / "bad.txt", content)
     with pytest.raises(ValueError, match=message):

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 from mechbook.determinism import THREADS, deterministic
 
 SCRIPT = ROOT / "tests" / "det_hashes.py"
@@ -27,7 +27,9 @@ def _start(threads: int) -> subprocess.Popen:
         "MECHBOOK_QUIET": "1",
     }
     env.setdefault("MECHBOOK_TINYSTORIES", str(SAMPLE))
-    return subprocess.Popen([sys.executable, str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +49,19 @@ def test_the_processes_ran_at_the_thread_counts_asked(hashes):
     assert [h.pop("threads") for h in hashes] == [1, 2, 2]
 
 
-@pytest.mark.parametrize("artifact", ["part2_train", "part2_train_smoke_profile", "part2_stacked", "part2_probes",
-                                      "part2_patching", "part2_eval_samples", "part1_train", "pythia_miniature"])
+@pytest.mark.parametrize(
+    "artifact",
+    [
+        "part2_train",
+        "part2_train_smoke_profile",
+        "part2_stacked",
+        "part2_probes",
+        "part2_patching",
+        "part2_eval_samples",
+        "part1_train",
+        "pythia_miniature",
+    ],
+)
 def test_artifact_is_bit_identical_across_processes_and_thread_counts(hashes, artifact):
     one, two, two_again = (h[artifact] for h in hashes)
     assert two == two_again, f"{artifact}: two processes at 2 threads gave different bits"

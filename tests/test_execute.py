@@ -39,11 +39,19 @@ def _tiny_repo(tmp: Path) -> Path:
     (tmp / "book" / "intro.md").write_text("# Intro\n")
     make_notebook(
         tmp / "book" / "p" / "01_ok.ipynb",
-        [("md", "# Ok\nfirst prose"), ("code", "import os, mechbook\nmechbook.record('profile_seen', profile)\n"
-                                               "mechbook.record('quiet', os.environ.get('MECHBOOK_QUIET'))\n"
-                                               "mechbook.record('cwd_name', os.path.basename(os.getcwd()))")],
+        [
+            ("md", "# Ok\nfirst prose"),
+            (
+                "code",
+                "import os, mechbook\nmechbook.record('profile_seen', profile)\n"
+                "mechbook.record('quiet', os.environ.get('MECHBOOK_QUIET'))\n"
+                "mechbook.record('cwd_name', os.path.basename(os.getcwd()))",
+            ),
+        ],
     )
-    make_notebook(tmp / "book" / "p" / "02_bad.ipynb", [("code", "x = 1"), ("code", "raise ValueError('broken on purpose')")])
+    make_notebook(
+        tmp / "book" / "p" / "02_bad.ipynb", [("code", "x = 1"), ("code", "raise ValueError('broken on purpose')")]
+    )
     return tmp
 
 
@@ -87,7 +95,9 @@ def test_execute_runs_caches_and_reports_failures(tmp_path):
     bad = first["02_bad"]
     assert bad.status == "failed" and "ValueError" in bad.failure and "broken on purpose" in bad.failure
     report = nbformat.read(bad.output, as_version=4)
-    tracebacks = [o for c in report.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    tracebacks = [
+        o for c in report.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
+    ]
     assert tracebacks and tracebacks[0].ename == "ValueError", "the failed notebook keeps its traceback"
     lines = failures(list(first.values()))
     assert len(lines) == 1 and lines[0].startswith("book/p/02_bad.ipynb: code cell 3 (")
@@ -131,7 +141,9 @@ def test_toc_entry_without_file_is_reported(tmp_path):
 def test_check_thresholds_bounds():
     records = {"a": 0.5, "n": 10, "s": "yes"}
     assert check_thresholds(records, {"a": {"min": 0.4, "max": 0.6}, "n": {"equals": 10}, "s": {"equals": "yes"}}) == []
-    problems = check_thresholds(records, {"a": {"min": 0.6}, "n": {"max": 5}, "missing": {"min": 0}, "s": {"min": 1}, "a ": {"avg": 1}})
+    problems = check_thresholds(
+        records, {"a": {"min": 0.6}, "n": {"max": 5}, "missing": {"min": 0}, "s": {"min": 1}, "a ": {"avg": 1}}
+    )
     assert len(problems) == 5
     assert any("not recorded" in p for p in problems) and any("not a number" in p for p in problems)
 
@@ -230,8 +242,14 @@ def test_failure_names_the_code_cell_among_code_cells_and_its_first_line(tmp_pat
     repo = _tiny_repo(tmp_path)
     make_notebook(
         repo / "book" / "p" / "02_bad.ipynb",
-        [("md", "# Title"), ("code", "x = 1"), ("md", "prose"), ("code", "# comment\ny = 2"),
-         ("md", "more"), ("code", "\n\nz = 1 / 0\nw = 3")],
+        [
+            ("md", "# Title"),
+            ("code", "x = 1"),
+            ("md", "prose"),
+            ("code", "# comment\ny = 2"),
+            ("md", "more"),
+            ("code", "\n\nz = 1 / 0\nw = 3"),
+        ],
     )
     (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=120))
     assert result.failure.startswith("code cell 4 ('z = 1 / 0'): ZeroDivisionError")
@@ -255,10 +273,15 @@ def test_kernels_get_absolute_paths_and_the_profile(tmp_path, monkeypatch):
     repo = _tiny_repo(tmp_path)
     make_notebook(
         repo / "book" / "p" / "01_ok.ipynb",
-        [("code", "import os, mechbook\n"
-                  "mechbook.record('cache', os.environ['MECHBOOK_CACHE'])\n"
-                  "mechbook.record('stories', os.environ['MECHBOOK_TINYSTORIES'])\n"
-                  "mechbook.record('profile_env', os.environ['MECHBOOK_PROFILE'])")],
+        [
+            (
+                "code",
+                "import os, mechbook\n"
+                "mechbook.record('cache', os.environ['MECHBOOK_CACHE'])\n"
+                "mechbook.record('stories', os.environ['MECHBOOK_TINYSTORIES'])\n"
+                "mechbook.record('profile_env', os.environ['MECHBOOK_PROFILE'])",
+            )
+        ],
     )
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "stories.txt").write_text("a\n<|endoftext|>\n")
@@ -274,8 +297,13 @@ def test_kernels_get_absolute_paths_and_the_profile(tmp_path, monkeypatch):
 
 
 def test_absolute_paths_only_rewrites_relative_path_variables(tmp_path):
-    env = {"MECHBOOK_CACHE": "c", "MECHBOOK_AA_RELEASE": "/abs/release", "HF_HOME": "~/hf",
-           "MECHBOOK_DEVICE": "cpu", "MECHBOOK_TINYSTORIES": ""}
+    env = {
+        "MECHBOOK_CACHE": "c",
+        "MECHBOOK_AA_RELEASE": "/abs/release",
+        "HF_HOME": "~/hf",
+        "MECHBOOK_DEVICE": "cpu",
+        "MECHBOOK_TINYSTORIES": "",
+    }
     changed = environment.absolute_paths(env, tmp_path)
     assert changed == {"MECHBOOK_CACHE": str(tmp_path / "c"), "HF_HOME": str(Path("~/hf").expanduser())}
 
@@ -403,11 +431,16 @@ def _slow_repo(tmp: Path) -> Path:
     )
     make_notebook(
         repo / "book" / "p" / "03_slow.ipynb",
-        [("code", "import time\nfrom mechbook.progress import progress\n"
-                  "for run in progress(range(2), desc='sweep'):\n"
-                  "    for step in progress(range(10), desc='training', unit='step', mininterval=0.05):\n"
-                  "        time.sleep(0.1)\n"
-                  "print('done')")],
+        [
+            (
+                "code",
+                "import time\nfrom mechbook.progress import progress\n"
+                "for run in progress(range(2), desc='sweep'):\n"
+                "    for step in progress(range(10), desc='training', unit='step', mininterval=0.05):\n"
+                "        time.sleep(0.1)\n"
+                "print('done')",
+            )
+        ],
     )
     return repo
 
@@ -429,8 +462,7 @@ def test_progress_reaches_the_console_not_the_notebook_with_plan_eta_and_costs(t
     assert relayed and relayed[0].startswith("[2/2] 03_slow: sweep ")
     assert any("› training " in line and "/10 · " in line and " step/s · " in line for line in relayed)
     texts = [
-        json.dumps(o) for c in nbformat.read(first["03_slow"].output, as_version=4).cells
-        for o in c.get("outputs", [])
+        json.dumps(o) for c in nbformat.read(first["03_slow"].output, as_version=4).cells for o in c.get("outputs", [])
     ]
     assert any("done" in t for t in texts) and not any("training" in t or "sweep" in t for t in texts)
     measured = costs.load_costs(repo)["smoke"]
@@ -479,8 +511,13 @@ def _seeded_repo(tmp: Path) -> Path:
     )
     make_notebook(
         repo / "book" / "p" / "04_seeded.ipynb",
-        [("code", "import mechbook\nseed = 0 if seed is None else seed\n"
-                  "mechbook.record('score', 0.5 + 0.1 * seed)\nmechbook.record('label', f's{seed}')")],
+        [
+            (
+                "code",
+                "import mechbook\nseed = 0 if seed is None else seed\n"
+                "mechbook.record('score', 0.5 + 0.1 * seed)\nmechbook.record('label', f's{seed}')",
+            )
+        ],
         parameters='profile = "cpu"\nseed = None',
     )
     return repo
@@ -527,8 +564,11 @@ def test_check_spread_matches_a_literal_loop_over_the_seeds():
 
     @given(st.lists(st.floats(-10, 10), min_size=1, max_size=6), st.floats(-10, 10), st.floats(-10, 10))
     def agree(values, lo, hi):
-        measured = {"records": {"v": {"min": min(values), "max": max(values), "values": values,
-                                      "seeds": list(range(len(values)))}}}
+        measured = {
+            "records": {
+                "v": {"min": min(values), "max": max(values), "values": values, "seeds": list(range(len(values)))}
+            }
+        }
         inside = check_spread({"v": {"min": lo, "max": hi}}, measured) != []
         assert inside == any(not (lo <= v <= hi) for v in values)
 

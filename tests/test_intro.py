@@ -3,24 +3,37 @@ validated profile config, the computed sentences and charts, and the smoke bound
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dataclasses
-import os
-from pathlib import Path
-
 import mechbook
-from mechbook.chapters import intro
-from mechbook.chapters.intro import (CONFIGS, OverviewConfig, build_overview, coverage_histogram, headline,
-                                     story_coverage, story_table, token_coverage, words)
 from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import intro
+from mechbook.chapters.intro import (
+    CONFIGS,
+    OverviewConfig,
+    build_overview,
+    coverage_histogram,
+    headline,
+    story_coverage,
+    story_table,
+    token_coverage,
+    words,
+)
 
-SAMPLE = Path(os.environ.get("MECHBOOK_TINYSTORIES", Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"))
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
 
 WORDS = st.sampled_from(["the", "dog", "ran", "tom's", "a", "big", "red", "truck", "sun"])
 STORIES = st.lists(st.lists(WORDS, min_size=0, max_size=12).map(" ".join), min_size=1, max_size=8)
@@ -117,8 +130,13 @@ def _literal_headline(stories):
     n = len(lengths)
     median = (lengths[(n - 1) // 2] + lengths[n // 2]) / 2
     cover = {v: sum(freq[w] for w in ranked[:v]) / len(flat) for v in intro.COVERAGE_SIZES}
-    return {"n_stories": n, "n_words": len(flat), "vocabulary": len(freq), "median_words": median,
-            **{f"coverage_top{v}": c for v, c in cover.items()}}
+    return {
+        "n_stories": n,
+        "n_words": len(flat),
+        "vocabulary": len(freq),
+        "median_words": median,
+        **{f"coverage_top{v}": c for v, c in cover.items()},
+    }
 
 
 @given(STORIES)

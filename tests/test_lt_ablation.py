@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lt_markov import markov_tokens
+
 from mechbook.leading_terms.ablation import ablation_table, evaluate_loss, remove_projection
 from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
 from mechbook.leading_terms.model import AttentionModel, ModelConfig

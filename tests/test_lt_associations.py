@@ -14,9 +14,9 @@ from mechbook.leading_terms.associations import (
     cosine_normalise,
     labelled_words,
     matrix_frame,
-    ranked_words,
     pair_ranks,
     rank_of,
+    ranked_words,
     readable_exclusions,
     top_k,
 )
@@ -129,7 +129,7 @@ def test_bad_input_is_a_clear_error(tok):
     V = tok.vocab_size
     with pytest.raises(ValueError, match=f"expected \\({V}, {V}\\)"):
         top_k(np.zeros((V, V + 1)), tok)
-    with pytest.raises(ValueError, match="'zebra'.*not in the vocabulary"):
+    with pytest.raises(ValueError, match=r"'zebra'.*not in the vocabulary"):
         top_k(np.zeros((V, V)), tok, rows=["zebra"])
     with pytest.raises(ValueError, match="k must be >= 1"):
         top_k(np.zeros((V, V)), tok, k=0)
@@ -137,7 +137,11 @@ def test_bad_input_is_a_clear_error(tok):
         matrix_frame(np.zeros((V, V)), tok, ["dog"], ["unicorn"])
 
 
-CLASSES = {"animal": ("dog", "cat", "bird", "fish", "duck"), "place": ("park", "tree", "pond", "mat"), "verb": ("ran", "sat", "swam", "saw")}
+CLASSES = {
+    "animal": ("dog", "cat", "bird", "fish", "duck"),
+    "place": ("park", "tree", "pond", "mat"),
+    "verb": ("ran", "sat", "swam", "saw"),
+}
 
 
 def test_class_purity_against_a_slow_count(tok):
@@ -149,7 +153,9 @@ def test_class_purity_against_a_slow_count(tok):
     same, n = 0, len(words)
     for _, w in words.iterrows():
         a = tok.token_to_id[w["word"]]
-        others = sorted((-sim[a, tok.token_to_id[o["word"]]], j, o["class"]) for j, o in words.iterrows() if o["word"] != w["word"])
+        others = sorted(
+            (-sim[a, tok.token_to_id[o["word"]]], j, o["class"]) for j, o in words.iterrows() if o["word"] != w["word"]
+        )
         same += sum(c == w["class"] for _, _, c in others[:2])
     assert purity == pytest.approx(same / (2 * n))
     counts = words["class"].value_counts()
@@ -186,7 +192,10 @@ def test_cosine_normalise_is_the_cosine_of_columns():
 
 def test_pair_ranks_are_readable_ranks(tok):
     rng = np.random.default_rng(7)
-    maps = {"X": rng.normal(size=(tok.vocab_size, tok.vocab_size)), "Y": rng.normal(size=(tok.vocab_size, tok.vocab_size))}
+    maps = {
+        "X": rng.normal(size=(tok.vocab_size, tok.vocab_size)),
+        "Y": rng.normal(size=(tok.vocab_size, tok.vocab_size)),
+    }
     pairs = [("dog", "park"), ("fish", "pond"), ("dog", "zebra")]
     ranks = pair_ranks(maps, tok, pairs)
     assert ranks[["row", "column"]].values.tolist() == [["dog", "park"], ["fish", "pond"]]

@@ -2,12 +2,13 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lt_markov import markov_tokens
-from mechbook.leading_terms.stats import corpus_stats
+
 from mechbook.leading_terms.check import CheckConfig, autograd_check
 from mechbook.leading_terms.leading import coefficient, cosine, kind_of, leading_term, ranking_overlap
+from mechbook.leading_terms.stats import corpus_stats
 
 VOCAB = 8
 
@@ -34,14 +35,16 @@ def test_every_matrix_matches_its_closed_form_in_direction_and_size(check):
 
 def test_matrices_vanish_exactly_before_their_first_step(check):
     # V needs W_O != 0 (s >= 2), W and P need V W_O != 0 (s >= 3)
-    early = check[((check["kind"] == "V") & (check["step"] <= 1)) | (check["kind"].isin(["W", "P"]) & (check["step"] <= 2))]
+    early = check[
+        ((check["kind"] == "V") & (check["step"] <= 1)) | (check["kind"].isin(["W", "P"]) & (check["step"] <= 2))
+    ]
     assert len(early) and (early["norm"] == 0).all()
 
 
 def test_a_wrong_coefficient_would_be_caught(corpus, check):
     # the s^4/8 shortcut is only asymptotic: at s = 3 it is off by far more than 2 %
     assert coefficient("W", 0.02, 3, exact=False) / coefficient("W", 0.02, 3) > 1.5
-    tokens, stats = corpus
+    _tokens, stats = corpus
     w = check[(check["matrix"] == "blocks.0.attn.W") & (check["step"] == 5)]["norm"].item()
     assert abs(w / np.linalg.norm(leading_term(stats, "W", 0.02, 5, exact=False)) - 1) > 0.02
 
@@ -49,7 +52,11 @@ def test_a_wrong_coefficient_would_be_caught(corpus, check):
 def test_ratio_error_shrinks_with_the_learning_rate(corpus):
     tokens, stats = corpus
     res = autograd_check(tokens, stats, VOCAB, CheckConfig(lrs=(0.2, 0.05), steps=4, n_layers=1))
-    err = res[res["step"] == 4].assign(err=lambda d: (d["ratio"] - 1).abs()).pivot(index="kind", columns="lr", values="err")
+    err = (
+        res[res["step"] == 4]
+        .assign(err=lambda d: (d["ratio"] - 1).abs())
+        .pivot(index="kind", columns="lr", values="err")
+    )
     assert (err[0.05] < err[0.2]).all()
 
 

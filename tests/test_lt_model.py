@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits, relative_position_index
 
@@ -36,8 +37,12 @@ def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, lengt
     fast = model(seqs[:, :-1])
     slow = dense_reference_logits(model, seqs[:, :-1])
     torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
-    g_fast = torch.autograd.grad(torch.nn.functional.cross_entropy(fast.reshape(-1, 11), targets), list(model.parameters()))
-    g_slow = torch.autograd.grad(torch.nn.functional.cross_entropy(slow.reshape(-1, 11), targets), list(model.parameters()))
+    g_fast = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(fast.reshape(-1, 11), targets), list(model.parameters())
+    )
+    g_slow = torch.autograd.grad(
+        torch.nn.functional.cross_entropy(slow.reshape(-1, 11), targets), list(model.parameters())
+    )
     # round-off relative to the largest gradient entry of any parameter: a parameter whose own
     # gradient is ~1e-11 (a saturated softmax) still carries the round-off of the shared computation
     scale = max(float(b.abs().max()) for b in g_slow)
@@ -133,4 +138,6 @@ def test_hooked_path_computes_the_fast_paths_logits_and_gradients(seed, layers):
     model.reset_hooks()
     torch.testing.assert_close(fast, hooked, rtol=1e-10, atol=1e-10)
     for a, b in zip(g_fast, g_hooked):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max()))  # round-off relative to the largest entry
+        torch.testing.assert_close(
+            a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max())
+        )  # round-off relative to the largest entry

@@ -56,7 +56,7 @@ def test_plan_arithmetic_and_a_batch_it_cannot_fill():
     assert "**30 steps** at batch 1,000 (30 epochs)" in by_steps.markdown() and "⌊" not in by_steps.markdown()
     small = plan_training(100, cfg, 2048, 0.005, epochs=100)
     assert not small.fits and "cannot fill one batch" in small.markdown()
-    with pytest.raises(ValueError, match="fewer than one batch of 2,048.*MECHBOOK_TINYSTORIES"):
+    with pytest.raises(ValueError, match=r"fewer than one batch of 2,048.*MECHBOOK_TINYSTORIES"):
         small.require_fits()
 
 

@@ -11,7 +11,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from scipy import sparse
 
 from mechbook.leading_terms.stats import (

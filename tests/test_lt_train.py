@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, strategies as st
-
+from hypothesis import given
+from hypothesis import strategies as st
 from lt_markov import markov_tokens
-from mechbook.leading_terms.stats import corpus_stats
+
 from mechbook.leading_terms.leading import cosine
 from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.stats import corpus_stats
 from mechbook.leading_terms.train import RunConfig, TrainConfig, batch_indices, cached_train, resolve_steps, train
 
 VOCAB, LENGTH = 9, 7
@@ -44,7 +45,9 @@ def test_history_logs_loss_and_cosines_of_every_matrix(corpus):
     assert loss[30] < loss[0] - 0.05
     final = hist[hist["step"] == 30].set_index("matrix")
     assert final.loc["W_O", "cosine"] == pytest.approx(cosine(res.state["W_O"].numpy(), stats.B))
-    assert final.loc["blocks.1.attn.W", "cosine"] == pytest.approx(cosine(res.state["blocks.1.attn.W"].numpy(), stats.Q))
+    assert final.loc["blocks.1.attn.W", "cosine"] == pytest.approx(
+        cosine(res.state["blocks.1.attn.W"].numpy(), stats.Q)
+    )
     assert final.loc["blocks.0.attn.P", "norm"] == pytest.approx(float(res.state["blocks.0.attn.P"].norm()), rel=1e-6)
 
 
@@ -64,7 +67,7 @@ def test_each_epoch_visits_distinct_sequences(n, batch, seed):
             continue
         seen = torch.cat(epoch)
         assert len(seen) == per_epoch * batch == len(set(seen.tolist()))
-        assert 0 <= int(seen.min()) and int(seen.max()) < n
+        assert int(seen.min()) >= 0 and int(seen.max()) < n
 
 
 def test_cached_run_equals_fresh_run(corpus, tmp_path, monkeypatch):
@@ -78,7 +81,10 @@ def test_cached_run_equals_fresh_run(corpus, tmp_path, monkeypatch):
     for k in fresh.state:
         assert torch.equal(first.state[k].cpu(), fresh.state[k]) and torch.equal(again.state[k].cpu(), fresh.state[k])
     assert again.history.equals(first.history)
-    torch.testing.assert_close(again.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])), fresh.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])))
+    torch.testing.assert_close(
+        again.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])),
+        fresh.model(device="cpu")(torch.as_tensor(tokens[:2, :-1])),
+    )
 
 
 def test_bad_train_inputs_say_what_to_do(corpus):

@@ -34,4 +34,3 @@ def test_matrix_label_refuses_other_names(name):
     with pytest.raises(ValueError, match="not a parameter of the attention model"):
         matrix_label(name)
     assert matrix_label("W_O") == "W_O"
-

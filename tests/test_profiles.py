@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 from hypothesis import given
@@ -36,7 +36,7 @@ class Cfg:
     steps: int
     width: int = 8
     name: str = "x"
-    limit: Optional[int] = None
+    limit: int | None = None
     ratio: float | None = 0.5
     train: Train = Train(5)
 
@@ -67,12 +67,8 @@ def test_nested_knobs_equal_a_literal_nested_replace(profile, steps, lr, kind):
     got = resolve_profile(TABLE, profile, train__steps=steps, train__opt__lr=lr, train__opt__kind=kind)
     base = TABLE[profile]
     opt = base.train.opt
-    opt = dataclasses.replace(
-        opt, lr=opt.lr if lr is None else lr, kind=opt.kind if kind is None else kind
-    )
-    train = dataclasses.replace(
-        base.train, steps=base.train.steps if steps is None else steps, opt=opt
-    )
+    opt = dataclasses.replace(opt, lr=opt.lr if lr is None else lr, kind=opt.kind if kind is None else kind)
+    train = dataclasses.replace(base.train, steps=base.train.steps if steps is None else steps, opt=opt)
     assert got == dataclasses.replace(base, train=train)
     assert got.steps == base.steps
 
@@ -119,9 +115,7 @@ def test_wrong_types_name_the_knob_the_value_and_the_type(knob, value, expected)
 
 
 def test_values_that_fit_are_stored_as_the_field_holds_them():
-    got = resolve_profile(
-        TABLE, "cpu", ratio=1, limit=3, train__widths=[2, 3], train__opt__lr=1, name="y"
-    )
+    got = resolve_profile(TABLE, "cpu", ratio=1, limit=3, train__widths=[2, 3], train__opt__lr=1, name="y")
     assert got.ratio == 1.0 and isinstance(got.ratio, float)
     assert got.train.widths == (2, 3) and got.train.opt.lr == 1.0
     assert (got.limit, got.name) == (3, "y")

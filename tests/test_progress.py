@@ -29,8 +29,8 @@ def _bars(path):
 def test_relayed_bars_write_their_state_outermost_first_and_print_nothing(side, capsys):
     outer = progress(range(3), desc="sweep")
     seen = []
-    for i in outer:
-        for j in progress(range(5), desc="training", unit="step", mininterval=0):
+    for _i in outer:
+        for _j in progress(range(5), desc="training", unit="step", mininterval=0):
             seen.append(_bars(side))
     assert [b["desc"] for b in seen[-1]] == ["sweep", "training"]
     inner = [bars[1] for bars in seen]

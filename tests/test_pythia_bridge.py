@@ -22,7 +22,9 @@ from mechbook.pythia.sources import (
 )
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
-TINY = MiniatureConfig(bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2, seed=3)
+TINY = MiniatureConfig(
+    bpe_vocab=300, context=16, d_model=32, n_layers=2, n_heads=4, d_mlp=64, steps=8, batch_size=8, n_linear=2, seed=3
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +101,9 @@ def test_similarity_tables_and_controls(source, tmp_path, monkeypatch):
     n_measures = len(MEASURES)
     layers = table[table["head"] == analysis.LAYER_LEVEL]
     assert len(layers) == n_measures * len(source.steps) * TINY.n_layers * len(analysis.MAPPINGS)
-    assert len(table) - len(layers) == n_measures * len(source.steps) * TINY.n_layers * TINY.n_heads * len(analysis.SCORE_INPUTS)
+    assert len(table) - len(layers) == n_measures * len(source.steps) * TINY.n_layers * TINY.n_heads * len(
+        analysis.SCORE_INPUTS
+    )
     assert table["similarity"].between(-1, 1).all() and table["similarity"].std() > 0
     ctl = controls(source, feats)
     assert set(ctl["control"]) == {"random_init", "shuffled_tokens", "offset", "linear"}

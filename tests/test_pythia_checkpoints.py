@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mechbook.pythia.checkpoints import pythia_steps, repo_id, revision, scaled_schedule
 from mechbook.pythia import hub
+from mechbook.pythia.checkpoints import pythia_steps, repo_id, revision, scaled_schedule
 from mechbook.pythia.hub import hub_available
 from mechbook.pythia.sources import choose_source
 
@@ -19,7 +19,7 @@ def test_pythia_schedule_has_154_checkpoints_in_order():
     names = [revision(s) for s in steps]
     assert len(steps) == 154 and len(set(steps)) == 154
     assert names[0] == "step0" and names[-1] == "step143000"
-    assert names[: 11] == ["step0"] + [f"step{2**i}" for i in range(10)]
+    assert names[:11] == ["step0"] + [f"step{2**i}" for i in range(10)]
     assert names[names.index("step512") + 1] == "step1000"
     assert steps == sorted(steps)
     assert all(b - a == 1000 for a, b in zip(steps[11:], steps[12:]))

@@ -83,7 +83,9 @@ def test_cka_is_invariant_to_rotations_and_offsets_the_paper_measure_is_not(seed
     base = covariance_similarity(rep, feat, measure="cka")
     for moved in (rep @ U, 3.7 * rep, rep + offset):
         assert covariance_similarity(moved, feat, measure="cka") == pytest.approx(base, abs=1e-9)
-    assert covariance_similarity(3.7 * rep, feat, measure="paper") == pytest.approx(covariance_similarity(rep, feat, measure="paper"), abs=1e-10)
+    assert covariance_similarity(3.7 * rep, feat, measure="paper") == pytest.approx(
+        covariance_similarity(rep, feat, measure="paper"), abs=1e-10
+    )
 
 
 def test_a_shared_offset_inflates_the_paper_measure_only():
@@ -94,7 +96,9 @@ def test_a_shared_offset_inflates_the_paper_measure_only():
     feat = zipf_feature(rng, k)
     random = rng.normal(size=(k, d))
     offset = random + 3.0 * rng.normal(size=d)
-    paper = {name: covariance_similarity(r, feat, measure="paper") for name, r in (("random", random), ("offset", offset))}
+    paper = {
+        name: covariance_similarity(r, feat, measure="paper") for name, r in (("random", random), ("offset", offset))
+    }
     cka = {name: covariance_similarity(r, feat, measure="cka") for name, r in (("random", random), ("offset", offset))}
     assert paper["offset"] > 0.95 and paper["random"] < 0.2
     assert cka["offset"] == pytest.approx(cka["random"], abs=1e-9) and cka["offset"] < 0.5
@@ -110,7 +114,9 @@ def test_an_exactly_linear_representation_is_missed_by_cka():
     W = rng.normal(size=(k, d))
     linear, random = feat @ W, rng.normal(size=(k, d))
     assert covariance_similarity(linear, feat, measure="cka") < covariance_similarity(random, feat, measure="cka") < 0.5
-    assert covariance_similarity(linear, feat, measure="paper") > covariance_similarity(linear, feat, measure="cka") + 0.4
+    assert (
+        covariance_similarity(linear, feat, measure="paper") > covariance_similarity(linear, feat, measure="cka") + 0.4
+    )
     assert covariance_similarity(row_normalise(feat) @ W, feat, measure="paper") > 0.99
 
 
@@ -120,7 +126,10 @@ def test_independent_random_matrices_are_near_zero_under_cka():
     values = [covariance_similarity(rng.normal(size=(k, d)), rng.normal(size=(k, d)), measure="cka") for _ in range(5)]
     assert max(abs(v) for v in values) < 0.05  # about d / (d + k) = 0.01
     structured = rng.normal(size=(k, d))
-    assert covariance_similarity(row_normalise(structured) + 0.05 * rng.normal(size=(k, d)), structured, measure="cka") > 0.9
+    assert (
+        covariance_similarity(row_normalise(structured) + 0.05 * rng.normal(size=(k, d)), structured, measure="cka")
+        > 0.9
+    )
 
 
 def test_grams_are_centred_and_reused_gram_agrees():
@@ -129,7 +138,9 @@ def test_grams_are_centred_and_reused_gram_agrees():
     assert np.allclose(centred_gram(x, "cka").sum(0), 0.0)
     assert np.allclose(centred_gram(x, "paper"), (x - x.mean(1, keepdims=True)) @ (x - x.mean(1, keepdims=True)).T)
     for measure in MEASURES:
-        assert covariance_similarity(x, gram=feature_gram(f, measure), measure=measure) == covariance_similarity(x, f, measure=measure)
+        assert covariance_similarity(x, gram=feature_gram(f, measure), measure=measure) == covariance_similarity(
+            x, f, measure=measure
+        )
     assert matrix_cosine(np.zeros((2, 2)), np.eye(2)) == 0.0
 
 

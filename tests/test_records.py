@@ -7,19 +7,24 @@ import math
 import numpy as np
 import papermill
 import pytest
+from conftest import make_notebook
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import make_notebook
 from mechbook.records import GLUE_PREFIX, read_records, record
 
 
 def test_round_trip_through_papermill(tmp_path):
     src = make_notebook(
         tmp_path / "rec.ipynb",
-        [("code", "import numpy as np, torch\nfrom mechbook import record\n"
-                  "record('n', 3)\nrecord('x', np.float32(0.25))\nrecord('t', torch.tensor(2.5))\n"
-                  "record('flag', True)\nrecord('d', {'a': [1, 2.5, None]})\nrecord('n', 4)\nprint('visible')")],
+        [
+            (
+                "code",
+                "import numpy as np, torch\nfrom mechbook import record\n"
+                "record('n', 3)\nrecord('x', np.float32(0.25))\nrecord('t', torch.tensor(2.5))\n"
+                "record('flag', True)\nrecord('d', {'a': [1, 2.5, None]})\nrecord('n', 4)\nprint('visible')",
+            )
+        ],
     )
     out = tmp_path / "rec_out.ipynb"
     papermill.execute_notebook(str(src), str(out), kernel_name="python3", progress_bar=False)
@@ -35,10 +40,16 @@ def _executed(outputs):
 def test_read_records_on_notebook_dict_accepts_text_and_object_payloads():
     outs = [
         {"output_type": "stream", "text": "hi"},
-        {"output_type": "display_data", "metadata": {"scrapbook": {"name": "a"}},
-         "data": {GLUE_PREFIX + "application/json": '{"value": 1.5}'}},
-        {"output_type": "display_data", "metadata": {"scrapbook": {"name": "b"}},
-         "data": {GLUE_PREFIX + "application/json": {"value": "s"}}},
+        {
+            "output_type": "display_data",
+            "metadata": {"scrapbook": {"name": "a"}},
+            "data": {GLUE_PREFIX + "application/json": '{"value": 1.5}'},
+        },
+        {
+            "output_type": "display_data",
+            "metadata": {"scrapbook": {"name": "b"}},
+            "data": {GLUE_PREFIX + "application/json": {"value": "s"}},
+        },
         {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "not a record"}},
     ]
     assert read_records(_executed(outs)) == {"a": 1.5, "b": "s"}
@@ -57,9 +68,13 @@ def test_bad_values_are_rejected_with_a_hint():
         record("x", object())
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-                    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
-                    max_leaves=8))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3),
+        max_leaves=8,
+    )
+)
 def test_record_outside_a_kernel_returns_the_plain_value(value):
     assert record("v", value) == value
 

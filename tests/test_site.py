@@ -83,8 +83,13 @@ def test_no_stylesheet_imports_remote_css_or_fonts(built_site):
     for css in built_site.rglob("*.css"):
         text = css.read_text(encoding="utf-8", errors="replace")
         assert not _remote_css(text), f"{css.relative_to(built_site)} imports from the network"
-    fonts = [u for css in built_site.rglob("*.css") for pair in CSS_URL.findall(css.read_text(errors="replace"))
-             for u in pair if u and FONT.search(u)]
+    fonts = [
+        u
+        for css in built_site.rglob("*.css")
+        for pair in CSS_URL.findall(css.read_text(errors="replace"))
+        for u in pair
+        if u and FONT.search(u)
+    ]
     assert all(not REMOTE.match(u) for u in fonts)
 
 
@@ -123,22 +128,29 @@ def test_notebook_pages_offer_both_notebooks_and_hide_the_injected_cell(built_si
         page = built_site / entry.with_suffix(".html")
         text = page.read_text(encoding="utf-8")
         assert "tag_injected-parameters" not in text, f"{entry}: papermill's cell is on the page"
-        assert 'This page ran with <code>profile = &quot;smoke&quot;</code>' in text, entry
+        assert "This page ran with <code>profile = &quot;smoke&quot;</code>" in text, entry
         assert f"open <code>{entry.as_posix()}</code>" in text and "<code>make venv</code>" in text
         links = dict(re.findall(r'class="mechbook-download-(source|executed)" href="([^"]+)"', text))
         source = nbformat.read(page.parent / links["source"], as_version=4)
         executed = nbformat.read(page.parent / links["executed"], as_version=4)
-        assert all(not c.get("outputs") and c.get("execution_count") is None for c in source.cells if c.cell_type == "code")
-        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), f"{entry}: executed has no outputs"
+        assert all(
+            not c.get("outputs") and c.get("execution_count") is None for c in source.cells if c.cell_type == "code"
+        )
+        assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), (
+            f"{entry}: executed has no outputs"
+        )
         committed = nbformat.read(root / entry, as_version=4)
         assert [c.source for c in source.cells] == [c.source for c in committed.cells]
 
 
 @book
 def test_footer_shows_the_version(built_site, root):
-    described = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-    assert f"mechbook version <code>{described}</code>" in (built_site / "book" / "intro.html").read_text(encoding="utf-8")
+    described = subprocess.run(
+        ["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert f"mechbook version <code>{described}</code>" in (built_site / "book" / "intro.html").read_text(
+        encoding="utf-8"
+    )
 
 
 @book
@@ -146,26 +158,36 @@ def test_a_glued_chart_is_a_numbered_figure(tmp_path, root):
     """The recipe of DEVELOPING.md: glue a chart, show it with {glue:figure} and a :name:, cite
     it with {numref}; the page has "Fig. 1" in the caption and the text, and the live chart."""
     import nbclient
-
     from conftest import make_notebook
+
     from mechbook.book.config import ExecuteConfig
     from mechbook.book.site import build_site
 
     (tmp_path / "mechbook").mkdir()
     (tmp_path / "_config.yml").write_text((root / "_config.yml").read_text())
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/fig\n")
-    path = make_notebook(tmp_path / "book" / "fig.ipynb", [
-        ("md", "# Figures\n\nAs {numref}`fig-demo` shows, the line rises."),
-        ("code", "import altair as alt, pandas as pd, mechbook.viz\nfrom myst_nb import glue\n"
-                 "chart = alt.Chart(pd.DataFrame({'x': [0, 1, 2], 'y': [0, 1, 4]})).mark_line()"
-                 ".encode(x='x:Q', y='y:Q').properties(title='The line rises')\n"
-                 "glue('fig-demo', chart, display=False)"),
-        ("md", "```{glue:figure} fig-demo\n:name: fig-demo\n\nA rising line.\n```\n\n"
-               "Again: {numref}`Figure {number} <fig-demo>`."),
-    ])
+    path = make_notebook(
+        tmp_path / "book" / "fig.ipynb",
+        [
+            ("md", "# Figures\n\nAs {numref}`fig-demo` shows, the line rises."),
+            (
+                "code",
+                "import altair as alt, pandas as pd, mechbook.viz\nfrom myst_nb import glue\n"
+                "chart = alt.Chart(pd.DataFrame({'x': [0, 1, 2], 'y': [0, 1, 4]})).mark_line()"
+                ".encode(x='x:Q', y='y:Q').properties(title='The line rises')\n"
+                "glue('fig-demo', chart, display=False)",
+            ),
+            (
+                "md",
+                "```{glue:figure} fig-demo\n:name: fig-demo\n\nA rising line.\n```\n\n"
+                "Again: {numref}`Figure {number} <fig-demo>`.",
+            ),
+        ],
+    )
     nb = nbformat.read(path, as_version=4)
-    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
-                            resources={"metadata": {"path": str(tmp_path)}}).execute(env={**os.environ, "MECHBOOK_STATIC": "1"})
+    nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute(env={**os.environ, "MECHBOOK_STATIC": "1"})
     nbformat.write(nb, path)
     html = (build_site(ExecuteConfig(profile="smoke", root=tmp_path)) / "book" / "fig.html").read_text(encoding="utf-8")
     figure = re.search(r'<figure[^>]*id="fig-demo">(.*?)</figure>', html, re.S)
@@ -197,8 +219,10 @@ def test_a_sphinx_warning_fails_the_build(tmp_path, root):
 
 def test_the_network_check_catches_remote_assets():
     refs = _Refs()
-    refs.feed('<link rel="stylesheet" href="https://cdn.example/x.css"><script src="//cdn.example/a.js"></script>'
-              '<style>@import url("https://fonts.example/f.css");</style><div style="background:url(http://x/y.png)">')
+    refs.feed(
+        '<link rel="stylesheet" href="https://cdn.example/x.css"><script src="//cdn.example/a.js"></script>'
+        '<style>@import url("https://fonts.example/f.css");</style><div style="background:url(http://x/y.png)">'
+    )
     assert [s for s in refs.scripts if REMOTE.match(s)] == ["//cdn.example/a.js"]
     assert [h for _, h in refs.links if REMOTE.match(h)] == ["https://cdn.example/x.css"]
     assert _remote_css("\n".join(refs.styles)) == ["https://fonts.example/f.css", "http://x/y.png"]
@@ -210,8 +234,10 @@ def test_the_network_check_catches_remote_assets():
 
 def _chart_html(description: str, svg: str = "<svg><rect/></svg>") -> str:
     spec = json.dumps({"mark": "point", "description": description}).replace("</", "<\\/")
-    return (f'<div class="mechbook-chart"><div class="mechbook-fallback">{svg}</div>'
-            f'<script type="application/json" class="mechbook-spec">{spec}</script></div>')
+    return (
+        f'<div class="mechbook-chart"><div class="mechbook-fallback">{svg}</div>'
+        f'<script type="application/json" class="mechbook-spec">{spec}</script></div>'
+    )
 
 
 def test_light_fallbacks_moves_each_svg_to_one_file_per_content():
@@ -240,19 +266,21 @@ def test_source_notebook_is_the_executed_one_without_outputs(tmp_path):
     executed.metadata["papermill"] = {"parameters": {"profile": "smoke"}}
     stripped = site.source_notebook(executed)
     assert [(c.cell_type, c.source, c.get("outputs", []), c.get("execution_count")) for c in stripped.cells] == [
-        (c.cell_type, c.source, c.get("outputs", []), c.get("execution_count")) for c in committed.cells]
+        (c.cell_type, c.source, c.get("outputs", []), c.get("execution_count")) for c in committed.cells
+    ]
     assert "papermill" not in stripped.metadata and executed.cells[-1].outputs, "the input is left as it was"
 
 
 def test_downloads_note_escapes_and_names_the_parameters():
     note = site.downloads_note("a.ipynb", "a.executed.ipynb", {"profile": "smoke", "steps": 5}, "book/<x>.ipynb")
-    assert '<code>profile = &quot;smoke&quot;</code>, <code>steps = 5</code>' in note
+    assert "<code>profile = &quot;smoke&quot;</code>, <code>steps = 5</code>" in note
     assert 'href="a.ipynb" download' in note and 'href="a.executed.ipynb" download' in note
     assert "<code>book/&lt;x&gt;.ipynb</code>" in note and "This page ran" not in site.downloads_note("a", "b", {}, "p")
 
 
 def test_book_version_is_git_describe_or_unknown(tmp_path, root):
-    described = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+    described = subprocess.run(
+        ["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert site.book_version(root) == described
     assert site.book_version(tmp_path) == "unknown"

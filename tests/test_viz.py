@@ -60,7 +60,7 @@ def test_static_explorer_binds_params_and_filters(monkeypatch):
     assert params["k"]["bind"] == {"input": "range", "min": 1, "max": 3, "step": 1, "name": "k "}
     assert params["kind"]["bind"]["input"] == "select" and params["kind"]["bind"]["options"] == ["pow", "mul"]
     filters = [t["filter"] for t in spec["transform"]]
-    assert any("datum[\"kind\"] == kind" in f for f in filters) and any("datum[\"k\"]" in f for f in filters)
+    assert any('datum["kind"] == kind' in f for f in filters) and any('datum["k"]' in f for f in filters)
     rows = next(iter(spec["datasets"].values()))
     assert len(rows) == 3 * 2 * 4
     expected = {(k, kind, x): _compute(k, kind).y[x] for k in (1, 2, 3) for kind in ("pow", "mul") for x in range(4)}
@@ -70,12 +70,14 @@ def test_static_explorer_binds_params_and_filters(monkeypatch):
 
 def test_uneven_numbers_get_a_dropdown_and_tolerant_match(monkeypatch):
     monkeypatch.setenv("MECHBOOK_STATIC", "1")
-    spec = viz.explore(lambda lr: pd.DataFrame({"x": [lr]}), lambda b: b.mark_point().encode(x="x:Q"),
-                       {"lr": [0.001, 0.01, 0.1]}).to_dict()
+    spec = viz.explore(
+        lambda lr: pd.DataFrame({"x": [lr]}), lambda b: b.mark_point().encode(x="x:Q"), {"lr": [0.001, 0.01, 0.1]}
+    ).to_dict()
     assert spec["params"][0]["bind"]["input"] == "select"
     assert "abs(" in spec["transform"][0]["filter"]
-    arr = viz.explore(lambda k: pd.DataFrame({"x": [k]}), lambda b: b.mark_point().encode(x="x:Q"),
-                      {"k": np.arange(3)}).to_dict()
+    arr = viz.explore(
+        lambda k: pd.DataFrame({"x": [k]}), lambda b: b.mark_point().encode(x="x:Q"), {"k": np.arange(3)}
+    ).to_dict()
     assert arr["params"][0]["bind"]["max"] == 2
 
 
@@ -95,8 +97,14 @@ def test_grid_limit_and_bad_controls(monkeypatch):
     monkeypatch.setenv("MECHBOOK_STATIC", "1")
     with pytest.raises(ValueError, match="combinations"):
         viz.explore(_compute, _chart, {"k": list(range(21)), "kind": [str(i) for i in range(10)]})
-    for bad, msg in [({}, "at least one control"), ({"k": []}, "non-empty"), ({"k": [1, "a"]}, "only finite numbers"),
-                     ({"k": [1, 1]}, "twice"), ({"not valid": [1]}, "identifier"), ({"k": "abc"}, "non-empty list")]:
+    for bad, msg in [
+        ({}, "at least one control"),
+        ({"k": []}, "non-empty"),
+        ({"k": [1, "a"]}, "only finite numbers"),
+        ({"k": [1, 1]}, "twice"),
+        ({"not valid": [1]}, "identifier"),
+        ({"k": "abc"}, "non-empty list"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             viz.explore(_compute, _chart, bad)
     with pytest.raises(TypeError, match="pandas DataFrame"):
@@ -190,9 +198,18 @@ def _svg_width(svg: str) -> float:
 
 def _pattern(layers=(1, 2), n=6):
     tokens = [f"{i} {c}" for i, c in enumerate("a=3;b?")][:n]
-    rows = [dict(layer=f"layer {layer}", query_token=tokens[q], key_token=tokens[k], weight=1.0 / (q + 1),
-                 role="bind" if (q, k) == (n - 1, 2) else "")
-            for layer in layers for q in range(n) for k in range(q + 1)]
+    rows = [
+        dict(
+            layer=f"layer {layer}",
+            query_token=tokens[q],
+            key_token=tokens[k],
+            weight=1.0 / (q + 1),
+            role="bind" if (q, k) == (n - 1, 2) else "",
+        )
+        for layer in layers
+        for q in range(n)
+        for k in range(q + 1)
+    ]
     return pd.DataFrame(rows), tokens
 
 
@@ -268,8 +285,14 @@ def test_signed_heatmap_rejects_wrong_labels():
 
 
 def _curves():
-    return pd.DataFrame([dict(step=s, acc=s / 100 * (j + 1) / 4 * lr, pool=f"pool {j}", lr=lr)
-                         for s in range(0, 100, 20) for j in range(3) for lr in (0.1, 0.2)])
+    return pd.DataFrame(
+        [
+            dict(step=s, acc=s / 100 * (j + 1) / 4 * lr, pool=f"pool {j}", lr=lr)
+            for s in range(0, 100, 20)
+            for j in range(3)
+            for lr in (0.1, 0.2)
+        ]
+    )
 
 
 def _opacities(svg: str) -> list[float]:
@@ -278,8 +301,15 @@ def _opacities(svg: str) -> list[float]:
 
 
 def test_highlight_lines_legend_and_keyboard_highlight_dim_the_others():
-    chart = viz.highlight_lines(_curves()[lambda d: d.lr == 0.1], x="step", y="acc", series="pool",
-                                x_title="training step", y_title="accuracy", title="Lines")
+    chart = viz.highlight_lines(
+        _curves()[lambda d: d.lr == 0.1],
+        x="step",
+        y="acc",
+        series="pool",
+        x_title="training step",
+        y_title="accuracy",
+        title="Lines",
+    )
     spec = chart.to_dict()
     params = {p["name"]: p for p in spec["params"]}
     assert params["pick_pool"]["bind"] == "legend" and params["pick_pool"]["select"]["fields"] == ["pool"]
@@ -293,16 +323,25 @@ def test_highlight_lines_legend_and_keyboard_highlight_dim_the_others():
 
 def test_curves_with_controls_draw_only_the_chosen_rows():
     frame = _curves()
-    chart = viz.curves_with_controls(frame, controls=["lr"], initial={"lr": 0.2}, x="step", y="acc", series="pool",
-                                     x_title="step", y_title="accuracy")
+    chart = viz.curves_with_controls(
+        frame,
+        controls=["lr"],
+        initial={"lr": 0.2},
+        x="step",
+        y="acc",
+        series="pool",
+        x_title="step",
+        y_title="accuracy",
+    )
     spec = chart.to_dict()
     lr = next(p for p in spec["params"] if p["name"] == "lr")
     assert lr["value"] == 0.2 and lr["bind"]["input"] == "range"
     assert _svg(chart, lr=0.1) != _svg(chart, lr=0.2)
     assert len(_opacities(_svg(chart, lr=0.1))) == 3, "one line per pool of the chosen lr"
     with pytest.raises(ValueError, match="not among"):
-        viz.curves_with_controls(frame, controls=["lr"], initial={"lr": 0.5}, x="step", y="acc", series="pool",
-                                 x_title="s", y_title="a")
+        viz.curves_with_controls(
+            frame, controls=["lr"], initial={"lr": 0.5}, x="step", y="acc", series="pool", x_title="s", y_title="a"
+        )
     with pytest.raises(ValueError, match="at least one"):
         viz.curves_with_controls(frame, controls=[], x="step", y="acc", series="pool", x_title="s", y_title="a")
 
@@ -324,12 +363,19 @@ def _markdown_text(source: str) -> str:
     from mdit_py_plugins.dollarmath import dollarmath_plugin
 
     rendered = MarkdownIt("commonmark").use(dollarmath_plugin).render(source)
-    assert "<math" not in rendered and "class=\"math" not in rendered, rendered
+    assert "<math" not in rendered and 'class="math' not in rendered, rendered
     return html_lib.unescape(re.sub(r"<[^>]+>", "", rendered)).strip()
 
 
-@given(st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x3FF, blacklist_categories=("Cs",)),
-               min_size=1, max_size=40).map(lambda t: " ".join(t.split())).filter(bool))
+@given(
+    st.text(
+        alphabet=st.characters(min_codepoint=32, max_codepoint=0x3FF, blacklist_categories=("Cs",)),
+        min_size=1,
+        max_size=40,
+    )
+    .map(lambda t: " ".join(t.split()))
+    .filter(bool)
+)
 @settings(max_examples=80, deadline=None)
 def test_escaped_markdown_shows_the_text_verbatim(text):
     assert _markdown_text(viz.escape_markdown(text)) == text
@@ -338,4 +384,4 @@ def test_escaped_markdown_shows_the_text_verbatim(text):
 def test_special_tokens_survive_markdown_and_html():
     for token in ("<unk>", "<|endoftext|>", "said, <unk>, *your* $5 car_", "# not a heading"):
         assert _markdown_text(viz.escape_markdown(token)) == token
-    assert viz.escape_html("<unk> & \"x\"") == "&lt;unk&gt; &amp; &quot;x&quot;"
+    assert viz.escape_html('<unk> & "x"') == "&lt;unk&gt; &amp; &quot;x&quot;"

@@ -20,9 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.assign_add import model as model_module
 from mechbook.assign_add import release
-from mechbook.assign_add import task as task_module
 from mechbook.assign_add.scores import correct_and_loss
 from mechbook.assign_add.task import ONE_VAR_LEFT, ONE_VAR_RIGHT, TWO_VAR, Task, TaskConfig
 from mechbook.cache import cached
@@ -45,15 +43,23 @@ def case_specs(task: Task) -> list[tuple[str, str, np.ndarray]]:
     for v in bad_left:
         specs.append(("1var_misplaced", f"{letters[v]} left", np.array([[ONE_VAR_LEFT, v, -1]])))
     for v in bad_right:
-        specs.append(("2var_misplaced_one", f"{letters[v]} right", np.array([[TWO_VAR, u, v] for u in ok_left if u != v])))
+        specs.append(
+            ("2var_misplaced_one", f"{letters[v]} right", np.array([[TWO_VAR, u, v] for u in ok_left if u != v]))
+        )
     for v in bad_left:
-        specs.append(("2var_misplaced_one", f"{letters[v]} left", np.array([[TWO_VAR, v, u] for u in ok_right if u != v])))
+        specs.append(
+            ("2var_misplaced_one", f"{letters[v]} left", np.array([[TWO_VAR, v, u] for u in ok_right if u != v]))
+        )
     for v1 in bad_left:
         for v2 in bad_right:
             if v1 != v2:
-                specs.append(("2var_misplaced_both", f"{letters[v1]} left, {letters[v2]} right", np.array([[TWO_VAR, v1, v2]])))
+                specs.append(
+                    ("2var_misplaced_both", f"{letters[v1]} left, {letters[v2]} right", np.array([[TWO_VAR, v1, v2]]))
+                )
     if not specs:
-        raise ValueError("this TaskConfig restricts no variable (no_left and no_right are empty), so nothing is misplaced")
+        raise ValueError(
+            "this TaskConfig restricts no variable (no_left and no_right are empty), so nothing is misplaced"
+        )
     return specs
 
 
@@ -71,7 +77,9 @@ def case_pools(task: Task, n_per_case: int, seed: int = 0) -> dict[tuple[str, st
     return out
 
 
-def case_accuracies(model: torch.nn.Module, pools: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+def case_accuracies(
+    model: torch.nn.Module, pools: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
     """Accuracy of ``model`` on each case (columns ``pool``, ``case``, ``accuracy``)."""
     rows = []
     for (pool, case), (tokens, labels) in pools.items():
@@ -79,7 +87,9 @@ def case_accuracies(model: torch.nn.Module, pools: dict[tuple[str, str], tuple[n
     return pd.DataFrame(rows)
 
 
-def case_history(load: Callable[[int], torch.nn.Module], steps: Sequence[int], task: Task, n_per_case: int = 256, seed: int = 0) -> pd.DataFrame:
+def case_history(
+    load: Callable[[int], torch.nn.Module], steps: Sequence[int], task: Task, n_per_case: int = 256, seed: int = 0
+) -> pd.DataFrame:
     """Per-case accuracy at every step (``load(step)`` gives the model there): columns ``step``,
     ``pool``, ``case``, ``accuracy``. Works on any run (a rebuild's ``load_model`` or the release)."""
     pools = case_pools(task, n_per_case, seed)
@@ -91,20 +101,18 @@ def case_history(load: Callable[[int], torch.nn.Module], steps: Sequence[int], t
     return pd.concat(frames, ignore_index=True)
 
 
-def release_case_history(steps: Sequence[int] | None = None, n_per_case: int = 256, seed: int = 0, folder=None) -> pd.DataFrame:
+def release_case_history(
+    steps: Sequence[int] | None = None, n_per_case: int = 256, seed: int = 0, folder=None
+) -> pd.DataFrame:
     """:func:`case_history` of the released run at ``steps`` (default: every local checkpoint),
     cached on the pinned commit, the steps, the sizes and the code."""
     steps = sorted(release.available_steps(folder) if steps is None else steps)
     if not steps:
         raise ValueError(f"no released checkpoint is available locally; set {release.ENV_VAR} or pass folder=...")
-    key = {
-        "commit": release.RELEASE_COMMIT,
-        "steps": steps,
-        "n_per_case": n_per_case,
-        "seed": seed
-    }
+    key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n_per_case": n_per_case, "seed": seed}
     return cached(
-        "assign_add/release_cases", key,
+        "assign_add/release_cases",
+        key,
         lambda: case_history(lambda s: release.load_release(s, folder), steps, Task(TaskConfig()), n_per_case, seed),
     )
 

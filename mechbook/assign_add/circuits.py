@@ -182,7 +182,9 @@ def composition_cosines(model: torch.nn.Module, task: Task, kind: str = "2var", 
     r_direct, r_via = _at_eq(model, direct, hook), _at_eq(model, via, hook)
     partner = torch.from_numpy(mismatched_partner(task.cfg.modulus, seed))
     n, m = all_pairs(task.cfg.modulus)
-    return pd.DataFrame({"n": n, "m": m, "matched": _cos(r_direct, r_via), "mismatched": _cos(r_direct, r_via[partner])})
+    return pd.DataFrame(
+        {"n": n, "m": m, "matched": _cos(r_direct, r_via), "mismatched": _cos(r_direct, r_via[partner])}
+    )
 
 
 def ov2_sum(model: torch.nn.Module, n: np.ndarray, m: np.ndarray) -> torch.Tensor:
@@ -298,8 +300,15 @@ def pattern_frame(model: torch.nn.Module, tokens: np.ndarray, task: Task) -> pd.
     for layer in (1, 2):
         for q in range(cfg.seq_len):
             for k in range(q + 1):
-                rows.append({
-                    "layer": layer, "query": q, "key": k, "query_token": labels[q], "key_token": labels[k],
-                    "weight": float(pat[layer - 1, q, k]), "role": roles.get((layer, q, k), ""),
-                })
+                rows.append(
+                    {
+                        "layer": layer,
+                        "query": q,
+                        "key": k,
+                        "query_token": labels[q],
+                        "key_token": labels[k],
+                        "weight": float(pat[layer - 1, q, k]),
+                        "role": roles.get((layer, q, k), ""),
+                    }
+                )
     return pd.DataFrame(rows)

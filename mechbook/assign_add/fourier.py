@@ -216,7 +216,9 @@ def fourier_ablated_losses(logits: np.ndarray, ks: Sequence[int], pairs: np.ndar
     return out
 
 
-def model_fourier_ablation(model: torch.nn.Module, task_cfg: TaskConfig, ks: Sequence[int], pairs: np.ndarray | None = None) -> dict[str, float]:
+def model_fourier_ablation(
+    model: torch.nn.Module, task_cfg: TaskConfig, ks: Sequence[int], pairs: np.ndarray | None = None
+) -> dict[str, float]:
     """:func:`fourier_ablated_losses` of a model's logits at '=' for every query
     ``PAD x 12 + n m =`` (any model: the released one or a rebuild)."""
     tokens, _ = circuits.direct_sequences(task_cfg)
@@ -280,4 +282,8 @@ def embedding_pca(model: torch.nn.Module, modulus: int, n_components: int = 6) -
         for frame, out in ((circle_fit(x), circles), (frequency_shares(x), freqs)):
             frame.insert(0, "space", space)
             out.append(frame.sort_values(frame.columns[2], ascending=False, ignore_index=True))
-    return {"variance": pd.DataFrame(variance), "circle": pd.concat(circles, ignore_index=True), "frequency": pd.concat(freqs, ignore_index=True)}
+    return {
+        "variance": pd.DataFrame(variance),
+        "circle": pd.concat(circles, ignore_index=True),
+        "frequency": pd.concat(freqs, ignore_index=True),
+    }

@@ -90,7 +90,9 @@ def measures_over_training(result: TrainResult, cfg: MeasureConfig = MeasureConf
         rows = []
         for step in progress(sorted(result.checkpoints), desc="progress measures"):
             model = load_model(result, step)
-            rows += [{"step": step, "measure": k, "value": v} for k, v in checkpoint_measures(model, task, tokens).items()]
+            rows += [
+                {"step": step, "measure": k, "value": v} for k, v in checkpoint_measures(model, task, tokens).items()
+            ]
         return pd.DataFrame(rows)
 
     key = {

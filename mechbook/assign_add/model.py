@@ -26,7 +26,7 @@ from transformer_lens.hook_points import HookPoint
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Sizes of the model; ``init_std`` is computed as ``0.8 / sqrt(d_model)`` (spec section 3)."""
+    """Sizes of the model; ``init_std`` is computed as ``0.8 / sqrt(d_model)``."""
 
     d_vocab: int = 74
     d_out: int = 59
@@ -180,9 +180,13 @@ class AssignAddModel(HookedRootModule):
         missing = sorted(set(own) - set(state_dict))
         unexpected = sorted(set(state_dict) - set(own))
         if wrong or (strict and (missing or unexpected)):
-            details = "; ".join(wrong + [f"missing {missing}"] * bool(missing) + [f"unexpected {unexpected}"] * bool(unexpected))
+            details = "; ".join(
+                wrong + [f"missing {missing}"] * bool(missing) + [f"unexpected {unexpected}"] * bool(unexpected)
+            )
             raise ValueError(
                 f"this checkpoint was saved from a model with another configuration ({details}); "
                 f"build AssignAddModel with the ModelConfig it was trained with (this model: {self.cfg})"
             )
-        return super().load_state_dict({k: v.to(own[k].dtype) for k, v in state_dict.items()}, strict=strict, assign=assign)
+        return super().load_state_dict(
+            {k: v.to(own[k].dtype) for k, v in state_dict.items()}, strict=strict, assign=assign
+        )

@@ -73,7 +73,9 @@ def one_var_patch_pairs(task: Task, n: int, seed: int = 0) -> PatchPairs:
     n1, n2 = pairs[rng.integers(0, len(pairs), size=n)].T
     kind = np.where(rng.random(n) < 0.5, ONE_VAR_LEFT, ONE_VAR_RIGHT)
     ok_left, ok_right = np.nonzero(~task.no_left)[0], np.nonzero(~task.no_right)[0]
-    var = np.where(kind == ONE_VAR_LEFT, ok_left[rng.integers(0, len(ok_left), n)], ok_right[rng.integers(0, len(ok_right), n)])
+    var = np.where(
+        kind == ONE_VAR_LEFT, ok_left[rng.integers(0, len(ok_left), n)], ok_right[rng.integers(0, len(ok_right), n)]
+    )
     n_assign = rng.integers(2, cfg.max_assignments + 1, size=n)
     tokens, labels = task.generate(np.stack([var, kind, n1, n2], axis=1), rng, n_assign=n_assign)
     ctx = tokens[:, : cfg.context_len]
@@ -87,7 +89,9 @@ def one_var_patch_pairs(task: Task, n: int, seed: int = 0) -> PatchPairs:
     is_var[np.arange(n), var_pos] = False
     distractor_pos = np.argmax(is_var, axis=1) + 1  # n_assign >= 2: there is always another variable
     control = tokens.copy()
-    control[np.arange(n), distractor_pos] = (tokens[np.arange(n), distractor_pos] + rng.integers(1, cfg.modulus, size=n)) % cfg.modulus
+    control[np.arange(n), distractor_pos] = (
+        tokens[np.arange(n), distractor_pos] + rng.integers(1, cfg.modulus, size=n)
+    ) % cfg.modulus
     return PatchPairs(
         clean=torch.from_numpy(tokens),
         source=torch.from_numpy(source),

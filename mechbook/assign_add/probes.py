@@ -133,7 +133,11 @@ def answer_sites(tokens: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
 
 @deterministic()
 def probe_table(
-    model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
+    model: torch.nn.Module,
+    task_cfg: TaskConfig,
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    cfg: ProbeConfig = ProbeConfig(),
 ) -> pd.DataFrame:
     """Held-out accuracy of a linear probe for three targets at every point of
     :data:`PROBE_HOOKS`: the variable before a value position (``variable identity``), the
@@ -150,12 +154,25 @@ def probe_table(
     for target, (site, (rows, pos, y)) in targets.items():
         for where, hook in PROBE_HOOKS.items():
             res = fit_probe(cache[hook][torch.as_tensor(rows), torch.as_tensor(pos)], torch.as_tensor(y), cfg)
-            out.append({"target": target, "site": site, "where": where, "accuracy": res.test_accuracy, "chance": res.chance, "n": len(y)})
+            out.append(
+                {
+                    "target": target,
+                    "site": site,
+                    "where": where,
+                    "accuracy": res.test_accuracy,
+                    "chance": res.chance,
+                    "n": len(y),
+                }
+            )
     return pd.DataFrame(out)
 
 
 def cached_probe_table(
-    model: torch.nn.Module, task_cfg: TaskConfig, tokens: np.ndarray, labels: np.ndarray, cfg: ProbeConfig = ProbeConfig()
+    model: torch.nn.Module,
+    task_cfg: TaskConfig,
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    cfg: ProbeConfig = ProbeConfig(),
 ) -> pd.DataFrame:
     """:func:`probe_table`, cached on the model's weights, the sequences and the probe config
     (probes train 12 small classifiers: seconds to a minute)."""
@@ -190,13 +207,19 @@ def variable_identity_over_training(
         with torch.no_grad():
             _, cache = load(step).run_with_cache(torch.as_tensor(tokens), names_filter=lambda n: n in hooks)
         for w in where:
-            res = fit_probe(cache[PROBE_HOOKS[w]][torch.as_tensor(rows_), torch.as_tensor(pos)], torch.as_tensor(y), cfg)
+            res = fit_probe(
+                cache[PROBE_HOOKS[w]][torch.as_tensor(rows_), torch.as_tensor(pos)], torch.as_tensor(y), cfg
+            )
             out.append({"step": step, "where": w, "accuracy": res.test_accuracy, "chance": res.chance, "n": len(y)})
     return pd.DataFrame(out)
 
 
 def release_probe_history(
-    steps: Sequence[int] | None = None, n_sequences: int = 512, seed: int = 0, folder=None, cfg: ProbeConfig = ProbeConfig()
+    steps: Sequence[int] | None = None,
+    n_sequences: int = 512,
+    seed: int = 0,
+    folder=None,
+    cfg: ProbeConfig = ProbeConfig(),
 ) -> pd.DataFrame:
     """:func:`variable_identity_over_training` on the released run at ``steps`` (default: every
     local checkpoint), on ``n_sequences`` training-distribution sequences drawn with ``seed``;
@@ -211,7 +234,9 @@ def release_probe_history(
     def compute() -> pd.DataFrame:
         task = Task(TaskConfig())
         tokens, _ = task.sample(n_sequences, np.random.default_rng([seed, 19]))
-        return variable_identity_over_training(lambda s: release.load_release(s, folder), steps, task.cfg, tokens, cfg=cfg)
+        return variable_identity_over_training(
+            lambda s: release.load_release(s, folder), steps, task.cfg, tokens, cfg=cfg
+        )
 
     key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n": n_sequences, "seed": seed, "probe": cfg}
     return cached("assign_add/release_probes", key, compute)

@@ -71,7 +71,7 @@ class ReleaseNotFound(FileNotFoundError):
 
 def file_name(step: int | str) -> str:
     """The released file of ``step`` (an int from :data:`RELEASE_STEPS`, or ``"final"``)."""
-    if step == FINAL or step == FINAL_STEP:
+    if step in (FINAL, FINAL_STEP):
         return "model_state_dict.pth"
     if isinstance(step, bool) or not isinstance(step, int) or step not in RELEASE_STEPS:
         raise ValueError(
@@ -94,7 +94,6 @@ def _folders(folder: str | Path | None) -> list[Path]:
 
 def _cache_dir() -> Path:
     return cache_root() / "assign_add_release" / RELEASE_COMMIT
-
 
 
 def _verify(path: Path) -> None:
@@ -142,15 +141,18 @@ def _download(name: str, dest: Path, base_url: str) -> None:
     expected = SHA256.get(name)
     actual = hashlib.sha256(data).hexdigest()
     if expected is not None and actual != expected:
-        raise ValueError(f"the download of {url} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...)")
+        raise ValueError(
+            f"the download of {url} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...)"
+        )
     release_state_from(torch.load(io.BytesIO(data), weights_only=True), name)
     atomic_write_bytes(dest, data)
     if expected is None:
         atomic_write_bytes(dest.with_name(name + ".sha256"), actual.encode())
 
 
-def release_path(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True,
-                 base_url: str = RELEASE_URL) -> Path:
+def release_path(
+    step: int | str = FINAL, folder: str | Path | None = None, download: bool = True, base_url: str = RELEASE_URL
+) -> Path:
     """The verified local file of ``step``: found in the folders of the module docstring, else
     downloaded into the user cache (unless ``download`` is False)."""
     name = file_name(step)
@@ -192,7 +194,9 @@ def release_state_from(raw: dict[str, torch.Tensor], name: str = "checkpoint") -
                 )
             continue
         if key not in own:
-            raise ValueError(f"{name}: unexpected tensor {key}; the released files hold TransformerLens names such as embed.W_E")
+            raise ValueError(
+                f"{name}: unexpected tensor {key}; the released files hold TransformerLens names such as embed.W_E"
+            )
         if tuple(value.shape) != tuple(own[key].shape):
             raise ValueError(f"{name}: {key} has shape {tuple(value.shape)}, the model expects {tuple(own[key].shape)}")
         state[key] = value.float()
@@ -202,7 +206,9 @@ def release_state_from(raw: dict[str, torch.Tensor], name: str = "checkpoint") -
     return state
 
 
-def release_state(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True) -> dict[str, torch.Tensor]:
+def release_state(
+    step: int | str = FINAL, folder: str | Path | None = None, download: bool = True
+) -> dict[str, torch.Tensor]:
     """The checked :class:`AssignAddModel` state dict of released ``step``."""
     path = release_path(step, folder, download)
     return release_state_from(torch.load(path, weights_only=True, map_location="cpu"), path.name)

@@ -20,16 +20,16 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from mechbook.assign_add import model as model_module
 from mechbook.assign_add import release
-from mechbook.assign_add import task as task_module
 from mechbook.assign_add.task import GENERALISATION_UNION, Task, TaskConfig, union_accuracy
 from mechbook.cache import cached
 from mechbook.progress import progress
 
 
 @torch.no_grad()
-def correct_and_loss(model: torch.nn.Module, tokens: np.ndarray, labels: np.ndarray, batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+def correct_and_loss(
+    model: torch.nn.Module, tokens: np.ndarray, labels: np.ndarray, batch_size: int = 8192
+) -> tuple[np.ndarray, np.ndarray]:
     """Per sequence: whether the argmax of the logits at '=' is the label (bool (S,)), and the
     cross-entropy there (float (S,)), computed in batches of ``batch_size``."""
     device = next(model.parameters()).device
@@ -63,7 +63,9 @@ def exact_scores(model: torch.nn.Module, task: Task, seed: int = 0) -> dict[str,
     return out
 
 
-def pool_scores(model: torch.nn.Module, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[float, float]]:
+def pool_scores(
+    model: torch.nn.Module, pools: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> dict[str, tuple[float, float]]:
     """``{pool: (accuracy, mean cross-entropy)}`` on sampled pools (:meth:`Task.eval_pools`)."""
     out = {}
     for name, (tokens, labels) in pools.items():
@@ -101,10 +103,5 @@ def release_history(
                 rows.append({"step": step, "pool": pool, "accuracy": acc, "loss": loss})
         return pd.DataFrame(rows)
 
-    key = {
-        "commit": release.RELEASE_COMMIT,
-        "steps": list(steps),
-        "n_per_pool": n_per_pool,
-        "eval_seed": eval_seed
-    }
+    key = {"commit": release.RELEASE_COMMIT, "steps": list(steps), "n_per_pool": n_per_pool, "eval_seed": eval_seed}
     return cached("assign_add/release_history", key, compute)

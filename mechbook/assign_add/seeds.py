@@ -49,12 +49,19 @@ def seed_summary(results: Sequence[TrainResult], rules: PhaseRules | None = None
         final = final_accuracies(result.history)
         final.pop("train", None)
         union = union_accuracy(final, Task(result.config.task))
-        rows.append({
-            "seed": result.config.seed, "phase1": ph.phase1, "phase2": ph.phase2, "phase2_jump": ph.phase2_jump,
-            "phase3": ph.phase3, "phase3_status": ph.phase3_status,
-            "three_phases": None not in (ph.phase1, ph.phase2, ph.phase3),
-            **{f"final_{k}": v for k, v in final.items()}, "final_2var_union": union,
-        })
+        rows.append(
+            {
+                "seed": result.config.seed,
+                "phase1": ph.phase1,
+                "phase2": ph.phase2,
+                "phase2_jump": ph.phase2_jump,
+                "phase3": ph.phase3,
+                "phase3_status": ph.phase3_status,
+                "three_phases": None not in (ph.phase1, ph.phase2, ph.phase3),
+                **{f"final_{k}": v for k, v in final.items()},
+                "final_2var_union": union,
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -25,8 +25,8 @@ import dataclasses
 import multiprocessing
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,7 +65,9 @@ def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
                     "share steps, batch, optimiser and evaluation settings; train the others in another stack"
                 )
         if dataclasses.replace(cfg.model, seed=0) != shape:
-            raise ValueError(f"run {i} has model {cfg.model} but run 0 has {first.model}: stacked runs share the model's shape")
+            raise ValueError(
+                f"run {i} has model {cfg.model} but run 0 has {first.model}: stacked runs share the model's shape"
+            )
         if (cfg.task.d_vocab, cfg.task.seq_len) != (first.task.d_vocab, first.task.seq_len):
             raise ValueError(f"run {i}'s task has another vocabulary or length than run 0's; stacked runs share them")
 
@@ -80,7 +82,9 @@ def _task(cfg: TaskConfig) -> Task:
     return _TASKS[cfg]
 
 
-def _draw_stream(task_cfg: TaskConfig, seed: int, rng_state: dict | None, batch: int, n: int) -> tuple[np.ndarray, np.ndarray, dict]:
+def _draw_stream(
+    task_cfg: TaskConfig, seed: int, rng_state: dict | None, batch: int, n: int
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """``n`` consecutive training batches of one run, as ``train`` draws them: tokens (n, batch, P)
     as uint8, labels (n, batch) as uint8, and the generator state to continue from."""
     task = _task(task_cfg)
@@ -102,13 +106,17 @@ class _Streams:
     def __init__(self, cfgs: Sequence[TrainConfig], workers: int) -> None:
         self.cfgs = list(cfgs)
         self.states: list[dict | None] = [None] * len(cfgs)
-        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if workers > 1 else None
+        self.pool = (
+            ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if workers > 1 else None
+        )
         self.pending: list[Future] | None = None
         self.pending_n = 0
 
     def _submit(self, n: int) -> list[Future]:
         assert self.pool is not None
-        return [self.pool.submit(_draw_stream, c.task, c.seed, s, c.batch_size, n) for c, s in zip(self.cfgs, self.states)]
+        return [
+            self.pool.submit(_draw_stream, c.task, c.seed, s, c.batch_size, n) for c, s in zip(self.cfgs, self.states)
+        ]
 
     def next(self, n: int, following: int) -> tuple[np.ndarray, np.ndarray]:
         """The next ``n`` steps, tokens (n, K, batch, P) and labels (n, K, batch); starts drawing
@@ -140,7 +148,11 @@ def default_workers(n_runs: int, device: str) -> int:
 
 @deterministic()
 def train_stacked(
-    cfgs: Sequence[TrainConfig], device: str | None = None, chunk: int = 200, workers: int | None = None, desc: str = "stacked training"
+    cfgs: Sequence[TrainConfig],
+    device: str | None = None,
+    chunk: int = 200,
+    workers: int | None = None,
+    desc: str = "stacked training",
 ) -> list[TrainResult]:
     """Train every config of ``cfgs`` for their shared ``steps`` at once; one :class:`TrainResult`
     per config, in order.
@@ -157,7 +169,10 @@ def train_stacked(
     models = [AssignAddModel(c.model) for c in cfgs]
     template = models[0].to(device)
     names = [n for n, _ in template.named_parameters()]
-    params = {n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in models]).to(device).requires_grad_() for n in names}
+    params = {
+        n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in models]).to(device).requires_grad_()
+        for n in names
+    }
     opt = torch.optim.AdamW(list(params.values()), lr=cfg0.lr, betas=cfg0.betas, weight_decay=cfg0.weight_decay)
 
     def run_one(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -184,7 +199,9 @@ def train_stacked(
             for name, a, l in zip(pool_names, accs[k], losses[k]):
                 rows[k].append({"step": step, "pool": name, "accuracy": float(a.mean()), "loss": float(l.mean())})
             if train_acc is not None and train_loss is not None:
-                rows[k].append({"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])})
+                rows[k].append(
+                    {"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])}
+                )
 
     log_eval(0, None, None)
     streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
@@ -223,17 +240,21 @@ def train_stacked(
     results = []
     for k, cfg in enumerate(cfgs):
         final = {n: p[k].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
-        results.append(TrainResult(
-            history=pd.DataFrame(rows[k]),
-            checkpoints={steps: {n: v.to(torch.float16) for n, v in final.items()}},
-            final_state=final,
-            config=cfg,
-            train_seconds=seconds / K,
-        ))
+        results.append(
+            TrainResult(
+                history=pd.DataFrame(rows[k]),
+                checkpoints={steps: {n: v.to(torch.float16) for n, v in final.items()}},
+                final_state=final,
+                config=cfg,
+                train_seconds=seconds / K,
+            )
+        )
     return results
 
 
-def load_or_train_stacked(cfgs: Sequence[TrainConfig], device: str | None = None, workers: int | None = None, desc: str = "stacked training") -> list[TrainResult]:
+def load_or_train_stacked(
+    cfgs: Sequence[TrainConfig], device: str | None = None, workers: int | None = None, desc: str = "stacked training"
+) -> list[TrainResult]:
     """The cached results of :func:`train_stacked` for ``cfgs`` (key: every config and the device;
     ``workers`` does not change results).
     Chapter 11 trains each sweep this way."""

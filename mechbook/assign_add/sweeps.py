@@ -17,13 +17,13 @@ interpolated between the last point below and the first point at or above it.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.stacked import load_or_train_stacked
+from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
 
 KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
@@ -37,7 +37,9 @@ generalisation needs r >= ~0.2 (chapter 11 compares its own with these)."""
 def point_config(base: TrainConfig, knob: str, value: float) -> TrainConfig:
     """``base`` with the task's ``r`` (two_var_fraction) or ``f`` (train_pair_fraction) set to ``value``."""
     if knob not in KNOBS:
-        raise ValueError(f"knob must be one of {sorted(KNOBS)} (r: 2-var fraction, f: training-pair fraction), got {knob!r}")
+        raise ValueError(
+            f"knob must be one of {sorted(KNOBS)} (r: 2-var fraction, f: training-pair fraction), got {knob!r}"
+        )
     return with_overrides(base, **{f"task__{KNOBS[knob]}": float(value)})
 
 
@@ -66,7 +68,9 @@ def score(knob: str, accuracies: dict[str, float], task: Task) -> float:
     raise ValueError(f"knob must be 'r' or 'f', got {knob!r}")
 
 
-def sweep_results(base: TrainConfig, knob: str, values: Sequence[float], device: str | None = None) -> list[TrainResult]:
+def sweep_results(
+    base: TrainConfig, knob: str, values: Sequence[float], device: str | None = None
+) -> list[TrainResult]:
     """The trained run of every point (``base`` with ``knob`` set to each of ``values``), trained
     together as one stack and cached as a whole."""
     cfgs = [point_config(base, knob, v) for v in values]
@@ -82,7 +86,12 @@ def run_sweep(base: TrainConfig, knob: str, values: Sequence[float], device: str
     for value, result in zip(values, sweep_results(base, knob, values, device)):
         accs = final_accuracies(result.history)
         task = Task(result.config.task)
-        row = {"knob": knob, "value": float(value), "score": score(knob, accs, task), "train_loss": final_train_loss(result.history)}
+        row = {
+            "knob": knob,
+            "value": float(value),
+            "score": score(knob, accs, task),
+            "train_loss": final_train_loss(result.history),
+        }
         if knob == "r":
             row["score_equal_weights"] = union_accuracy(accs, task, "equal")
         rows.append({**row, **accs})

@@ -101,7 +101,9 @@ class TaskConfig:
         if self.query_len != 4:
             raise ValueError(f"the query is '+ lhs rhs =', so query_len must be 4, got {self.query_len}")
         if self.max_assignments < 2:
-            raise ValueError(f"max_assignments must be at least 2 (2-var sequences need two), got {self.max_assignments}")
+            raise ValueError(
+                f"max_assignments must be at least 2 (2-var sequences need two), got {self.max_assignments}"
+            )
         if 2 * self.max_assignments > self.context_len:
             raise ValueError(
                 f"a context of {self.context_len} tokens (seq_len {self.seq_len} - query_len {self.query_len}) "
@@ -117,7 +119,9 @@ class TaskConfig:
         for name, group in (("no_right", self.no_right), ("no_left", self.no_left)):
             unknown = sorted(set(group) - letters)
             if unknown:
-                raise ValueError(f"{name} names {unknown}, which are not among the variables {self.letters[0]}..{self.letters[-1]}")
+                raise ValueError(
+                    f"{name} names {unknown}, which are not among the variables {self.letters[0]}..{self.letters[-1]}"
+                )
         if not 0.0 < self.train_pair_fraction <= 1.0:
             raise ValueError(f"train_pair_fraction must be in (0, 1], got {self.train_pair_fraction}")
         if not 0.0 <= self.two_var_fraction <= 1.0:
@@ -192,9 +196,7 @@ class Task:
         self.no_right = np.array([v in cfg.no_right for v in letters])
         self.no_left = np.array([v in cfg.no_left for v in letters])
         v = np.arange(cfg.n_vars)
-        self.allowed_two_var: np.ndarray = (
-            ~self.no_left[:, None] & ~self.no_right[None, :] & (v[:, None] != v[None, :])
-        )
+        self.allowed_two_var: np.ndarray = ~self.no_left[:, None] & ~self.no_right[None, :] & (v[:, None] != v[None, :])
         """(V, V) bool: ordered variable pairs (v1, v2) allowed in 2-var training sequences."""
         self.two_var_pairs: np.ndarray = np.argwhere(self.allowed_two_var)
         """(92, 2) the allowed pairs (v1, v2), row-major; training draws one uniformly per 2-var row."""
@@ -214,7 +216,12 @@ class Task:
         ):
             vars_ = np.nonzero(var_ok)[0]
             block = np.stack(
-                [np.repeat(vars_, n1.size), np.full(vars_.size * n1.size, kind), np.tile(n1, vars_.size), np.tile(n2, vars_.size)],
+                [
+                    np.repeat(vars_, n1.size),
+                    np.full(vars_.size * n1.size, kind),
+                    np.tile(n1, vars_.size),
+                    np.tile(n2, vars_.size),
+                ],
                 axis=1,
             )
             if kind == TWO_VAR and cfg.two_var_fraction < 1.0:
@@ -237,8 +244,14 @@ class Task:
 
     # ------------------------------------------------------------------ drawing and layout
     def _draw(
-        self, var: np.ndarray, var2: np.ndarray, kind: np.ndarray, n1: np.ndarray, n2: np.ndarray,
-        rng: np.random.Generator, n_assign: np.ndarray | None = None,
+        self,
+        var: np.ndarray,
+        var2: np.ndarray,
+        kind: np.ndarray,
+        n1: np.ndarray,
+        n2: np.ndarray,
+        rng: np.random.Generator,
+        n_assign: np.ndarray | None = None,
     ) -> Draws:
         """Draw contexts for explicit rows: distractors, values, order and PAD gaps (vectorised)."""
         cfg = self.cfg
@@ -318,7 +331,9 @@ class Task:
         low = np.where(kind == TWO_VAR, 2, 1)
         return low + np.floor(rng.random(len(kind)) * (a_max + 1 - low)).astype(np.int64)
 
-    def _two_var_draw(self, var: np.ndarray, kind: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def _two_var_draw(
+        self, var: np.ndarray, kind: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``(v1, v2)`` for each row: for 2-var rows a pair drawn uniformly from the 92 allowed
         ordered pairs (replacing the row's variable), else ``(var, -1)``."""
         two = kind == TWO_VAR
@@ -326,7 +341,10 @@ class Task:
         return np.where(two, pick[:, 0], var), np.where(two, pick[:, 1], -1)
 
     def generate(
-        self, rows: np.ndarray, rng: np.random.Generator, var2: np.ndarray | None = None,
+        self,
+        rows: np.ndarray,
+        rng: np.random.Generator,
+        var2: np.ndarray | None = None,
         n_assign: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Tokens (B, 16) int64 and labels (B,) for explicit rows ``(var, kind, n1, n2)``.
@@ -383,7 +401,9 @@ class Task:
         if name.startswith("1var"):
             left_ok = ~self.no_left if name != "1var_misplaced" else self.no_left
             right_ok = ~self.no_right if name != "1var_misplaced" else self.no_right
-            options = [(v, ONE_VAR_LEFT) for v in np.nonzero(left_ok)[0]] + [(v, ONE_VAR_RIGHT) for v in np.nonzero(right_ok)[0]]
+            options = [(v, ONE_VAR_LEFT) for v in np.nonzero(left_ok)[0]] + [
+                (v, ONE_VAR_RIGHT) for v in np.nonzero(right_ok)[0]
+            ]
             if not options:
                 raise ValueError(f"pool {name} is empty: no variable is restricted in this TaskConfig")
             pick = np.array(options)[rng.integers(0, len(options), size=n)]
@@ -418,7 +438,9 @@ class Task:
                 candidates = np.nonzero(np.isin(self.train_rows[:, 1], kind))[0]
                 if len(candidates) == 0:
                     raise ValueError(f"pool {name} is empty: this TaskConfig keeps no such training rows")
-                pools[name] = self.generate(self.train_rows[candidates[rng.integers(0, len(candidates), size=n_per_pool)]], rng)
+                pools[name] = self.generate(
+                    self.train_rows[candidates[rng.integers(0, len(candidates), size=n_per_pool)]], rng
+                )
             else:
                 rows, var2 = self.pool_rows(name, n_per_pool, rng)
                 pools[name] = self.generate(rows, rng, var2=var2, n_assign=self.pool_n_assign(rows[:, 1], rng))

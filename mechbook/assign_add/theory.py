@@ -16,7 +16,6 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import torch
@@ -56,7 +55,9 @@ def loss_with_qk2(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Te
     return torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long))
 
 
-def qk2_gradient(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, M: torch.Tensor | None = None) -> torch.Tensor:
+def qk2_gradient(
+    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, M: torch.Tensor | None = None
+) -> torch.Tensor:
     """``dL/dM`` (d_model x d_model) at ``M`` (default 0: uniform layer-2 attention) on a batch.
     The model's own parameters are left untouched (no ``.grad`` is accumulated on them)."""
     d = model.cfg.d_model
@@ -75,7 +76,9 @@ def qk2_gradient(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Ten
     return grad.detach()
 
 
-def gradient_variable_block(model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+def gradient_variable_block(
+    model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> np.ndarray:
     """The descent direction on the variable subspace: ``-U (dL/dM) U^T`` (n_vars x n_vars) with
     ``U = E_var OV1``, at uniform layer-2 attention. Row = query operand variable, column = key
     variable; the theory predicts an identity-like block."""
@@ -96,7 +99,9 @@ def block_similarity(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / denom)
 
 
-def zero_query_step_block(model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> np.ndarray:
+def zero_query_step_block(
+    model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> np.ndarray:
     """The first gradient step on ``M`` when uniform attention comes from ``W_Q = 0`` (``W_K``
     kept), on the variable subspace, per unit learning rate.
 
@@ -134,7 +139,9 @@ def after_phase1_step(history: pd.DataFrame, checkpoints: list[int]) -> int:
     return (settled or before or steps[:1])[-1]
 
 
-def score_gradients(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def score_gradients(
+    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """At uniform layer-2 attention (``M = 0``): ``dL/ds`` (B, P), the gradient of the loss with
     respect to the scores of the '=' query over every key position (0 on masked keys), and the
     residual stream ``x`` (B, P, d) entering layer 2."""
@@ -158,7 +165,9 @@ def score_gradients(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.
     return ds.detach(), stored["x"]
 
 
-def qk2_gradient_by_keys(model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, keys: list[int]) -> torch.Tensor:
+def qk2_gradient_by_keys(
+    model: torch.nn.Module, tokens: torch.Tensor, labels: torch.Tensor, keys: list[int]
+) -> torch.Tensor:
     """The part of ``dL/dM`` at ``M = 0`` contributed by the key positions ``keys``:
     ``sum_b sum_{k in keys} (dL/ds_{b,k}) x_{b,q} x_{b,k}^T`` (d x d). Over all positions it is
     :func:`qk2_gradient`; chapter 10 splits it into context keys and query keys."""
@@ -181,8 +190,14 @@ def gradient_block_over_training(result: TrainResult, tokens: torch.Tensor, labe
             model = load_model(result, step).double()
             block = gradient_variable_block(model, task_cfg, tokens, labels)
             stats = circuits.block_diagonality(block)
-            rows.append({"step": step, "ratio": stats["ratio"], "rows_diag_max": stats["rows_diag_max"],
-                         "similarity": block_similarity(block, learned)})
+            rows.append(
+                {
+                    "step": step,
+                    "ratio": stats["ratio"],
+                    "rows_diag_max": stats["rows_diag_max"],
+                    "similarity": block_similarity(block, learned),
+                }
+            )
         return pd.DataFrame(rows)
 
     key = {

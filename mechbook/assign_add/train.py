@@ -27,21 +27,37 @@ import torch
 import torch.nn.functional as F
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.task import POOL_NAMES, Task, TaskConfig
-from mechbook.cache import cache_root, cached, code_digest, fingerprint, load_verified, save_verified, torch_dumps, torch_loads
+from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.cache import (
+    cache_root,
+    cached,
+    code_digest,
+    fingerprint,
+    load_verified,
+    save_verified,
+    torch_dumps,
+    torch_loads,
+)
 from mechbook.determinism import deterministic
 from mechbook.device import default_device
 from mechbook.progress import progress
 
 POOL_SHORT = {
-    "0var_train": "0t", "0var_heldout": "0h", "1var_train": "1t", "1var_heldout": "1h", "1var_misplaced": "1m",
-    "2var_train": "2t", "2var_heldout": "2h", "2var_misplaced_one": "2m1", "2var_misplaced_both": "2m2",
+    "0var_train": "0t",
+    "0var_heldout": "0h",
+    "1var_train": "1t",
+    "1var_heldout": "1h",
+    "1var_misplaced": "1m",
+    "2var_train": "2t",
+    "2var_heldout": "2h",
+    "2var_misplaced_one": "2m1",
+    "2var_misplaced_both": "2m2",
 }
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run (spec section 4): AdamW on batches of ``batch_size`` training rows."""
+    """One training run: AdamW on batches of ``batch_size`` training rows."""
 
     steps: int = 40_000
     batch_size: int = 512
@@ -106,7 +122,9 @@ def _compact(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, to
 
 
 @torch.no_grad()
-def evaluate(model: AssignAddModel, pools: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> dict[str, tuple[float, float]]:
+def evaluate(
+    model: AssignAddModel, pools: dict[str, tuple[torch.Tensor, torch.Tensor]]
+) -> dict[str, tuple[float, float]]:
     """``{pool: (accuracy, mean cross-entropy)}`` of the logits at '=' (chapter 8)."""
     out = {}
     for name, (tokens, labels) in pools.items():
@@ -191,11 +209,18 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
             n = (step - 1) % cfg.eval_every + 1
             log_eval(acc_sum / n, loss_sum / n)
             acc_sum = loss_sum = 0.0
-            bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in rows[-10:] if r["pool"] in POOL_SHORT})
+            bar.set_postfix(
+                {POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in rows[-10:] if r["pool"] in POOL_SHORT}
+            )
         if resume is not None and step % cfg.resume_every == 0 and step < cfg.steps:
             state = {
-                "config": tag, "step": step, "model": model.state_dict(), "optim": opt.state_dict(),
-                "rng": rng.bit_generator.state, "history": rows, "checkpoint_steps": sorted(checkpoints),
+                "config": tag,
+                "step": step,
+                "model": model.state_dict(),
+                "optim": opt.state_dict(),
+                "rng": rng.bit_generator.state,
+                "history": rows,
+                "checkpoint_steps": sorted(checkpoints),
                 "elapsed": elapsed + time.perf_counter() - start,
             }
             save_verified(resume / "state.pt", torch_dumps(state))
@@ -224,7 +249,9 @@ def load_or_train(cfg: TrainConfig, device: str | None = None, refresh: bool = F
     trains, resumably, when it is missing. Chapters 8-11 call this with :data:`TRAIN_PROFILES`."""
     device = device or default_device()
     folder = resume_folder(cfg, device)
-    result = cached("assign_add/train", {"cfg": cfg, "device": device}, lambda: train(cfg, folder, device), refresh=refresh)
+    result = cached(
+        "assign_add/train", {"cfg": cfg, "device": device}, lambda: train(cfg, folder, device), refresh=refresh
+    )
     shutil.rmtree(folder, ignore_errors=True)
     return result
 

@@ -21,7 +21,7 @@ import argparse
 import json
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -40,7 +40,9 @@ class StraightforwardModel(nn.Module):
     def __init__(self, source: AssignAddModel) -> None:
         super().__init__()
         cfg = source.cfg
-        self.params = nn.ParameterDict({k.replace(".", "_"): nn.Parameter(v.detach().clone()) for k, v in source.state_dict().items()})
+        self.params = nn.ParameterDict(
+            {k.replace(".", "_"): nn.Parameter(v.detach().clone()) for k, v in source.state_dict().items()}
+        )
         self.mlp0_in = nn.Parameter(torch.zeros(cfg.d_model, cfg.d_mlp), requires_grad=False)
         self.mlp0_out = nn.Parameter(torch.zeros(cfg.d_mlp, cfg.d_model), requires_grad=False)
         self.register_buffer("mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)))
@@ -54,7 +56,9 @@ class StraightforwardModel(nn.Module):
             scores = (q @ k.transpose(1, 2)) / math.sqrt(q.shape[-1])
             pattern = scores.masked_fill(~self.mask, float("-inf")).softmax(-1)
             x = x + (pattern @ v) @ p[pre + "W_O"][0]
-            w_in, w_out = (self.mlp0_in, self.mlp0_out) if layer == 0 else (p["blocks_1_mlp_W_in"], p["blocks_1_mlp_W_out"])
+            w_in, w_out = (
+                (self.mlp0_in, self.mlp0_out) if layer == 0 else (p["blocks_1_mlp_W_in"], p["blocks_1_mlp_W_out"])
+            )
             x = x + torch.relu(x @ w_in) @ w_out
         return x @ p["unembed_W_U"]
 
@@ -120,25 +124,50 @@ def main(argv: list[str]) -> int:
 
     rng = np.random.default_rng(1)
     loop_x, loop_y = task.sample_loop(args.batch, rng)
-    same_rules = bool(((loop_x[:, 12] == task.cfg.plus) & (loop_x[:, 15] == task.cfg.eq)).all() and loop_y.max() < task.cfg.modulus)
+    same_rules = bool(
+        ((loop_x[:, 12] == task.cfg.plus) & (loop_x[:, 15] == task.cfg.eq)).all() and loop_y.max() < task.cfg.modulus
+    )
     t_vec = _best_seconds(lambda: task.sample(args.batch, rng), args.repeats)
     t_loop = _best_seconds(lambda: task.sample_loop(args.batch, rng), args.repeats)
 
     train_speedup, data_speedup = t_plain / t_fast, t_loop / t_vec
-    print(f"assign-add, batch {args.batch}, {torch.get_num_threads()} torch threads (timings inflated if the CPU is shared)")
+    print(
+        f"assign-add, batch {args.batch}, {torch.get_num_threads()} torch threads (timings inflated if the CPU is shared)"
+    )
     print(f"  training step, logits at '=' only, no layer-1 MLP: {t_fast * 1e3:8.1f} ms")
-    print(f"  training step, full-sequence logits, zero MLP 1:    {t_plain * 1e3:8.1f} ms   speed-up {train_speedup:.1f}x (target {args.train_target}x)")
-    print(f"  training step, deterministic (1 thread):            {t_det * 1e3:8.1f} ms   {t_det / t_fast:.2f}x the default's time")
+    print(
+        f"  training step, full-sequence logits, zero MLP 1:    {t_plain * 1e3:8.1f} ms   speed-up {train_speedup:.1f}x (target {args.train_target}x)"
+    )
+    print(
+        f"  training step, deterministic (1 thread):            {t_det * 1e3:8.1f} ms   {t_det / t_fast:.2f}x the default's time"
+    )
     print(f"  data, vectorised numpy:                           {t_vec * 1e3:8.2f} ms")
-    print(f"  data, per-sequence Python loop:                   {t_loop * 1e3:8.2f} ms   speed-up {data_speedup:.1f}x (target {args.data_target}x)")
+    print(
+        f"  data, per-sequence Python loop:                   {t_loop * 1e3:8.2f} ms   speed-up {data_speedup:.1f}x (target {args.data_target}x)"
+    )
     print(f"  |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}")
     ok = agree and same_rules and train_speedup >= args.train_target and data_speedup >= args.data_target
-    print(json.dumps({
-        "benchmark": "assign-add", "batch": args.batch, "threads": torch.get_num_threads(),
-        "train_fast_s_per_step": t_fast, "train_plain_s_per_step": t_plain, "train_speedup": train_speedup,
-        "train_deterministic_s_per_step": t_det, "deterministic_vs_default": t_det / t_fast,
-        "data_vec_s": t_vec, "data_loop_s": t_loop, "data_speedup": data_speedup,
-        "train_target": args.train_target, "data_target": args.data_target,
-        "loss_abs_diff": loss_diff, "grad_max_rel_diff": grad_diff, "agree": agree, "ok": ok,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "assign-add",
+                "batch": args.batch,
+                "threads": torch.get_num_threads(),
+                "train_fast_s_per_step": t_fast,
+                "train_plain_s_per_step": t_plain,
+                "train_speedup": train_speedup,
+                "train_deterministic_s_per_step": t_det,
+                "deterministic_vs_default": t_det / t_fast,
+                "data_vec_s": t_vec,
+                "data_loop_s": t_loop,
+                "data_speedup": data_speedup,
+                "train_target": args.train_target,
+                "data_target": args.data_target,
+                "loss_abs_diff": loss_diff,
+                "grad_max_rel_diff": grad_diff,
+                "agree": agree,
+                "ok": ok,
+            }
+        )
+    )
     return 0 if ok else 1

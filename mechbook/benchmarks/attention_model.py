@@ -51,7 +51,9 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def _seconds_per_step(model: AttentionModel, forwards: list[Callable[[torch.Tensor], torch.Tensor]], seqs: torch.Tensor, steps: int) -> list[float]:
+def _seconds_per_step(
+    model: AttentionModel, forwards: list[Callable[[torch.Tensor], torch.Tensor]], seqs: torch.Tensor, steps: int
+) -> list[float]:
     """Median wall time of one SGD step (lr 0: the weights, hence the work, stay the same) for each
     forward. The forwards take turns, one step each per round after one untimed round, so that
     load from other processes on a shared machine falls on all of them alike."""
@@ -94,15 +96,33 @@ def main(argv: list[str]) -> int:
 
     fast, dense = _seconds_per_step(model, [model, lambda x: dense_reference_logits(model, x)], seqs, args.steps)
     speedup = dense / fast
-    print(f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on {model.W_O.device}")
+    print(
+        f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on {model.W_O.device}"
+    )
     print(f"  fast (gathers, layer-2 expansion): {fast * 1e3:9.1f} ms/step")
     print(f"  dense (one-hot + loop bias):       {dense * 1e3:9.1f} ms/step")
-    print(f"  speed-up {speedup:.1f}x (target {args.target}x); |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}")
+    print(
+        f"  speed-up {speedup:.1f}x (target {args.target}x); |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}"
+    )
     ok = agree and speedup >= args.target
-    print(json.dumps({
-        "benchmark": "attention-model", "vocab_size": args.vocab, "context": args.context, "batch": args.batch,
-        "layers": args.layers, "device": str(model.W_O.device), "fast_s_per_step": fast, "dense_s_per_step": dense,
-        "speedup": speedup, "target": args.target, "loss_abs_diff": loss_diff, "grad_max_rel_diff": grad_diff,
-        "agree": agree, "ok": ok,
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "attention-model",
+                "vocab_size": args.vocab,
+                "context": args.context,
+                "batch": args.batch,
+                "layers": args.layers,
+                "device": str(model.W_O.device),
+                "fast_s_per_step": fast,
+                "dense_s_per_step": dense,
+                "speedup": speedup,
+                "target": args.target,
+                "loss_abs_diff": loss_diff,
+                "grad_max_rel_diff": grad_diff,
+                "agree": agree,
+                "ok": ok,
+            }
+        )
+    )
     return 0 if ok else 1

@@ -20,8 +20,8 @@ import argparse
 import json
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -106,7 +106,12 @@ def run(cfg: BenchConfig) -> dict:
     corpus_stats(tokens[:1], V)  # warm-up: lazy imports and BLAS threads
     literal_stats(tokens[:1], V)
     n1, n2 = cfg.literal_n
-    calls = [(corpus_stats, (tokens[: max(N // 4, 1)], V)), (corpus_stats, (tokens, V)), (literal_stats, (tokens[:n1], V)), (literal_stats, (tokens[:n2], V))]
+    calls = [
+        (corpus_stats, (tokens[: max(N // 4, 1)], V)),
+        (corpus_stats, (tokens, V)),
+        (literal_stats, (tokens[:n1], V)),
+        (literal_stats, (tokens[:n2], V)),
+    ]
     (fast_quarter, fast_s, t1, t2), lit2 = _best_times(cfg.repeats, calls)
     fast_peak = _peak_mib(corpus_stats, tokens, V)
     lit_peak = _peak_mib(literal_stats, tokens[:n2], V)
@@ -144,15 +149,33 @@ def _line(n1: int, t1: float, n2: int, t2: float) -> tuple[float, float]:
 
 def main(argv: list[str]) -> int:
     """Command line entry: prints a summary, then one JSON line; exit 1 if the forms disagree."""
-    parser = argparse.ArgumentParser(prog="python -m mechbook bench leading-terms", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help=f"small sizes (|V|={QUICK.vocab_size}, T={QUICK.context}, N={QUICK.n_sequences})")
-    parser.add_argument("--source", choices=("sample", "zipf"), default="sample", help="TinyStories text (falls back to zipf) or Zipfian tokens")
-    parser.add_argument("--literal-n", type=int, nargs=2, metavar=("N1", "N2"), help="subset sizes for the literal timing")
+    parser = argparse.ArgumentParser(
+        prog="python -m mechbook bench leading-terms", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"small sizes (|V|={QUICK.vocab_size}, T={QUICK.context}, N={QUICK.n_sequences})",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("sample", "zipf"),
+        default="sample",
+        help="TinyStories text (falls back to zipf) or Zipfian tokens",
+    )
+    parser.add_argument(
+        "--literal-n", type=int, nargs=2, metavar=("N1", "N2"), help="subset sizes for the literal timing"
+    )
     parser.add_argument("--repeats", type=int, help="runs per timing, the fastest is kept (default 2)")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else BenchConfig()
     cfg = BenchConfig(
-        **{**asdict(cfg), "source": args.source, "literal_n": tuple(args.literal_n or cfg.literal_n), "repeats": cfg.repeats if args.repeats is None else args.repeats}
+        **{
+            **asdict(cfg),
+            "source": args.source,
+            "literal_n": tuple(args.literal_n or cfg.literal_n),
+            "repeats": cfg.repeats if args.repeats is None else args.repeats,
+        }
     )
     if cfg.repeats < 1:
         parser.error("--repeats must be >= 1")

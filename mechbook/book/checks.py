@@ -25,9 +25,7 @@ def load_thresholds(stem: str, root: Path = ROOT) -> dict[str, dict[str, dict[st
     """The per-profile bounds of ``book/thresholds/<stem>.yml``."""
     path = thresholds_dir(root) / f"{stem}.yml"
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} is missing: every chapter needs thresholds (see book/thresholds/README.md)"
-        )
+        raise FileNotFoundError(f"{path} is missing: every chapter needs thresholds (see book/thresholds/README.md)")
     return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
 
 
@@ -83,9 +81,7 @@ def check_spread(bounds: dict[str, dict[str, Any]], measured: dict[str, Any]) ->
             if check_thresholds({name: value}, {name: rule})
         ]
         if bad:
-            span = (
-                f"[{entry['min']!r}, {entry['max']!r}]" if "min" in entry else repr(entry["values"])
-            )
+            span = f"[{entry['min']!r}, {entry['max']!r}]" if "min" in entry else repr(entry["values"])
             shown = ", ".join(f"seed {s}: {v!r}" for s, v in bad)
             problems.append(
                 f"{name}: bound {rule} sits inside the measured seed spread {span} "

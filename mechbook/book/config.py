@@ -28,9 +28,7 @@ class ExecuteConfig:
 
     def __post_init__(self):
         if self.profile not in PROFILES:
-            raise SystemExit(
-                f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}"
-            )
+            raise SystemExit(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
 
     def parameters(self) -> dict[str, Any]:
         """What papermill injects: ``profile`` and the knobs."""

@@ -37,11 +37,11 @@ from typing import Any, TextIO
 import nbformat
 
 from mechbook.book import costs
-from mechbook.cache import sha256_file
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
 from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks
+from mechbook.cache import sha256_file
 
 KERNEL = "python3"
 #: Set for every kernel: no progress bars in the outputs, ``explore`` in its static form.
@@ -58,9 +58,7 @@ def _package_digest(root: Path) -> dict[str, str]:
     return {
         p.relative_to(pkg).as_posix(): sha256_file(p)
         for p in sorted(pkg.rglob("*"))
-        if p.is_file()
-        and "__pycache__" not in p.parts
-        and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
+        if p.is_file() and "__pycache__" not in p.parts and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
     }
 
 
@@ -69,20 +67,14 @@ def digest_memo(root: Path) -> DigestMemo:
     return DigestMemo(root / "_build" / "digests.json")
 
 
-def cache_key(
-    notebook: Path, parameters: dict[str, Any], root: Path, memo: DigestMemo | None = None
-) -> str:
+def cache_key(notebook: Path, parameters: dict[str, Any], root: Path, memo: DigestMemo | None = None) -> str:
     """SHA-256 of everything that decides a chapter's outputs (see the module docstring).
 
     Code cells count with their source and tags; markdown and raw cells do not.
     """
     memo = memo or digest_memo(root)
     nb = nbformat.read(notebook, as_version=4)
-    code = [
-        [c.source, sorted(c.get("metadata", {}).get("tags", []))]
-        for c in nb.cells
-        if c.cell_type == "code"
-    ]
+    code = [[c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in nb.cells if c.cell_type == "code"]
     requirements = root / "requirements.txt"
     payload = {
         "code": code,
@@ -149,19 +141,13 @@ def check_knobs(notebook: Path, parameters: dict[str, Any]) -> None:
         )
 
 
-def refresh_prose(
-    executed: nbformat.NotebookNode, source: nbformat.NotebookNode
-) -> nbformat.NotebookNode:
+def refresh_prose(executed: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The source notebook's cells with the executed code cells' outputs put back in order.
 
     Valid when the code cells are unchanged (same cache key): markdown edits show up without
     re-running anything. Papermill's injected-parameters cell is kept after the parameters cell.
     """
-    ran = [
-        c
-        for c in executed.cells
-        if c.cell_type == "code" and INJECTED_TAG not in c.metadata.get("tags", [])
-    ]
+    ran = [c for c in executed.cells if c.cell_type == "code" and INJECTED_TAG not in c.metadata.get("tags", [])]
     injected = [c for c in executed.cells if INJECTED_TAG in c.metadata.get("tags", [])]
     merged = nbformat.from_dict(json.loads(json.dumps(executed)))
     cells = []
@@ -214,14 +200,10 @@ def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None
 
 
 def _papermill_failed(nb: nbformat.NotebookNode) -> bool:
-    return any(
-        (c.metadata.get("papermill") or {}).get("status") == "failed" for c in nb.cells
-    )
+    return any((c.metadata.get("papermill") or {}).get("status") == "failed" for c in nb.cells)
 
 
-def reusable(
-    source: Path, cfg: ExecuteConfig, key: str
-) -> tuple[nbformat.NotebookNode | None, str | None]:
+def reusable(source: Path, cfg: ExecuteConfig, key: str) -> tuple[nbformat.NotebookNode | None, str | None]:
     """``(executed notebook, None)`` when the chapter's last run is valid for ``key``; else
     ``(None, why not)``, why not being a line for the user when the executed file is unreadable."""
     if cfg.force:

@@ -81,7 +81,10 @@ def git_describe(root: Path) -> str:
 
 
 def write_spread(
-    stem: str, profile: str, by_seed: dict[int | None, dict[str, Any]], root: Path,
+    stem: str,
+    profile: str,
+    by_seed: dict[int | None, dict[str, Any]],
+    root: Path,
     failed: list[int | None],
 ) -> Path:
     """Write (merge, for ``profile``) the spread of one chapter's records."""
@@ -129,8 +132,11 @@ def spread_book(cfg: ExecuteConfig, seeds: int) -> tuple[list[Path], list[str]]:
             print(f"{tag}: running", flush=True)
             with Relay(f"[{i}/{len(chosen)}] {source.stem} seed {seed}") as relay:
                 result = execute_chapter(source, run_cfg, memo, progress_file=relay.path)
-            print(f"{tag}: {result.failure and 'FAILED at ' + result.failure or result.status} "
-                  f"({result.seconds:.1f} s)", flush=True)
+            print(
+                f"{tag}: {(result.failure and 'FAILED at ' + result.failure) or result.status} "
+                f"({result.seconds:.1f} s)",
+                flush=True,
+            )
             if result.failure:
                 failed.append(seed)
                 failures.append(f"{source} seed {seed}: {result.failure}")

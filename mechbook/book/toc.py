@@ -26,15 +26,9 @@ def toc_files(root: Path = ROOT) -> list[Path]:
     walk(toc.get("chapters", []))
     found = []
     for entry in entries:
-        matches = [
-            root / f"{entry}{ext}"
-            for ext in ("", ".ipynb", ".md")
-            if (root / f"{entry}{ext}").is_file()
-        ]
+        matches = [root / f"{entry}{ext}" for ext in ("", ".ipynb", ".md") if (root / f"{entry}{ext}").is_file()]
         if not matches:
-            raise FileNotFoundError(
-                f"_toc.yml lists {entry!r} but neither {entry}.ipynb nor {entry}.md exists"
-            )
+            raise FileNotFoundError(f"_toc.yml lists {entry!r} but neither {entry}.ipynb nor {entry}.md exists")
         found.append(matches[0].relative_to(root))
     return found
 
@@ -52,7 +46,5 @@ def select(notebooks: list[Path], only: tuple[str, ...]) -> list[Path]:
     known = {p.stem: p for p in notebooks} | {str(p.with_suffix("")): p for p in notebooks}
     missing = [o for o in dict.fromkeys(only) if o not in known]
     if missing:
-        raise SystemExit(
-            f"unknown chapter(s) {missing}; _toc.yml has {sorted(p.stem for p in notebooks)}"
-        )
+        raise SystemExit(f"unknown chapter(s) {missing}; _toc.yml has {sorted(p.stem for p in notebooks)}")
     return [p for p in notebooks if p.stem in only or str(p.with_suffix("")) in only]

@@ -18,9 +18,19 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.leading_terms.associations import (CONTEXT_PAIRS, WORD_CLASSES, class_purity, cosine_normalise,
-                                                 labelled_words, matrix_frame, pair_ranks, rank_of, ranked_words,
-                                                 readable_exclusions, top_k)
+from mechbook.leading_terms.associations import (
+    CONTEXT_PAIRS,
+    WORD_CLASSES,
+    class_purity,
+    cosine_normalise,
+    labelled_words,
+    matrix_frame,
+    pair_ranks,
+    rank_of,
+    ranked_words,
+    readable_exclusions,
+    top_k,
+)
 from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer, policy_survivors
@@ -113,8 +123,10 @@ def profile_note(cfg: CorpusMapsConfig) -> str:
     """One sentence on the corpus the profile uses."""
     c = cfg.corpus
     which = f"the first {c.n_stories:,}" if c.n_stories else "all the"
-    return (f"{which[0].upper()}{which[1:]} stories, a vocabulary of $|V| = {c.vocab_size}$ tokens, sequences of "
-            f"$T = {c.context}$ predicted positions, vocabulary policy **{c.policy}**.")
+    return (
+        f"{which[0].upper()}{which[1:]} stories, a vocabulary of $|V| = {c.vocab_size}$ tokens, sequences of "
+        f"$T = {c.context}$ predicted positions, vocabulary policy **{c.policy}**."
+    )
 
 
 def corpus_prose(m: CorpusMaps) -> str:
@@ -129,11 +141,13 @@ def corpus_prose(m: CorpusMaps) -> str:
             f"Under the **unk** policy this profile uses, the training set is **{m.sequences.n_kept:,} sequences** "
             f"of {T + 1} tokens, and **{m.sequences.unk_fraction:.1%}** of their tokens are `<unk>`. The "
             f"paper's drop policy, with the same vocabulary, would keep only **{s['in_vocabulary']:,} stories "
-            f"({kept_share:.1%})**: those whose every token is among the {n_real:,} most frequent.")
+            f"({kept_share:.1%})**: those whose every token is among the {n_real:,} most frequent."
+        )
     return opening + (
         f"This profile follows the paper's **drop** policy: only the **{s['in_vocabulary']:,} stories "
         f"({kept_share:.1%})** whose every token is among the {n_real:,} most frequent are kept, "
-        f"giving **{m.sequences.n_kept:,} sequences** of {T + 1} tokens with no `<unk>`.")
+        f"giving **{m.sequences.n_kept:,} sequences** of {T + 1} tokens with no `<unk>`."
+    )
 
 
 def sample_sentence(m: CorpusMaps, index: int = 0) -> str:
@@ -155,8 +169,17 @@ def bigram_table(m: CorpusMaps) -> pd.DataFrame:
 
 def context_table(m: CorpusMaps) -> pd.DataFrame:
     """The strongest readable context words of each entity in Φ (the entity itself left out)."""
-    return ranked_words(top_k(m.stats.Phi, m.tokenizer, k=m.cfg.table_k, rows=m.entities, exclude=m.readable,
-                              exclude_self=True, positive=True))
+    return ranked_words(
+        top_k(
+            m.stats.Phi,
+            m.tokenizer,
+            k=m.cfg.table_k,
+            rows=m.entities,
+            exclude=m.readable,
+            exclude_self=True,
+            positive=True,
+        )
+    )
 
 
 def pair_rank_table(m: CorpusMaps) -> pd.DataFrame:
@@ -168,7 +191,9 @@ def sigma_table(m: CorpusMaps) -> pd.DataFrame:
     """The nearest readable words under Σ̃_B of a few nouns, verbs and adjectives of the lexicon."""
     n = m.cfg.n_per_class
     rows = m.words_of("noun")[:n] + m.words_of("verb")[:n] + m.words_of("adjective")[:n]
-    return ranked_words(top_k(m.sigma_cos, m.tokenizer, k=m.cfg.table_k, rows=rows, exclude=m.readable, exclude_self=True))
+    return ranked_words(
+        top_k(m.sigma_cos, m.tokenizer, k=m.cfg.table_k, rows=rows, exclude=m.readable, exclude_self=True)
+    )
 
 
 def headline(m: CorpusMaps) -> dict[str, Any]:
@@ -177,7 +202,9 @@ def headline(m: CorpusMaps) -> dict[str, Any]:
     median pair rank in Φ and in B, the rank of *pond* for *fish* in Φ (None when either word is
     outside the vocabulary), and Σ̃_B's (and raw Σ_B's) class purity with its chance level."""
     tok, s = m.tokenizer, m.survivors
-    successors = top_k(m.stats.B, tok, k=m.cfg.successors_k, rows=m.words_of("adjective"), exclude=m.readable, positive=True)
+    successors = top_k(
+        m.stats.B, tok, k=m.cfg.successors_k, rows=m.words_of("adjective"), exclude=m.readable, positive=True
+    )
     ranks = pair_rank_table(m)
     purity, chance = class_purity(m.sigma_cos, tok, k=m.cfg.purity_k)
     purity_raw, _ = class_purity(m.stats.Sigma_B, tok, k=m.cfg.purity_k)
@@ -196,8 +223,9 @@ def headline(m: CorpusMaps) -> dict[str, Any]:
         "phi_pair_median_rank": float(ranks["rank in Φ"].median()),
         "b_pair_median_rank": float(ranks["rank in B"].median()),
         "n_context_pairs": len(ranks),
-        "phi_rank_pond_for_fish": (rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True)
-                                   if fish_pond else None),
+        "phi_rank_pond_for_fish": (
+            rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True) if fish_pond else None
+        ),
         "sigma_class_purity": purity,
         "sigma_class_purity_raw": purity_raw,
         "sigma_class_chance": chance,
@@ -218,8 +246,10 @@ def bigram_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
 
 def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     """Median rank of the pairs in Φ and in B, and *pond*'s rank for *fish*."""
-    text = (f"Over these {n['n_context_pairs']} pairs the median rank is **{n['phi_pair_median_rank']:.0f}** in $\\Phi$ "
-            f"and **{n['b_pair_median_rank']:.0f}** in $B$, out of {m.n_readable} readable tokens.")
+    text = (
+        f"Over these {n['n_context_pairs']} pairs the median rank is **{n['phi_pair_median_rank']:.0f}** in $\\Phi$ "
+        f"and **{n['b_pair_median_rank']:.0f}** in $B$, out of {m.n_readable} readable tokens."
+    )
     if n["phi_rank_pond_for_fish"] is not None:
         text += f" For *fish*, *pond* ranks **{n['phi_rank_pond_for_fish']}** in $\\Phi$."
     return text
@@ -255,15 +285,26 @@ def map_blocks(m: CorpusMaps) -> dict[str, tuple[np.ndarray, list[str], list[str
 
 def heatmap(base: alt.Chart) -> alt.Chart:
     """One block of a map as a heatmap, each row divided by its largest entry (legend below)."""
-    return base.mark_rect().encode(
-        x=alt.X("column:N", sort=alt.EncodingSortField("column_order"), title="column token"),
-        y=alt.Y("row:N", sort=alt.EncodingSortField("row_order"), title="row token"),
-        color=alt.Color("relative:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True),
-                        title="entry / row's largest", legend=alt.Legend(orient="bottom")),
-        tooltip=[alt.Tooltip("row:N", title="row"), alt.Tooltip("column:N", title="column"),
-                 alt.Tooltip("value:Q", title="raw entry", format=".2e"),
-                 alt.Tooltip("relative:Q", title="relative", format=".2f")],
-    ).properties(width=460, height=340)
+    return (
+        base.mark_rect()
+        .encode(
+            x=alt.X("column:N", sort=alt.EncodingSortField("column_order"), title="column token"),
+            y=alt.Y("row:N", sort=alt.EncodingSortField("row_order"), title="row token"),
+            color=alt.Color(
+                "relative:Q",
+                scale=alt.Scale(scheme="redblue", domain=[-1, 1], reverse=True),
+                title="entry / row's largest",
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                alt.Tooltip("row:N", title="row"),
+                alt.Tooltip("column:N", title="column"),
+                alt.Tooltip("value:Q", title="raw entry", format=".2e"),
+                alt.Tooltip("relative:Q", title="relative", format=".2f"),
+            ],
+        )
+        .properties(width=460, height=340)
+    )
 
 
 def maps_explorer(m: CorpusMaps) -> Any:
@@ -276,6 +317,9 @@ def maps_explorer(m: CorpusMaps) -> Any:
         matrix, rows, cols = blocks[map]
         return matrix_frame(matrix, m.tokenizer, rows, cols, name="value")
 
-    return mechbook.viz.explore(block, heatmap, controls={"map": list(blocks)},
-                                title="Three maps of one corpus: phrases, scenes and word classes")
-
+    return mechbook.viz.explore(
+        block,
+        heatmap,
+        controls={"map": list(blocks)},
+        title="Three maps of one corpus: phrases, scenes and word classes",
+    )

@@ -52,9 +52,30 @@ class Chapter2Config:
 
 
 CONFIGS: dict[str, Chapter2Config] = {
-    "smoke": Chapter2Config(CORPUS_PROFILES["smoke"], n_sequences=32, check_lrs=(0.03, 0.1), check_steps=12, sweep_lrs=(1.0, 2.0), sweep_steps=16),
-    "cpu": Chapter2Config(CORPUS_PROFILES["cpu"], n_sequences=256, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=40),
-    "paper": Chapter2Config(CORPUS_PROFILES["paper"], n_sequences=512, check_lrs=(0.01, 0.03, 0.1), check_steps=20, sweep_lrs=(0.25, 0.5, 1.0, 2.0), sweep_steps=80),
+    "smoke": Chapter2Config(
+        CORPUS_PROFILES["smoke"],
+        n_sequences=32,
+        check_lrs=(0.03, 0.1),
+        check_steps=12,
+        sweep_lrs=(1.0, 2.0),
+        sweep_steps=16,
+    ),
+    "cpu": Chapter2Config(
+        CORPUS_PROFILES["cpu"],
+        n_sequences=256,
+        check_lrs=(0.01, 0.03, 0.1),
+        check_steps=20,
+        sweep_lrs=(0.25, 0.5, 1.0, 2.0),
+        sweep_steps=40,
+    ),
+    "paper": Chapter2Config(
+        CORPUS_PROFILES["paper"],
+        n_sequences=512,
+        check_lrs=(0.01, 0.03, 0.1),
+        check_steps=20,
+        sweep_lrs=(0.25, 0.5, 1.0, 2.0),
+        sweep_steps=80,
+    ),
 }
 
 
@@ -122,7 +143,11 @@ def check_markdown(check: pd.DataFrame, s_last: int) -> str:
     min_cos, max_err = check_summary(check)
     smallest = float(check["lr"].min())
     confirmed = min_cos > COSINE_FLOOR and max_err < RATIO_TOLERANCE
-    verdict = "confirmed, including" if confirmed else "NOT confirmed (look at the table for the matrix that fails), in particular"
+    verdict = (
+        "confirmed, including"
+        if confirmed
+        else "NOT confirmed (look at the table for the matrix that fails), in particular"
+    )
     return (
         f"With $\\eta = {smallest:g}$ over $s = 1..{s_last}$, every matrix of every layer has cosine at least "
         f"**1 − {1 - min_cos:.1e}** with its closed form and a magnitude ratio within **{max_err:.2%}** of 1. "
@@ -141,10 +166,14 @@ def norm_chart(check: pd.DataFrame, s_last: int) -> alt.LayerChart:
     """Norms of layer 0 against s on log axes: autograd points, closed forms dashed; a menu picks η."""
     data = layer0(_compared(check))
     lrs = sorted(data["lr"].unique())
-    pick = alt.selection_point(fields=["lr"], bind=alt.binding_select(options=lrs, name="learning rate η "), value=lrs[0])
+    pick = alt.selection_point(
+        fields=["lr"], bind=alt.binding_select(options=lrs, name="learning rate η "), value=lrs[0]
+    )
     base = alt.Chart(data).add_params(pick).transform_filter(pick)
     x = alt.X("step:Q", scale=alt.Scale(type="log", domain=[1, s_last]), title="SGD steps s (log)")
-    color = alt.Color("term:N", title="matrix and its term", sort=list(TERMS.values()), legend=alt.Legend(orient="bottom"))
+    color = alt.Color(
+        "term:N", title="matrix and its term", sort=list(TERMS.values()), legend=alt.Legend(orient="bottom")
+    )
     points = base.mark_point(filled=True, size=50).encode(
         x=x,
         y=alt.Y("norm:Q", scale=alt.Scale(type="log"), title="Frobenius norm ‖M‖_F (log)"),
@@ -152,7 +181,11 @@ def norm_chart(check: pd.DataFrame, s_last: int) -> alt.LayerChart:
         tooltip=["term", "step", alt.Tooltip("norm:Q", format=".3e"), alt.Tooltip("ratio:Q", format=".5f")],
     )
     lines = base.mark_line(strokeDash=[4, 3]).encode(x=x, y="predicted_norm:Q", color=color)
-    return (points + lines).properties(width=WIDTH - 80, height=260, title="Norms grow as s, s², s⁴: the closed forms (dashed) sit on the autograd points")
+    return (points + lines).properties(
+        width=WIDTH - 80,
+        height=260,
+        title="Norms grow as s, s², s⁴: the closed forms (dashed) sit on the autograd points",
+    )
 
 
 def slopes(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
@@ -163,7 +196,9 @@ def slopes(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
     final = data[data["step"] == s_last]
     table = pd.DataFrame(
         {
-            "slope in s (second half of the run)": {k: loglog_slope(g["step"], g["norm"]) for k, g in small.groupby("kind")},
+            "slope in s (second half of the run)": {
+                k: loglog_slope(g["step"], g["norm"]) for k, g in small.groupby("kind")
+            },
             f"slope in η (at s = {s_last})": {k: loglog_slope(g["lr"], g["norm"]) for k, g in final.groupby("kind")},
         }
     )
@@ -175,7 +210,9 @@ def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
     above the training loss against η·s."""
     data = layer0(sweep.dropna(subset=["cosine"]))
     breaks = breakdown(sweep)
-    lr_color = alt.Color("lr:O", title="learning rate η", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="bottom"))
+    lr_color = alt.Color(
+        "lr:O", title="learning rate η", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="bottom")
+    )
     x = alt.X("eta_s:Q", title="η·s")
     cosines = (
         alt.Chart(data)
@@ -184,7 +221,13 @@ def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
             x=x,
             y=alt.Y("cosine:Q", title="cosine with the leading term", scale=alt.Scale(domain=[-1, 1])),
             color=lr_color,
-            tooltip=["term", "lr", "step", alt.Tooltip("eta_s:Q", format=".2f", title="η·s"), alt.Tooltip("cosine:Q", format=".4f")],
+            tooltip=[
+                "term",
+                "lr",
+                "step",
+                alt.Tooltip("eta_s:Q", format=".2f", title="η·s"),
+                alt.Tooltip("cosine:Q", format=".4f"),
+            ],
         )
         .properties(width=WIDTH // 2 - 70, height=150)
         .facet(facet=alt.Facet("term:N", title=None, sort=list(TERMS.values())), columns=2)
@@ -201,8 +244,14 @@ def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
         )
         .properties(width=WIDTH - 100, height=150)
     )
-    first = f"first below cosine {BREAK_COSINE} at η·s = {breaks['eta_s'].min():.3g}" if len(breaks) else f"never below cosine {BREAK_COSINE}"
-    return alt.vconcat(cosines, loss).properties(title=f"The leading terms hold while η·s is small ({first}), and give way as the loss starts to fall fast")
+    first = (
+        f"first below cosine {BREAK_COSINE} at η·s = {breaks['eta_s'].min():.3g}"
+        if len(breaks)
+        else f"never below cosine {BREAK_COSINE}"
+    )
+    return alt.vconcat(cosines, loss).properties(
+        title=f"The leading terms hold while η·s is small ({first}), and give way as the loss starts to fall fast"
+    )
 
 
 def breakdown(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +261,9 @@ def breakdown(sweep: pd.DataFrame) -> pd.DataFrame:
     below = data[data["cosine"] < BREAK_COSINE]
     first = below.groupby("lr")["eta_s"].min()
     losses = data[data["kind"] == "W_O"].set_index(["lr", "eta_s"])["loss"]
-    return pd.DataFrame({"lr": first.index, "eta_s": first.values, "loss": [losses[(lr, e)] for lr, e in first.items()]})
+    return pd.DataFrame(
+        {"lr": first.index, "eta_s": first.values, "loss": [losses[(lr, e)] for lr, e in first.items()]}
+    )
 
 
 def breakdown_markdown(sweep: pd.DataFrame, cfg: Chapter2Config, vocab_size: int) -> str:

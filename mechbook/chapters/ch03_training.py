@@ -55,7 +55,9 @@ class ClaimConfig:
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"ClaimConfig.max_steps must be positive or None (no cap), got {self.max_steps}")
         if self.bpe_corpus.tokenizer != "bpe_cased":
-            raise ValueError(f"ClaimConfig.bpe_corpus must use tokenizer 'bpe_cased', got {self.bpe_corpus.tokenizer!r}")
+            raise ValueError(
+                f"ClaimConfig.bpe_corpus must use tokenizer 'bpe_cased', got {self.bpe_corpus.tokenizer!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,15 @@ def claim_run_configs(cfg: Chapter3Config, target: PaperTarget) -> dict[str, Run
     steps = claim_steps(cfg.claim, target)
     corpora = {"natural": cfg.runs.corpus, "bpe_cased": cfg.claim.bpe_corpus}
     return {
-        name: RunConfig(corpus, cfg.claim.lr, cfg.claim.batch_size, cfg.claim.log_every, steps=steps, n_layers=cfg.runs.n_layers, seed=cfg.seed)
+        name: RunConfig(
+            corpus,
+            cfg.claim.lr,
+            cfg.claim.batch_size,
+            cfg.claim.log_every,
+            steps=steps,
+            n_layers=cfg.runs.n_layers,
+            seed=cfg.seed,
+        )
         for name, corpus in corpora.items()
     }
 
@@ -234,7 +244,9 @@ def cosine_chart(runs: Runs) -> alt.FacetChart:
     data = _history(runs.results, "run_lr")
     lrs = sorted(runs.results)
     worst = {lr: min(final_min_cosines(r).values()) for lr, r in runs.results.items()}
-    pick = alt.selection_point(fields=["run_lr"], bind=alt.binding_select(options=lrs, name="learning rate "), value=lrs[0])
+    pick = alt.selection_point(
+        fields=["run_lr"], bind=alt.binding_select(options=lrs, name="learning rate "), value=lrs[0]
+    )
     return (
         alt.Chart(data)
         .mark_line(point=alt.OverlayMarkDef(size=15))
@@ -242,7 +254,13 @@ def cosine_chart(runs: Runs) -> alt.FacetChart:
             x=alt.X("step:Q", title="SGD step s"),
             y=alt.Y("cosine:Q", title="cosine with the leading term", scale=alt.Scale(zero=False)),
             color=alt.Color("layer_label:N", title="layer", legend=alt.Legend(orient="bottom")),
-            tooltip=["term", "layer_label", alt.Tooltip("run_lr:Q", title="learning rate"), "step", alt.Tooltip("cosine:Q", format=".4f")],
+            tooltip=[
+                "term",
+                "layer_label",
+                alt.Tooltip("run_lr:Q", title="learning rate"),
+                "step",
+                alt.Tooltip("cosine:Q", format=".4f"),
+            ],
         )
         .add_params(pick)
         .transform_filter(pick)
@@ -266,7 +284,11 @@ def loss_chart(runs: Runs) -> alt.Chart:
             color=alt.Color("run_lr:O", title="learning rate η", legend=alt.Legend(orient="bottom")),
             tooltip=[alt.Tooltip("run_lr:Q", title="learning rate"), "step", alt.Tooltip("loss:Q", format=".3f")],
         )
-        .properties(width=WIDTH - 80, height=220, title="Loss after the run: " + ", ".join(f"{ends[lr]:.3f} nats at η = {lr:g}" for lr in sorted(ends)))
+        .properties(
+            width=WIDTH - 80,
+            height=220,
+            title="Loss after the run: " + ", ".join(f"{ends[lr]:.3f} nats at η = {lr:g}" for lr in sorted(ends)),
+        )
     )
 
 
@@ -286,14 +308,23 @@ def claim_chart(claim: dict[str, TrainResult], target: PaperTarget) -> alt.Layer
             y=alt.Y("cosine:Q", title="lowest cosine over the layers", scale=alt.Scale(zero=False)),
             color=alt.Color("term:N", title="matrix", sort=list(TERMS.values()), legend=alt.Legend(orient="bottom")),
             strokeDash=alt.StrokeDash("tokenizer:N", title="tokenizer", legend=alt.Legend(orient="bottom")),
-            tooltip=["tokenizer", "term", alt.Tooltip("eta_s:Q", format=".2f", title="η·s"), alt.Tooltip("cosine:Q", format=".4f")],
+            tooltip=[
+                "tokenizer",
+                "term",
+                alt.Tooltip("eta_s:Q", format=".2f", title="η·s"),
+                alt.Tooltip("cosine:Q", format=".4f"),
+            ],
         )
     )
-    rule_y = alt.Chart(pd.DataFrame({"cosine": [THRESHOLD]})).mark_rule(strokeDash=[2, 2], color="gray").encode(y="cosine:Q")
+    rule_y = (
+        alt.Chart(pd.DataFrame({"cosine": [THRESHOLD]})).mark_rule(strokeDash=[2, 2], color="gray").encode(y="cosine:Q")
+    )
     rule_x = alt.Chart(pd.DataFrame({"eta_s": [target.eta_s]})).mark_rule(color="firebrick").encode(x="eta_s:Q")
     short = "reaches" if reached >= target.eta_s - 1e-9 else f"stops at η·s = {reached:.3g} of"
     return (lines + rule_y + rule_x).properties(
-        width=WIDTH - 80, height=260, title=f"The claim runs {short} the paper's η·s = {target.eta_s:.3g} (red line); dashed gray: cosine 0.99"
+        width=WIDTH - 80,
+        height=260,
+        title=f"The claim runs {short} the paper's η·s = {target.eta_s:.3g} (red line); dashed gray: cosine 0.99",
     )
 
 
@@ -316,8 +347,19 @@ def claim_reading(target: PaperTarget, reached: float, cosines: dict[str, dict[s
     for name, cos in cosines.items():
         listed = ", ".join(f"{TERMS[k]} {cos[k]:.4f}" for k in KINDS)
         parts.append(f"{TOKENIZER_LABELS.get(name, name)}: {listed}")
-    where = f"At η·s = {reached:.3g} ({reached / target.eta_s:.0%} of the paper's {target.eta_s:.3g}) the lowest final cosines are " + "; ".join(parts) + "."
-    failing = sorted({f"{TERMS[k]} ({TOKENIZER_LABELS.get(n, n)})" for n, cos in cosines.items() for k in ("V", "W") if not cos[k] > THRESHOLD})
+    where = (
+        f"At η·s = {reached:.3g} ({reached / target.eta_s:.0%} of the paper's {target.eta_s:.3g}) the lowest final cosines are "
+        + "; ".join(parts)
+        + "."
+    )
+    failing = sorted(
+        {
+            f"{TERMS[k]} ({TOKENIZER_LABELS.get(n, n)})"
+            for n, cos in cosines.items()
+            for k in ("V", "W")
+            if not cos[k] > THRESHOLD
+        }
+    )
     if not failing and not short:
         verdict = "The claim holds here: V and W stay above 0.99 at the paper's step count, under both tokenizers."
     elif not failing:
@@ -360,7 +402,11 @@ def bpe_markdown(claim: ClaimConfig, support: pd.DataFrame, natural_vocab: int) 
     largest = int(support["vocabulary"].max())
     text = (
         f"The cased BPE has |V| = **{chosen}**"
-        + (", the natural tokenizer's size, so both models have the same size and cost per step" if chosen == natural_vocab else "")
+        + (
+            ", the natural tokenizer's size, so both models have the same size and cost per step"
+            if chosen == natural_vocab
+            else ""
+        )
         + "."
     )
     if chosen in share.index:

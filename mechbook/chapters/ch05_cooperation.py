@@ -16,11 +16,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
 from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.ablation import cached_ablation_table
 from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
 from mechbook.leading_terms.model import AttentionModel
-from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
 from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
 
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
@@ -45,7 +45,9 @@ class CooperationConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"CooperationConfig.{name} must be a positive integer, got {value!r}")
         if self.n_sentences > self.n_eval:
-            raise ValueError(f"CooperationConfig.n_sentences ({self.n_sentences}) must not exceed n_eval ({self.n_eval})")
+            raise ValueError(
+                f"CooperationConfig.n_sentences ({self.n_sentences}) must not exceed n_eval ({self.n_eval})"
+            )
 
 
 CONFIGS: dict[str, CooperationConfig] = {
@@ -80,8 +82,10 @@ def load(cfg: CooperationConfig) -> Cooperation:
 def profile_note(c: Cooperation) -> str:
     """Which runs and how many sequences the chapter uses."""
     paper_lr, large_lr = c.lrs
-    return (f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {c.runs.results[c.lrs[0]].train_cfg.steps:,} steps); losses and "
-            f"averages over the first **{len(c.evaluation):,}** training sequences.")
+    return (
+        f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {c.runs.results[c.lrs[0]].train_cfg.steps:,} steps); losses and "
+        f"averages over the first **{len(c.evaluation):,}** training sequences."
+    )
 
 
 def sentence_paths(c: Cooperation, sentence: int, lr: float) -> pd.DataFrame:
@@ -101,17 +105,28 @@ def path_explorer(c: Cooperation) -> Any:
     import mechbook.viz
 
     def chart(base: alt.Chart) -> alt.Chart:
-        return base.mark_bar().encode(
-            x=alt.X("label:N", title="position and current token", sort=alt.EncodingSortField("position"),
-                    axis=alt.Axis(labelAngle=-60)),
-            y=alt.Y("contribution:Q", title="centred logit of the next token (nats)"),
-            color=alt.Color("path:N", title="path"),
-            tooltip=["position", "token_text", "next_text", "path", alt.Tooltip("contribution:Q", format=".4f")],
-        ).properties(height=260)
+        return (
+            base.mark_bar()
+            .encode(
+                x=alt.X(
+                    "label:N",
+                    title="position and current token",
+                    sort=alt.EncodingSortField("position"),
+                    axis=alt.Axis(labelAngle=-60),
+                ),
+                y=alt.Y("contribution:Q", title="centred logit of the next token (nats)"),
+                color=alt.Color("path:N", title="path"),
+                tooltip=["position", "token_text", "next_text", "path", alt.Tooltip("contribution:Q", format=".4f")],
+            )
+            .properties(height=260)
+        )
 
-    return mechbook.viz.explore(lambda sentence, lr: sentence_paths(c, sentence, lr), chart,
-                                controls={"sentence": list(range(c.cfg.n_sentences)), "lr": list(c.lrs)},
-                                title="Residual (bigram) path and attention paths, token by token")
+    return mechbook.viz.explore(
+        lambda sentence, lr: sentence_paths(c, sentence, lr),
+        chart,
+        controls={"sentence": list(range(c.cfg.n_sentences)), "lr": list(c.lrs)},
+        title="Residual (bigram) path and attention paths, token by token",
+    )
 
 
 def path_means(c: Cooperation) -> pd.DataFrame:
@@ -131,11 +146,13 @@ def path_means(c: Cooperation) -> pd.DataFrame:
 def path_prose(c: Cooperation, means: pd.DataFrame) -> str:
     """What each kind of path adds at both learning rates, and the order the leading terms predict."""
     paper_lr, large_lr = c.lrs
-    return (f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
-            f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
-            f"**{means.loc[paper_lr, 'attention']:.3g}**; at $\\eta = {large_lr}$: **{means.loc[large_lr, 'residual']:.3g}** "
-            f"and **{means.loc[large_lr, 'attention']:.3g}**. The leading terms predict this ordering: the residual path "
-            f"grows like $\\eta s$, the attention paths like $(\\eta s)^3$, so attention only matters once $\\eta s$ is large.")
+    return (
+        f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
+        f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
+        f"**{means.loc[paper_lr, 'attention']:.3g}**; at $\\eta = {large_lr}$: **{means.loc[large_lr, 'residual']:.3g}** "
+        f"and **{means.loc[large_lr, 'attention']:.3g}**. The leading terms predict this ordering: the residual path "
+        f"grows like $\\eta s$, the attention paths like $(\\eta s)^3$, so attention only matters once $\\eta s$ is large."
+    )
 
 
 def ablation_label(row: pd.Series) -> str:
@@ -162,9 +179,11 @@ def ablation(c: Cooperation) -> pd.DataFrame:
 
 def ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Loss and loss increase of every ablation (rows, in the table's order) at both learning rates."""
-    return table.pivot_table(index="label", columns="lr", values=["loss", "delta_loss"], sort=False).rename(
-        columns={"loss": "loss (nats)", "delta_loss": "minus the full model"}).rename_axis(
-        index="removal", columns=[None, "learning rate"])
+    return (
+        table.pivot_table(index="label", columns="lr", values=["loss", "delta_loss"], sort=False)
+        .rename(columns={"loss": "loss (nats)", "delta_loss": "minus the full model"})
+        .rename_axis(index="removal", columns=[None, "learning rate"])
+    )
 
 
 def _costliest(table: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +198,8 @@ def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
     single removal."""
     data = table[table["ablation"] != FULL].assign(
         removal=lambda d: np.where(d["matrix"].notna(), "one matrix's leading term", "reference"),
-        run=lambda d: [f"η = {lr}" for lr in d["lr"]])
+        run=lambda d: [f"η = {lr}" for lr in d["lr"]],
+    )
     worst = data[data["matrix"].notna()].sort_values("delta_loss").iloc[-1]
     order = list(dict.fromkeys(data["label"]))
     return (
@@ -189,17 +209,28 @@ def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
             y=alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)),
             x=alt.X("delta_loss:Q", title="loss increase over the full model (nats)"),
             color=alt.Color("removal:N", title=None, scale=alt.Scale(range=["#1f77b4", "#9e9e9e"])),
-            tooltip=[alt.Tooltip("label:N", title="removal"), alt.Tooltip("lr:Q", title="η"),
-                     alt.Tooltip("loss:Q", format=".4f", title="loss (nats)"),
-                     alt.Tooltip("delta_loss:Q", format="+.4f", title="minus the full model"),
-                     alt.Tooltip("cosine:Q", format=".4f", title="cos(matrix, its term)")],
+            tooltip=[
+                alt.Tooltip("label:N", title="removal"),
+                alt.Tooltip("lr:Q", title="η"),
+                alt.Tooltip("loss:Q", format=".4f", title="loss (nats)"),
+                alt.Tooltip("delta_loss:Q", format="+.4f", title="minus the full model"),
+                alt.Tooltip("cosine:Q", format=".4f", title="cos(matrix, its term)"),
+            ],
         )
         .properties(width=340, height=alt.Step(16))
-        .facet(row=alt.Row("run:N", title=None, sort=list(dict.fromkeys(data["run"])),
-                           header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold")))
+        .facet(
+            row=alt.Row(
+                "run:N",
+                title=None,
+                sort=list(dict.fromkeys(data["run"])),
+                header=alt.Header(labelOrient="top", labelAnchor="start", labelFontWeight="bold"),
+            )
+        )
         .resolve_scale(x="independent")
-        .properties(title=f"Costliest single removal: the leading term of {matrix_label(worst['matrix'])} "
-                          f"(+{worst['delta_loss']:.3f} nats at η = {worst['lr']})")
+        .properties(
+            title=f"Costliest single removal: the leading term of {matrix_label(worst['matrix'])} "
+            f"(+{worst['delta_loss']:.3f} nats at η = {worst['lr']})"
+        )
     )
 
 
@@ -237,5 +268,6 @@ def ablation_prose(c: Cooperation, table: pd.DataFrame) -> str:
             f"At $\\eta = {lr}$ the full model reaches **{full:.4f}**; removing every leading component at once gives "
             f"**{none:.4f}** ({(none - full) / max(zero - full, 1e-12):.0%} of the way back to the zero model), "
             f"and the single most costly removal is the leading term of {matrix_label(worst.loc[lr, 'matrix'])} "
-            f"(+{worst.loc[lr, 'delta_loss']:.4f} nats).")
+            f"(+{worst.loc[lr, 'delta_loss']:.4f} nats)."
+        )
     return " ".join(parts)

@@ -57,7 +57,9 @@ class PythiaConfig:
             raise ValueError(f"pythia size must be one of {', '.join(PYTHIA_SIZES)}, got {self.size!r}")
         unknown = sorted(set(self.steps) - set(pythia_steps()))
         if unknown:
-            raise ValueError(f"Pythia has no checkpoints at steps {unknown}; use 0, 1, 2, 4, ..., 512, 1000, 2000, ..., 143000")
+            raise ValueError(
+                f"Pythia has no checkpoints at steps {unknown}; use 0, 1, 2, 4, ..., 512, 1000, 2000, ..., 143000"
+            )
         if self.n_texts < 1 or self.context < 1:
             raise ValueError(f"n_texts and context must be >= 1, got {self.n_texts} and {self.context}")
 
@@ -89,18 +91,63 @@ class Chapter6Config:
         return dataclasses.replace(self.miniature, seed=self.seed)
 
 
-_CPU_MINIATURE = MiniatureConfig(bpe_vocab=1024, context=64, d_model=128, n_layers=4, n_heads=4, d_mlp=512, steps=1200, batch_size=32, n_linear=12)
-_CPU_PYTHIA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000, 143000)
+_CPU_MINIATURE = MiniatureConfig(
+    bpe_vocab=1024, context=64, d_model=128, n_layers=4, n_heads=4, d_mlp=512, steps=1200, batch_size=32, n_linear=12
+)
+_CPU_PYTHIA_STEPS = (
+    0,
+    1,
+    2,
+    4,
+    8,
+    16,
+    32,
+    64,
+    128,
+    256,
+    512,
+    1000,
+    2000,
+    4000,
+    8000,
+    16000,
+    32000,
+    64000,
+    100000,
+    143000,
+)
 
 CONFIGS: dict[str, Chapter6Config] = {
     "smoke": Chapter6Config(
         source="miniature",
         top_k=64,
         n_stories=1500,
-        miniature=MiniatureConfig(bpe_vocab=384, context=64, d_model=64, n_layers=2, n_heads=4, d_mlp=256, steps=120, batch_size=32, n_linear=6),
+        miniature=MiniatureConfig(
+            bpe_vocab=384,
+            context=64,
+            d_model=64,
+            n_layers=2,
+            n_heads=4,
+            d_mlp=256,
+            steps=120,
+            batch_size=32,
+            n_linear=6,
+        ),
     ),
-    "cpu": Chapter6Config(source="auto", top_k=200, n_stories=5000, miniature=_CPU_MINIATURE, pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, n_texts=500)),
-    "paper": Chapter6Config(source="pythia", top_k=500, n_stories=5000, miniature=_CPU_MINIATURE, pythia=PythiaConfig(size="1.4b", n_texts=2000)),
+    "cpu": Chapter6Config(
+        source="auto",
+        top_k=200,
+        n_stories=5000,
+        miniature=_CPU_MINIATURE,
+        pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, n_texts=500),
+    ),
+    "paper": Chapter6Config(
+        source="pythia",
+        top_k=500,
+        n_stories=5000,
+        miniature=_CPU_MINIATURE,
+        pythia=PythiaConfig(size="1.4b", n_texts=2000),
+    ),
 }
 
 
@@ -127,7 +174,7 @@ def build_source(cfg: Chapter6Config) -> SourceChoice:
         p = cfg.pythia
         source = PythiaSource(p.size, p.deduped, list(p.steps) or pythia_steps(), p.n_texts, p.context)
         try:
-            source.tokens  # the OpenWebText download: the first thing that needs the network
+            _ = source.tokens  # the OpenWebText download: the first thing that needs the network
             return SourceChoice(source, kind, reason)
         except Exception as exc:  # any failure to fetch falls back, and the banner says why
             if cfg.source == "pythia":
@@ -185,7 +232,11 @@ def compute(cfg: Chapter6Config) -> Chapter6Result:
 
 def control_value(control_means: pd.DataFrame, control: str, measure: str, mapping: str) -> float:
     """The layer mean of one control for one measure and mapping."""
-    row = control_means[(control_means["control"] == control) & (control_means["measure"] == measure) & (control_means["mapping"] == mapping)]
+    row = control_means[
+        (control_means["control"] == control)
+        & (control_means["measure"] == measure)
+        & (control_means["mapping"] == mapping)
+    ]
     if len(row) != 1:
         raise KeyError(f"no single {control!r} control for measure {measure!r} and mapping {mapping!r}")
     return float(row["similarity"].iloc[0])
@@ -244,9 +295,15 @@ def reading(summary: dict[tuple[str, str], dict[str, float]], control_means: pd.
         lines = [_sentence(measure, m, summary[measure, m], verdicts[m], last_step) for m in MAPPINGS]
         geometry = [m for m in ("embedding", "no_mlp") if verdicts[m]["margin"] > 0]
         scores = verdicts["attention"]["margin"] > 0
-        fading = [m for m in geometry + (["attention"] if scores else []) if fades(summary[measure, m], verdicts[m], last_step)]
+        fading = [
+            m
+            for m in geometry + (["attention"] if scores else [])
+            if fades(summary[measure, m], verdicts[m], last_step)
+        ]
         claims = [
-            f"the token geometry carries (BΦ)ᵀ ({' and '.join(MAPPING_LABELS[m].split(' (')[0] for m in geometry)})" if geometry else None,
+            f"the token geometry carries (BΦ)ᵀ ({' and '.join(MAPPING_LABELS[m].split(' (')[0] for m in geometry)})"
+            if geometry
+            else None,
             "the attention scores the model computes carry Q" if scores else None,
             "the features are clearest early and fade" if fading else None,
         ]
@@ -257,7 +314,11 @@ def reading(summary: dict[tuple[str, str], dict[str, float]], control_means: pd.
             if offset >= 0.5
             else ""
         )
-        verdict_line = f"This measure supports: {'; '.join(supported)}." if supported else "This measure supports none of the paper's claims on this run."
+        verdict_line = (
+            f"This measure supports: {'; '.join(supported)}."
+            if supported
+            else "This measure supports none of the paper's claims on this run."
+        )
         parts.append(f"**{MEASURE_LABELS[measure]}**\n\n" + "\n".join(lines) + f"\n\n{verdict_line}{caveat}")
     return "\n\n".join(parts)
 
@@ -270,7 +331,9 @@ def defect_note(summary: dict[tuple[str, str], dict[str, float]]) -> str:
         paper, model = summary[measure, "attention_resid_pre"]["peak"], summary[measure, "attention"]["peak"]
         gap = paper - model
         direction = "higher" if gap > 0 else "lower"
-        rows.append(f"under the {MEASURE_LABELS[measure]} the paper's variant peaks at {paper:.3f}, the corrected one at {model:.3f} ({abs(gap):.3f} {direction})")
+        rows.append(
+            f"under the {MEASURE_LABELS[measure]} the paper's variant peaks at {paper:.3f}, the corrected one at {model:.3f} ({abs(gap):.3f} {direction})"
+        )
     text = "; ".join(rows)
     return (
         "The paper takes the attention scores from `resid_pre`, the layer input before LayerNorm; the model's "
@@ -316,8 +379,19 @@ def layer_heatmaps(table: pd.DataFrame, title: str) -> alt.Chart:
         .encode(
             x=alt.X("step_label:O", sort=_steps_sort(data), title="checkpoint (training step)"),
             y=alt.Y("layer:O", title="layer", sort="descending"),
-            color=alt.Color("similarity:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"), title="similarity", legend=alt.Legend(orient="bottom")),
-            tooltip=["measure_label:N", "mapping_label:N", "layer:O", "step:Q", alt.Tooltip("similarity:Q", format=".3f")],
+            color=alt.Color(
+                "similarity:Q",
+                scale=alt.Scale(domain=[0, 1], scheme="viridis"),
+                title="similarity",
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                "measure_label:N",
+                "mapping_label:N",
+                "layer:O",
+                "step:Q",
+                alt.Tooltip("similarity:Q", format=".3f"),
+            ],
         )
         .transform_filter(alt.datum.measure_label == pick)
         .properties(width=WIDTH // 2 - 50, height=90)
@@ -336,7 +410,11 @@ def head_heatmap(table: pd.DataFrame, title: str, layer: int | None = None) -> a
     layers = sorted(int(layer) for layer in data["layer"].unique())
     if layer is not None and layer not in layers:
         raise ValueError(f"layer {layer} is not among the table's layers {layers}")
-    layer_pick = alt.param(name="layer_pick", value=layers[-1] if layer is None else layer, bind=alt.binding_select(options=layers, name="layer "))
+    layer_pick = alt.param(
+        name="layer_pick",
+        value=layers[-1] if layer is None else layer,
+        bind=alt.binding_select(options=layers, name="layer "),
+    )
     measure_pick = _measure_pick("head_measure")
     return (
         alt.Chart(data, title=title)
@@ -344,7 +422,12 @@ def head_heatmap(table: pd.DataFrame, title: str, layer: int | None = None) -> a
         .encode(
             x=alt.X("step_label:O", sort=_steps_sort(data), title="checkpoint (training step)"),
             y=alt.Y("head:O", title="head"),
-            color=alt.Color("similarity:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis"), title="similarity", legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "similarity:Q",
+                scale=alt.Scale(domain=[0, 1], scheme="viridis"),
+                title="similarity",
+                legend=alt.Legend(orient="bottom"),
+            ),
             tooltip=["measure_label:N", "layer:O", "head:O", "step:Q", alt.Tooltip("similarity:Q", format=".3f")],
         )
         .add_params(layer_pick, measure_pick)
@@ -395,13 +478,16 @@ def similarity_curves(curve: pd.DataFrame, control_means: pd.DataFrame, title: s
     )
 
 
-def controls_chart(summary: dict[tuple[str, str], dict[str, float]], control_means: pd.DataFrame, title: str) -> alt.Chart:
+def controls_chart(
+    summary: dict[tuple[str, str], dict[str, float]], control_means: pd.DataFrame, title: str
+) -> alt.Chart:
     """Per measure and mapping, the trained model's peak next to the four controls: what each
     measure can and cannot tell apart."""
     rows = [(measure, mapping, "trained model (peak)", s["peak"]) for (measure, mapping), s in summary.items()]
     rows += [(r.measure, r.mapping, CONTROL_LABELS[r.control], r.similarity) for r in control_means.itertuples()]
     data = pd.DataFrame(rows, columns=["measure", "mapping", "what", "similarity"]).assign(
-        mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS), measure_label=lambda d: d["measure"].map(MEASURE_LABELS)
+        mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS),
+        measure_label=lambda d: d["measure"].map(MEASURE_LABELS),
     )
     order = ["trained model (peak)"] + list(CONTROL_LABELS.values())
     return (
@@ -409,12 +495,23 @@ def controls_chart(summary: dict[tuple[str, str], dict[str, float]], control_mea
         .mark_point(filled=True, size=90)
         .encode(
             x=alt.X("similarity:Q", scale=alt.Scale(domain=[-0.2, 1]), title="similarity"),
-            y=alt.Y("mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS], axis=alt.Axis(labelLimit=330)),
-            color=alt.Color("what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)),
+            y=alt.Y(
+                "mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS], axis=alt.Axis(labelLimit=330)
+            ),
+            color=alt.Color(
+                "what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
+            ),
             tooltip=["measure_label:N", "mapping_label:N", "what:N", alt.Tooltip("similarity:Q", format=".3f")],
         )
         .properties(width=WIDTH - 320, height=150)
-        .facet(row=alt.Row("measure_label:N", title=None, sort=[MEASURE_LABELS[m] for m in MEASURES], header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top")))
+        .facet(
+            row=alt.Row(
+                "measure_label:N",
+                title=None,
+                sort=[MEASURE_LABELS[m] for m in MEASURES],
+                header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top"),
+            )
+        )
         .properties(title=title)
     )
 
@@ -423,10 +520,19 @@ def loss_chart(losses: list[float], steps: list[int], title: str) -> alt.Chart:
     """The miniature's training loss per step, with its checkpoints marked."""
     data = pd.DataFrame({"step": range(1, len(losses) + 1), "loss": losses})
     marks = data[data["step"].isin(steps)]
-    base = alt.Chart(data).mark_line().encode(
-        x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log scale)"), y=alt.Y("loss:Q", title="cross-entropy (nats/token)")
+    base = (
+        alt.Chart(data)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log scale)"),
+            y=alt.Y("loss:Q", title="cross-entropy (nats/token)"),
+        )
     )
-    dots = alt.Chart(marks).mark_point(color="black").encode(x="step:Q", y="loss:Q", tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
+    dots = (
+        alt.Chart(marks)
+        .mark_point(color="black")
+        .encode(x="step:Q", y="loss:Q", tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
+    )
     return (base + dots).properties(width=WIDTH - 80, height=200, title=title)
 
 

@@ -74,7 +74,9 @@ def examples_table(task: Task, seed: int, per_kind: int = 3) -> pd.DataFrame:
         of_kind = np.nonzero(task.train_rows[:, 1] == kind)[0]
         tokens, labels = task.sample(of_kind[rng.integers(0, len(of_kind), per_kind)], rng)
         for t, y in zip(tokens, labels):
-            examples.append({"kind": name, "tokens (PAD = _)": task.raw(t), "reads as": task.render(t), "answer": int(y)})
+            examples.append(
+                {"kind": name, "tokens (PAD = _)": task.raw(t), "reads as": task.render(t), "answer": int(y)}
+            )
     return pd.DataFrame(examples)
 
 
@@ -82,18 +84,23 @@ def split_frame(task: Task) -> pd.DataFrame:
     """One row per ordered pair ``(n1, n2)``: its sum and whether it is a training pair."""
     n = task.cfg.modulus
     n1, n2 = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    return pd.DataFrame({
-        "n1": n1.ravel(), "n2": n2.ravel(),
-        "split": np.where(task.train_pairs.ravel(), "training pair", "held out"),
-        "sum": (n1 + n2).ravel() % n,
-    })
+    return pd.DataFrame(
+        {
+            "n1": n1.ravel(),
+            "n2": n2.ravel(),
+            "split": np.where(task.train_pairs.ravel(), "training pair", "held out"),
+            "sum": (n1 + n2).ravel() % n,
+        }
+    )
 
 
 def split_prose(task: Task) -> str:
     """The sentence stating f, the split seed and the two counts."""
     tc = task.cfg
-    return (f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
-            f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out.")
+    return (
+        f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
+        f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out."
+    )
 
 
 def split_chart(task: Task) -> alt.Chart:
@@ -101,37 +108,59 @@ def split_chart(task: Task) -> alt.Chart:
     n = task.cfg.modulus
     held, total = int(task.heldout_pairs.sum()), n * n
     ticks = alt.Axis(values=list(range(0, n, 5)))
-    return alt.Chart(
-        split_frame(task), title=f"{held:,} of the {total:,} ordered pairs ({held / total:.0%}) never appear as a training sum"
-    ).mark_rect().encode(
-        x=alt.X("n2:O", title="right operand n₂", axis=ticks),
-        y=alt.Y("n1:O", title="left operand n₁", axis=ticks),
-        color=alt.Color("split:N", scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
-                        title=None, legend=alt.Legend(orient="bottom")),
-        tooltip=["n1", "n2", "sum", "split"],
-    ).properties(width=420, height=420)
+    return (
+        alt.Chart(
+            split_frame(task),
+            title=f"{held:,} of the {total:,} ordered pairs ({held / total:.0%}) never appear as a training sum",
+        )
+        .mark_rect()
+        .encode(
+            x=alt.X("n2:O", title="right operand n₂", axis=ticks),
+            y=alt.Y("n1:O", title="left operand n₁", axis=ticks),
+            color=alt.Color(
+                "split:N",
+                scale=alt.Scale(domain=list(SPLIT_COLOURS), range=list(SPLIT_COLOURS.values())),
+                title=None,
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=["n1", "n2", "sum", "split"],
+        )
+        .properties(width=420, height=420)
+    )
 
 
 def variable_pairs_frame(task: Task) -> pd.DataFrame:
     """One row per ordered variable pair ``(v1, v2)`` with its status in 2-var training queries."""
     letters = np.array(task.cfg.letters)
     v1, v2 = np.meshgrid(np.arange(len(letters)), np.arange(len(letters)), indexing="ij")
-    status = np.where(v1 == v2, "same variable", np.where(task.allowed_two_var, "allowed in training", "misplaced: held out"))
+    status = np.where(
+        v1 == v2, "same variable", np.where(task.allowed_two_var, "allowed in training", "misplaced: held out")
+    )
     return pd.DataFrame({"v1": letters[v1.ravel()], "v2": letters[v2.ravel()], "status": status.ravel()})
 
 
 def variable_pairs_chart(task: Task) -> alt.Chart:
     """The 12 x 12 grid of variable pairs, allowed ones grey, misplaced ones red."""
     letters = list(task.cfg.letters)
-    return alt.Chart(
-        variable_pairs_frame(task), title=f"{int(task.allowed_two_var.sum())} ordered variable pairs may appear in a 2-var training query"
-    ).mark_rect(stroke="white").encode(
-        x=alt.X("v2:N", title="right variable v₂", sort=letters),
-        y=alt.Y("v1:N", title="left variable v₁", sort=letters),
-        color=alt.Color("status:N", title=None, legend=alt.Legend(orient="bottom"),
-                        scale=alt.Scale(domain=list(PAIR_COLOURS), range=list(PAIR_COLOURS.values()))),
-        tooltip=["v1", "v2", "status"],
-    ).properties(width=300, height=300)
+    return (
+        alt.Chart(
+            variable_pairs_frame(task),
+            title=f"{int(task.allowed_two_var.sum())} ordered variable pairs may appear in a 2-var training query",
+        )
+        .mark_rect(stroke="white")
+        .encode(
+            x=alt.X("v2:N", title="right variable v₂", sort=letters),
+            y=alt.Y("v1:N", title="left variable v₁", sort=letters),
+            color=alt.Color(
+                "status:N",
+                title=None,
+                legend=alt.Legend(orient="bottom"),
+                scale=alt.Scale(domain=list(PAIR_COLOURS), range=list(PAIR_COLOURS.values())),
+            ),
+            tooltip=["v1", "v2", "status"],
+        )
+        .properties(width=300, height=300)
+    )
 
 
 def rows_table(task: Task) -> pd.DataFrame:
@@ -156,9 +185,13 @@ def variable_configurations(task: Task) -> dict[str, int]:
     slots_ok = int((~no_left).sum() + (~no_right).sum())
     allowed = int(task.allowed_two_var.sum())
     return {
-        "0var_train": task.cfg.n_vars, "0var_heldout": task.cfg.n_vars,
-        "1var_train": slots_ok, "1var_heldout": slots_ok, "1var_misplaced": int(no_left.sum() + no_right.sum()),
-        "2var_train": allowed, "2var_heldout": allowed,
+        "0var_train": task.cfg.n_vars,
+        "0var_heldout": task.cfg.n_vars,
+        "1var_train": slots_ok,
+        "1var_heldout": slots_ok,
+        "1var_misplaced": int(no_left.sum() + no_right.sum()),
+        "2var_train": allowed,
+        "2var_heldout": allowed,
         "2var_misplaced_one": int((distinct & (no_left[:, None] ^ no_right[None, :])).sum()),
         "2var_misplaced_both": int((distinct & no_left[:, None] & no_right[None, :]).sum()),
     }
@@ -168,15 +201,20 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
     """One row per pool: variables, pairs, configurations, distinct questions, sequences, an example."""
     configs = variable_configurations(task)
     n_held, n_train = int(task.heldout_pairs.sum()), int(task.train_pairs.sum())
-    return pd.DataFrame([{
-        "pool": name,
-        "variables": int(name[0]),
-        "pairs": "held out" if name.endswith("heldout") else "training",
-        "variable configurations": configs[name],
-        "distinct questions": configs[name] * (n_held if name.endswith("heldout") else n_train),
-        "sequences drawn": len(pools[name][1]),
-        "example": task.render(pools[name][0][0]),
-    } for name in POOL_NAMES])
+    return pd.DataFrame(
+        [
+            {
+                "pool": name,
+                "variables": int(name[0]),
+                "pairs": "held out" if name.endswith("heldout") else "training",
+                "variable configurations": configs[name],
+                "distinct questions": configs[name] * (n_held if name.endswith("heldout") else n_train),
+                "sequences drawn": len(pools[name][1]),
+                "example": task.render(pools[name][0][0]),
+            }
+            for name in POOL_NAMES
+        ]
+    )
 
 
 def literal_answer(seq: np.ndarray, tc: TaskConfig) -> int:
@@ -247,21 +285,32 @@ def draw_sequence(task: Task, kind: str, assignments: int, seed: int) -> pd.Data
     tokens, labels = task.generate(row, rng, n_assign=np.array([used]))
     seq = tokens[0]
     note = f"   ({kind} needs {least} assignments: drawn with {used}, not {assignments})" if used != assignments else ""
-    return pd.DataFrame({
-        "position": np.arange(tc.seq_len), "token": [task.token_str(int(t)) for t in seq],
-        "role": position_roles(seq, tc), "program": f"{task.render(seq)}   answer {int(labels[0])}{note}",
-    })
+    return pd.DataFrame(
+        {
+            "position": np.arange(tc.seq_len),
+            "token": [task.token_str(int(t)) for t in seq],
+            "role": position_roles(seq, tc),
+            "program": f"{task.render(seq)}   answer {int(labels[0])}{note}",
+        }
+    )
 
 
 def sequence_chart(base: alt.Chart) -> alt.LayerChart:
     """The 16 positions as coloured cells with their tokens, the program written above."""
     cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
         x=alt.X("position:O", title="position"),
-        color=alt.Color("role:N", scale=alt.Scale(domain=list(ROLE_COLOURS), range=list(ROLE_COLOURS.values())),
-                        title="holds", legend=alt.Legend(orient="bottom")),
+        color=alt.Color(
+            "role:N",
+            scale=alt.Scale(domain=list(ROLE_COLOURS), range=list(ROLE_COLOURS.values())),
+            title="holds",
+            legend=alt.Legend(orient="bottom"),
+        ),
         tooltip=["position", "token", "role"],
     )
     text = base.mark_text(fontSize=16).encode(x="position:O", text="token:N")
-    program = base.transform_filter("datum.position == 0").mark_text(align="left", dx=-20, dy=-45, fontSize=15).encode(
-        x="position:O", text="program:N")
+    program = (
+        base.transform_filter("datum.position == 0")
+        .mark_text(align="left", dx=-20, dy=-45, fontSize=15)
+        .encode(x="position:O", text="program:N")
+    )
     return (cells + text + program).properties(width=560, height=50)

@@ -16,16 +16,21 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.cache import cached
 from mechbook.assign_add import release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
+from mechbook.cache import cached
 
-POOL_TYPE = {"train": "train", "heldout": "held-out pairs", "misplaced": "misplaced",
-             "misplaced_one": "misplaced (one)", "misplaced_both": "misplaced (both)"}
+POOL_TYPE = {
+    "train": "train",
+    "heldout": "held-out pairs",
+    "misplaced": "misplaced",
+    "misplaced_one": "misplaced (one)",
+    "misplaced_both": "misplaced (both)",
+}
 """Pool-name suffix -> what is new about the question (the curves' line style)."""
 VARIABLE_COLOURS = {"0-var": "#2e86ab", "1-var": "#f18f01", "2-var": "#c73e1d"}
 BOUND_LEVEL = 0.95
@@ -58,39 +63,91 @@ class DynamicsChapterConfig:
         if self.release_per_pool < 1:
             raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
         if len(self.seeds) < 4 or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}")
+            raise ValueError(
+                f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}"
+            )
         bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
         if bad:
             raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
 
 
-SMOKE_RELEASE_STEPS = (1, 501, 1401, 3001, 5001, 5301, 5401, 5501, 7001, 10001, 13001, 14501, 15001, 16001, 20001, 39901)
+SMOKE_RELEASE_STEPS = (
+    1,
+    501,
+    1401,
+    3001,
+    5001,
+    5301,
+    5401,
+    5501,
+    7001,
+    10001,
+    13001,
+    14501,
+    15001,
+    16001,
+    20001,
+    39901,
+)
 """The released checkpoints smoke reads: enough around each of the paper's phases to find them."""
 
-SMOKE_SEED_RUN = TrainConfig(steps=100, batch_size=64, eval_every=50, eval_per_pool=64, keep_every=100, resume_every=100,
-                             model=ModelConfig(d_model=32, d_head=32, d_mlp=128))
+SMOKE_SEED_RUN = TrainConfig(
+    steps=100,
+    batch_size=64,
+    eval_every=50,
+    eval_per_pool=64,
+    keep_every=100,
+    resume_every=100,
+    model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
+)
 """Smoke's seed runs: tiny, they only exercise the multi-seed machinery."""
-CPU_SEED_RUN = TrainConfig(steps=8000, batch_size=256, lr=3e-3, eval_every=250, eval_per_pool=256, keep_every=500,
-                           resume_every=500, model=ModelConfig(d_model=64, d_head=64, d_mlp=256))
+CPU_SEED_RUN = TrainConfig(
+    steps=8000,
+    batch_size=256,
+    lr=3e-3,
+    eval_every=250,
+    eval_per_pool=256,
+    keep_every=500,
+    resume_every=500,
+    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
+)
 """cpu's seed runs: chapter 11's cpu run size (d_model 64, batch 256, lr 3e-3, 8,000 steps), whose
 pilot bound variables within a few thousand steps; five of them train as one stack."""
 
 CONFIGS: dict[str, DynamicsChapterConfig] = {
-    "smoke": DynamicsChapterConfig(TRAIN_PROFILES["smoke"], MeasureConfig(n_sequences=128), window=150,
-                                   release_per_pool=128, release_steps=SMOKE_RELEASE_STEPS, release_exact=False,
-                                   seed_train=SMOKE_SEED_RUN),
-    "cpu": DynamicsChapterConfig(TRAIN_PROFILES["cpu"], MeasureConfig(n_sequences=512), window=1000,
-                                 seeds=(42, 1, 2, 3, 4), seed_train=CPU_SEED_RUN),
+    "smoke": DynamicsChapterConfig(
+        TRAIN_PROFILES["smoke"],
+        MeasureConfig(n_sequences=128),
+        window=150,
+        release_per_pool=128,
+        release_steps=SMOKE_RELEASE_STEPS,
+        release_exact=False,
+        seed_train=SMOKE_SEED_RUN,
+    ),
+    "cpu": DynamicsChapterConfig(
+        TRAIN_PROFILES["cpu"],
+        MeasureConfig(n_sequences=512),
+        window=1000,
+        seeds=(42, 1, 2, 3, 4),
+        seed_train=CPU_SEED_RUN,
+    ),
     "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }
 
 
-def resolve(profile: str, steps: int | None = None, seed: int | None = None,
-            measure_sequences: int | None = None) -> DynamicsChapterConfig:
+def resolve(
+    profile: str, steps: int | None = None, seed: int | None = None, measure_sequences: int | None = None
+) -> DynamicsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` and ``seed`` of the training run, sequences of the progress measures."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__steps=steps, train__seed=seed, train__model__seed=seed,
-                                    measures__n_sequences=measure_sequences)
+    return mechbook.resolve_profile(
+        CONFIGS,
+        profile,
+        train__steps=steps,
+        train__seed=seed,
+        train__model__seed=seed,
+        measures__n_sequences=measure_sequences,
+    )
 
 
 def n_parameters(train: TrainConfig) -> int:
@@ -101,19 +158,23 @@ def n_parameters(train: TrainConfig) -> int:
 def setup_prose(train: TrainConfig) -> str:
     """The model's sizes and the training settings, as a paragraph."""
     m = train.model
-    return (f"Model: $d_{{model}}$ = {m.d_model}, $d_{{head}}$ = {m.d_head}, MLP width {m.d_mlp}, {m.n_ctx} positions, "
-            f"init std {m.init_std:.4f} ($0.8/\\sqrt{{d_{{model}}}}$), {n_parameters(train):,} parameters. "
-            f"Training: AdamW, lr {train.lr}, betas {train.betas}, weight decay {train.weight_decay}, "
-            f"batch {train.batch_size}, {train.steps:,} steps, seed {train.seed}; the nine pools scored every "
-            f"{train.eval_every} steps on {train.eval_per_pool} sequences each.")
+    return (
+        f"Model: $d_{{model}}$ = {m.d_model}, $d_{{head}}$ = {m.d_head}, MLP width {m.d_mlp}, {m.n_ctx} positions, "
+        f"init std {m.init_std:.4f} ($0.8/\\sqrt{{d_{{model}}}}$), {n_parameters(train):,} parameters. "
+        f"Training: AdamW, lr {train.lr}, betas {train.betas}, weight decay {train.weight_decay}, "
+        f"batch {train.batch_size}, {train.steps:,} steps, seed {train.seed}; the nine pools scored every "
+        f"{train.eval_every} steps on {train.eval_per_pool} sequences each."
+    )
 
 
 def training_prose(result: TrainResult) -> str:
     """How many evaluations and checkpoints the run kept, and how long it took."""
     acc = result.accuracy()
-    return (f"{len(acc)} evaluations over {int(acc.index.max()):,} steps of batch {result.config.batch_size}; "
-            f"{len(result.checkpoints)} checkpoints kept; training took {result.train_seconds / 60:.1f} minutes "
-            "(when it ran; a cached run loads in seconds).")
+    return (
+        f"{len(acc)} evaluations over {int(acc.index.max()):,} steps of batch {result.config.batch_size}; "
+        f"{len(result.checkpoints)} checkpoints kept; training took {result.train_seconds / 60:.1f} minutes "
+        "(when it ran; a cached run loads in seconds)."
+    )
 
 
 def curves_frame(history: pd.DataFrame) -> pd.DataFrame:
@@ -129,62 +190,93 @@ def phase_rules(marks: pd.DataFrame) -> list[alt.Chart]:
     detected: an empty frame has no type for Altair to infer)."""
     if marks.empty:
         return []
-    rule = alt.Chart(marks).mark_rule(color="#555", strokeDash=[3, 3]).encode(
-        x="step:Q", tooltip=["phase:N", "step:Q"])
+    rule = alt.Chart(marks).mark_rule(color="#555", strokeDash=[3, 3]).encode(x="step:Q", tooltip=["phase:N", "step:Q"])
     staggered = marks.assign(row=8 + 16 * np.arange(len(marks)))
-    label = alt.Chart(staggered).mark_text(align="left", dx=4, fontSize=12, color="#333").encode(
-        x="step:Q", y=alt.Y("row:Q", scale=None, axis=None), text="phase:N")
+    label = (
+        alt.Chart(staggered)
+        .mark_text(align="left", dx=4, fontSize=12, color="#333")
+        .encode(x="step:Q", y=alt.Y("row:Q", scale=None, axis=None), text="phase:N")
+    )
     return [rule, label]
 
 
 def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
     """The curves chart's title: the detected phases, or what the run reached without them."""
     if phases.phase1 is not None and phases.phase2 is not None:
-        return f"Addition first (phase 1 at step {phases.phase1:,}), binding in a jump (phase 2 at step {phases.phase2:,})"
+        return (
+            f"Addition first (phase 1 at step {phases.phase1:,}), binding in a jump (phase 2 at step {phases.phase2:,})"
+        )
     last = acc.iloc[-1]
-    return (f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "
-            f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.0%})")
+    return (
+        f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "
+        f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.0%})"
+    )
 
 
 def curves_chart(result: TrainResult, phases: Phases) -> alt.LayerChart:
     """The nine accuracy curves (colour: variables; dash: what is new; click the legend to bring
     a group forward) with the phase rules, under a title stating the finding."""
     lines = viz.highlight_lines(
-        curves_frame(result.history), x="step", y="accuracy", series="variables", series_title="variables",
-        stroke_dash="question", dash_title="question", detail="pool", colors=VARIABLE_COLOURS, y_domain=[0, 1],
-        x_title="training step", y_title="accuracy at '=' (fraction of pool)", height=340)
+        curves_frame(result.history),
+        x="step",
+        y="accuracy",
+        series="variables",
+        series_title="variables",
+        stroke_dash="question",
+        dash_title="question",
+        detail="pool",
+        colors=VARIABLE_COLOURS,
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="accuracy at '=' (fraction of pool)",
+        height=340,
+    )
     title = curves_title(phases, result.accuracy(), result.config.task.modulus)
     return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
 
 
 def rules_table(rules: PhaseRules) -> pd.DataFrame:
     """The three detection rules with their thresholds, as the code applies them."""
-    return pd.DataFrame([
-        {"rule": "phase 1", "setting": f"{rules.phase1_pool} reaches {rules.phase1_level}"},
-        {"rule": "phase 2", "setting": f"largest rise of {rules.phase2_pool} within {rules.jump_window} steps "
-                                       f"(at least {rules.min_jump}), dated by its steepest interval"},
-        {"rule": "phase 3", "setting": f"plateau: band ±{rules.plateau_tol} for ≥ {rules.plateau_len} steps below "
-                                       f"{rules.plateau_max} (rolling mean of {rules.smooth} evaluations); rise > {rules.rise}"},
-    ])
+    return pd.DataFrame(
+        [
+            {"rule": "phase 1", "setting": f"{rules.phase1_pool} reaches {rules.phase1_level}"},
+            {
+                "rule": "phase 2",
+                "setting": f"largest rise of {rules.phase2_pool} within {rules.jump_window} steps "
+                f"(at least {rules.min_jump}), dated by its steepest interval",
+            },
+            {
+                "rule": "phase 3",
+                "setting": f"plateau: band ±{rules.plateau_tol} for ≥ {rules.plateau_len} steps below "
+                f"{rules.plateau_max} (rolling mean of {rules.smooth} evaluations); rise > {rules.rise}",
+            },
+        ]
+    )
 
 
 def phases_prose(phases: Phases, rules: PhaseRules) -> str:
     """One bullet per phase saying what the rules found (or that they did not fire)."""
     lines = [
-        f"- **phase 1** (addition): step {phases.phase1:,}" if phases.phase1 is not None
+        f"- **phase 1** (addition): step {phases.phase1:,}"
+        if phases.phase1 is not None
         else "- **phase 1**: not reached in this run",
         f"- **phase 2** (binding): step {phases.phase2:,}; `{rules.phase2_pool}` accuracy rises by "
-        f"{phases.phase2_jump:.2f} within {rules.jump_window} steps" if phases.phase2 is not None
+        f"{phases.phase2_jump:.2f} within {rules.jump_window} steps"
+        if phases.phase2 is not None
         else "- **phase 2**: not found",
     ]
     if phases.phase3_status == "detected":
         start, end, level = phases.plateau
-        lines.append(f"- **phase 3** (refinement): step {phases.phase3:,}; `{phases.phase3_pool}` sat at {level:.2f} "
-                     f"from step {start:,} to {end:,}, then rose past {level + rules.rise:.2f}")
+        lines.append(
+            f"- **phase 3** (refinement): step {phases.phase3:,}; `{phases.phase3_pool}` sat at {level:.2f} "
+            f"from step {start:,} to {end:,}, then rose past {level + rules.rise:.2f}"
+        )
     elif phases.phase3_status == "plateau without rise":
         start, _, level = phases.plateau
-        lines.append(f"- **phase 3**: `{phases.phase3_pool}` plateaus at {level:.2f} from step {start:,}, "
-                     "but does not rise within this run")
+        lines.append(
+            f"- **phase 3**: `{phases.phase3_pool}` plateaus at {level:.2f} from step {start:,}, "
+            "but does not rise within this run"
+        )
     elif phases.phase2 is None:
         lines.append("- **phase 3**: not looked for (it is defined after phase 2)")
     else:
@@ -212,8 +304,10 @@ def union_paper(acc: pd.DataFrame, task: Task) -> float:
 def union_prose(acc: pd.DataFrame, task: Task) -> str:
     """The union's sentence, both weightings, next to chance."""
     n = task.cfg.modulus
-    return (f"2-var generalisation union: **{union_paper(acc, task):.3f}** with its parts weighted by their sizes (the "
-            f"paper's score), {union_score(acc):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}.")
+    return (
+        f"2-var generalisation union: **{union_paper(acc, task):.3f}** with its parts weighted by their sizes (the "
+        f"paper's score), {union_score(acc):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}."
+    )
 
 
 def measures_shown(measures: pd.DataFrame) -> pd.DataFrame:
@@ -237,10 +331,21 @@ def measures_chart(measures: pd.DataFrame, phases: Phases) -> alt.LayerChart:
     phase rules; the title states where the adder and layer 2 end."""
     end = final_measures(measures)
     lines = viz.highlight_lines(
-        measures_shown(measures), x="step", y="value", series="label", series_title="progress measure", point=True,
-        y_domain=[0, 1], x_title="training step", y_title="measure (fraction)", height=340)
-    title = (f"At the end the adder alone is right on {end['adder']:.0%} of pairs and layer 2's top-2 keys "
-             f"are the needed numbers in {end['l2_needed_top2']:.0%} of sequences")
+        measures_shown(measures),
+        x="step",
+        y="value",
+        series="label",
+        series_title="progress measure",
+        point=True,
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="measure (fraction)",
+        height=340,
+    )
+    title = (
+        f"At the end the adder alone is right on {end['adder']:.0%} of pairs and layer 2's top-2 keys "
+        f"are the needed numbers in {end['l2_needed_top2']:.0%} of sequences"
+    )
     return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
 
 
@@ -255,8 +360,10 @@ def jump_prose(result: TrainResult, phases: Phases, measures: pd.DataFrame) -> s
     phase 2 to the first where 1-var training accuracy is at least 0.95, or, when the run never
     gets there, to its last checkpoint, said as such."""
     if phases.phase2 is None:
-        return ("No binding jump was detected in this run, so there is no before and after to compare; "
-                f"at the end the adder alone is right on {measure_at(measures, 'adder', result.config.steps):.0%} of pairs.")
+        return (
+            "No binding jump was detected in this run, so there is no before and after to compare; "
+            f"at the end the adder alone is right on {measure_at(measures, 'adder', result.config.steps):.0%} of pairs."
+        )
     steps = sorted(result.checkpoints)
     acc = result.accuracy()["1var_train"]
     before = max([s for s in steps if s < phases.phase2], default=steps[0])
@@ -266,13 +373,17 @@ def jump_prose(result: TrainResult, phases: Phases, measures: pd.DataFrame) -> s
         until = f"step {after:,} (the first checkpoint where `1var_train` accuracy is at least {BOUND_LEVEL})"
     else:
         after = steps[-1]
-        until = (f"step {after:,}, the last checkpoint (`1var_train` accuracy never reaches {BOUND_LEVEL} in this run: "
-                 f"it ends at {float(acc.iloc[-1]):.2f})")
-    return (f"Across the phase-2 jump, from step {before:,} (the last checkpoint before it) to {until}, layer-1 "
-            f"attention from `=` onto the operand positions goes from {measure_at(measures, 'l1_operands_mass', before):.2f} "
-            f"to {measure_at(measures, 'l1_operands_mass', after):.2f}, and layer 2's top-2 keys land on the needed numbers "
-            f"in {measure_at(measures, 'l2_needed_top2', before):.0%} → {measure_at(measures, 'l2_needed_top2', after):.0%} "
-            f"of sequences. The adder alone was already right on {measure_at(measures, 'adder', before):.0%} of all pairs.")
+        until = (
+            f"step {after:,}, the last checkpoint (`1var_train` accuracy never reaches {BOUND_LEVEL} in this run: "
+            f"it ends at {float(acc.iloc[-1]):.2f})"
+        )
+    return (
+        f"Across the phase-2 jump, from step {before:,} (the last checkpoint before it) to {until}, layer-1 "
+        f"attention from `=` onto the operand positions goes from {measure_at(measures, 'l1_operands_mass', before):.2f} "
+        f"to {measure_at(measures, 'l1_operands_mass', after):.2f}, and layer 2's top-2 keys land on the needed numbers "
+        f"in {measure_at(measures, 'l2_needed_top2', before):.0%} → {measure_at(measures, 'l2_needed_top2', after):.0%} "
+        f"of sequences. The adder alone was already right on {measure_at(measures, 'adder', before):.0%} of all pairs."
+    )
 
 
 def window_steps(checkpoints: list[int], centre: int, window: int) -> list[int]:
@@ -286,14 +397,23 @@ def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, t
     :func:`~mechbook.assign_add.circuits.pattern_frame` with ``step`` and ``layer`` labels) at each
     of ``steps``, a slider choosing the checkpoint (starting at ``steps[start]``); the cells
     where the circuit says attention should go are outlined."""
-    slider = alt.param(name="checkpoint", value=start,
-                       bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "))
+    slider = alt.param(
+        name="checkpoint",
+        value=start,
+        bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "),
+    )
     position = {s: i for i, s in enumerate(steps)}
     frame = patterns.assign(index=patterns.step.map(position))
     order = list(dict.fromkeys(frame.sort_values("query").query_token))
     base = alt.Chart(frame).transform_filter(alt.datum.index == slider)
-    return viz.attention_heatmap(base, order=order, highlight="role", facet="layer", title=title,
-                                 tooltip=[alt.Tooltip("step:Q", title="checkpoint step")]).add_params(slider)
+    return viz.attention_heatmap(
+        base,
+        order=order,
+        highlight="role",
+        facet="layer",
+        title=title,
+        tooltip=[alt.Tooltip("step:Q", title="checkpoint step")],
+    ).add_params(slider)
 
 
 PAPER_PHASES = {"phase 1": "~500", "phase 2": "5,300-5,400", "phase 3": "14,500-16,000"}
@@ -307,34 +427,65 @@ def release_run(cfg: DynamicsChapterConfig) -> TrainResult:
     the chapter's functions read it exactly as they read the rebuild."""
     history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
     steps = sorted(history.step.unique().tolist())
-    return TrainResult(history=history, checkpoints={s: release.release_state(s) for s in steps},
-                       final_state=release.release_state(release.FINAL), config=TrainConfig(), train_seconds=0.0)
+    return TrainResult(
+        history=history,
+        checkpoints={s: release.release_state(s) for s in steps},
+        final_state=release.release_state(release.FINAL),
+        config=TrainConfig(),
+        train_seconds=0.0,
+    )
 
 
 def _step(step: int | None) -> str:
     return f"{step:,}" if step is not None else "not found"
 
 
-def side_by_side(rebuild: TrainResult, rebuild_phases: Phases, released: TrainResult, release_phases: Phases) -> pd.DataFrame:
+def side_by_side(
+    rebuild: TrainResult, rebuild_phases: Phases, released: TrainResult, release_phases: Phases
+) -> pd.DataFrame:
     """The phases and the last evaluation's accuracies of both runs, one row each, with the
     paper's dates of the phases."""
     rows = [
-        {"": "phase 1 (addition)", "paper's run, as released": _step(release_phases.phase1),
-         "this rebuild": _step(rebuild_phases.phase1), "the paper says": PAPER_PHASES["phase 1"]},
-        {"": "phase 2 (binding)", "paper's run, as released": _step(release_phases.phase2),
-         "this rebuild": _step(rebuild_phases.phase2), "the paper says": PAPER_PHASES["phase 2"]},
-        {"": "phase 3 (refinement)",
-         "paper's run, as released": _step(release_phases.phase3) if release_phases.phase3 else release_phases.phase3_status,
-         "this rebuild": _step(rebuild_phases.phase3) if rebuild_phases.phase3 else rebuild_phases.phase3_status,
-         "the paper says": PAPER_PHASES["phase 3"]},
+        {
+            "": "phase 1 (addition)",
+            "paper's run, as released": _step(release_phases.phase1),
+            "this rebuild": _step(rebuild_phases.phase1),
+            "the paper says": PAPER_PHASES["phase 1"],
+        },
+        {
+            "": "phase 2 (binding)",
+            "paper's run, as released": _step(release_phases.phase2),
+            "this rebuild": _step(rebuild_phases.phase2),
+            "the paper says": PAPER_PHASES["phase 2"],
+        },
+        {
+            "": "phase 3 (refinement)",
+            "paper's run, as released": _step(release_phases.phase3)
+            if release_phases.phase3
+            else release_phases.phase3_status,
+            "this rebuild": _step(rebuild_phases.phase3) if rebuild_phases.phase3 else rebuild_phases.phase3_status,
+            "the paper says": PAPER_PHASES["phase 3"],
+        },
     ]
     a, b = released.accuracy().iloc[-1], rebuild.accuracy().iloc[-1]
     steps = (int(released.accuracy().index.max()), int(rebuild.accuracy().index.max()))
     for pool in POOL_NAMES:
-        rows.append({"": f"{pool} at the last evaluation", "paper's run, as released": f"{a[pool]:.3f}",
-                     "this rebuild": f"{b[pool]:.3f}", "the paper says": ""})
-    rows.append({"": "last evaluation (step)", "paper's run, as released": f"{steps[0]:,}", "this rebuild": f"{steps[1]:,}",
-                 "the paper says": "40,000"})
+        rows.append(
+            {
+                "": f"{pool} at the last evaluation",
+                "paper's run, as released": f"{a[pool]:.3f}",
+                "this rebuild": f"{b[pool]:.3f}",
+                "the paper says": "",
+            }
+        )
+    rows.append(
+        {
+            "": "last evaluation (step)",
+            "paper's run, as released": f"{steps[0]:,}",
+            "this rebuild": f"{steps[1]:,}",
+            "the paper says": "40,000",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -344,24 +495,35 @@ def release_exact_scores(cfg: DynamicsChapterConfig) -> dict[str, float] | None:
     if not cfg.release_exact:
         return None
     key = {"commit": release.RELEASE_COMMIT, "task": TaskConfig()}
-    return cached("chapters/ch08_release_exact", key, lambda: scores.exact_scores(release.load_release(), Task(TaskConfig())))
+    return cached(
+        "chapters/ch08_release_exact", key, lambda: scores.exact_scores(release.load_release(), Task(TaskConfig()))
+    )
 
 
 def release_prose(phases: Phases, released: TrainResult, exact: dict[str, float] | None, n_heldout: int) -> str:
     """The released run's phases as the rules find them, and its final model's exact scores
     (or, without them, its last sampled evaluation)."""
-    three = (f"phase 3 at step {phases.phase3:,} (`{phases.phase3_pool}` plateaued at {phases.plateau[2]:.2f})"
-             if phases.phase3 is not None else f"phase 3 {phases.phase3_status}")
-    text = (f"On the authors' own checkpoints the same rules find phase 1 at step {_step(phases.phase1)}, phase 2 at "
-            f"step {_step(phases.phase2)} and {three}. ")
+    three = (
+        f"phase 3 at step {phases.phase3:,} (`{phases.phase3_pool}` plateaued at {phases.plateau[2]:.2f})"
+        if phases.phase3 is not None
+        else f"phase 3 {phases.phase3_status}"
+    )
+    text = (
+        f"On the authors' own checkpoints the same rules find phase 1 at step {_step(phases.phase1)}, phase 2 at "
+        f"step {_step(phases.phase2)} and {three}. "
+    )
     if exact is None:
         acc = released.accuracy()
-        return text + (f"At its last checkpoint read here (step {int(acc.index.max()):,}) it is right on "
-                       f"{acc.iloc[-1]['0var_heldout']:.1%} of the sampled held-out pairs; this profile skips the exactly "
-                       "enumerated pools.")
-    return text + (f"Its final model is right on **{exact['0var_heldout_all']:.1%}** of all {n_heldout:,} held-out pairs "
-                   f"and on **{exact['2var_union_paper']:.1%}** of the enumerated 2-var union (weighted by its parts' "
-                   f"sizes, as the paper scores it; {exact['2var_union_equal']:.1%} with the three parts weighted equally).")
+        return text + (
+            f"At its last checkpoint read here (step {int(acc.index.max()):,}) it is right on "
+            f"{acc.iloc[-1]['0var_heldout']:.1%} of the sampled held-out pairs; this profile skips the exactly "
+            "enumerated pools."
+        )
+    return text + (
+        f"Its final model is right on **{exact['0var_heldout_all']:.1%}** of all {n_heldout:,} held-out pairs "
+        f"and on **{exact['2var_union_paper']:.1%}** of the enumerated 2-var union (weighted by its parts' "
+        f"sizes, as the paper scores it; {exact['2var_union_equal']:.1%} with the three parts weighted equally)."
+    )
 
 
 def record_release(released: TrainResult, phases: Phases, exact: dict[str, float] | None) -> dict[str, object]:
@@ -381,24 +543,39 @@ def record_release(released: TrainResult, phases: Phases, exact: dict[str, float
 def seed_frame(summary: pd.DataFrame) -> pd.DataFrame:
     """The phase steps of every seed, tidy (``seed``, ``phase``, ``step``), detected phases only."""
     long = summary.melt(id_vars="seed", value_vars=["phase1", "phase2", "phase3"], var_name="phase", value_name="step")
-    long["phase"] = long["phase"].map({"phase1": "phase 1: addition", "phase2": "phase 2: binding", "phase3": "phase 3: refinement"})
+    long["phase"] = long["phase"].map(
+        {"phase1": "phase 1: addition", "phase2": "phase 2: binding", "phase3": "phase 3: refinement"}
+    )
     return long.dropna(subset=["step"]).astype({"step": int})
 
 
 def seeds_chart(summary: pd.DataFrame, release_phases: Phases) -> alt.LayerChart:
     """Each seed's phase steps as dots, one row per phase, the released run's as black ticks."""
-    dots = alt.Chart(seed_frame(summary)).mark_circle(size=90, opacity=0.8).encode(
-        x=alt.X("step:Q", title="training step"), y=alt.Y("phase:N", title=None),
-        color=alt.Color("seed:N", title="seed", legend=alt.Legend(orient="bottom")),
-        tooltip=["seed:N", "phase:N", "step:Q"])
+    dots = (
+        alt.Chart(seed_frame(summary))
+        .mark_circle(size=90, opacity=0.8)
+        .encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("phase:N", title=None),
+            color=alt.Color("seed:N", title="seed", legend=alt.Legend(orient="bottom")),
+            tooltip=["seed:N", "phase:N", "step:Q"],
+        )
+    )
     marks = release_phases.marks()
     layers = [dots]
     if not marks.empty:
-        layers.append(alt.Chart(marks).mark_tick(color="black", thickness=3, size=26).encode(
-            x="step:Q", y=alt.Y("phase:N"), tooltip=["phase:N", "step:Q"]))
+        layers.append(
+            alt.Chart(marks)
+            .mark_tick(color="black", thickness=3, size=26)
+            .encode(x="step:Q", y=alt.Y("phase:N"), tooltip=["phase:N", "step:Q"])
+        )
     n, bound = len(summary), int(summary["phase2"].notna().sum())
-    return alt.layer(*layers).properties(height=150, title=alt.TitleParams(
-        [f"Binding jump detected in {bound} of {n} seeds; black ticks: the authors' released run"], anchor="start"))
+    return alt.layer(*layers).properties(
+        height=150,
+        title=alt.TitleParams(
+            [f"Binding jump detected in {bound} of {n} seeds; black ticks: the authors' released run"], anchor="start"
+        ),
+    )
 
 
 def seeds_prose(summary: pd.DataFrame, example: int, dissected: int, steps: int, same_run: bool) -> str:
@@ -418,9 +595,11 @@ def seeds_prose(summary: pd.DataFrame, example: int, dissected: int, steps: int,
         relation = "the run this chapter dissects"
     else:
         relation = f"while this chapter dissects seed {dissected}, its configured run"
-    return (f"Over {n} seeds of {steps:,} steps, {spread}; {three} of {n} show all three phases. Final 2-var union "
-            f"(paper-weighted) from {summary['final_2var_union'].min():.3f} to {summary['final_2var_union'].max():.3f}. "
-            f"The rule ({rule}) picks seed {example}: {relation}.")
+    return (
+        f"Over {n} seeds of {steps:,} steps, {spread}; {three} of {n} show all three phases. Final 2-var union "
+        f"(paper-weighted) from {summary['final_2var_union'].min():.3f} to {summary['final_2var_union'].max():.3f}. "
+        f"The rule ({rule}) picks seed {example}: {relation}."
+    )
 
 
 def record_seeds(summary: pd.DataFrame, example: int) -> dict[str, object]:
@@ -436,7 +615,9 @@ def record_seeds(summary: pd.DataFrame, example: int) -> dict[str, object]:
     return {name: mechbook.record(name, value) for name, value in values.items()}
 
 
-def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int) -> dict[str, object]:
+def record_all(
+    result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int
+) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/08_training_dynamics.yml``)."""
     acc = result.accuracy()
     final = acc.iloc[-1]
@@ -448,7 +629,9 @@ def record_all(result: TrainResult, phases: Phases, measures: pd.DataFrame, patt
         "phase2_jump": phases.phase2_jump,
         "phase3_step": phases.phase3 if phases.phase3 is not None else phases.phase3_status,
         "phase3_status": phases.phase3_status,
-        "phase1_before_phase2": bool(phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2),
+        "phase1_before_phase2": bool(
+            phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2
+        ),
         **{f"final_{pool}": float(final[pool]) for pool in POOL_NAMES},
         "final_2var_union": union_score(acc),
         "final_2var_union_paper": union_paper(acc, Task(result.config.task)),

@@ -17,7 +17,7 @@ import mechbook
 from mechbook import viz
 from mechbook.assign_add import circuits, fourier, patching
 from mechbook.assign_add.probes import ProbeConfig, cached_probe_table
-from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.chapters import ch08_training_dynamics as ch08
 
@@ -49,33 +49,58 @@ class CircuitsChapterConfig:
 
 
 CONFIGS: dict[str, CircuitsChapterConfig] = {
-    "smoke": CircuitsChapterConfig(ch08.CONFIGS["smoke"].train, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4),
-    "cpu": CircuitsChapterConfig(ch08.CONFIGS["cpu"].train, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6),
-    "paper": CircuitsChapterConfig(ch08.CONFIGS["paper"].train, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6),
+    "smoke": CircuitsChapterConfig(
+        ch08.CONFIGS["smoke"].train, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4
+    ),
+    "cpu": CircuitsChapterConfig(
+        ch08.CONFIGS["cpu"].train, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6
+    ),
+    "paper": CircuitsChapterConfig(
+        ch08.CONFIGS["paper"].train, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6
+    ),
 }
 
 
-def resolve(profile: str, seed: int | None = None, per_pool: int | None = None, probe_steps: int | None = None,
-            n_patch: int | None = None) -> CircuitsChapterConfig:
+def resolve(
+    profile: str,
+    seed: int | None = None,
+    per_pool: int | None = None,
+    probe_steps: int | None = None,
+    n_patch: int | None = None,
+) -> CircuitsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
     ``seed`` is chapter 8's training seed, so the model opened is that run's."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, train__model__seed=seed, per_pool=per_pool,
-                                    probe__steps=probe_steps, n_patch=n_patch)
+    return mechbook.resolve_profile(
+        CONFIGS,
+        profile,
+        train__seed=seed,
+        train__model__seed=seed,
+        per_pool=per_pool,
+        probe__steps=probe_steps,
+        n_patch=n_patch,
+    )
 
 
 def model_prose(result: TrainResult) -> str:
     """Which run is opened and how well it ended."""
     final = result.accuracy().iloc[-1]
-    return (f"The model of chapter 8's run: {result.config.steps:,} steps, seed {result.config.seed}. "
-            f"Final accuracy on 1-var training pairs {final['1var_train']:.3f}, on 2-var held-out pairs "
-            f"{final['2var_heldout']:.3f}.")
+    return (
+        f"The model of chapter 8's run: {result.config.steps:,} steps, seed {result.config.seed}. "
+        f"Final accuracy on 1-var training pairs {final['1var_train']:.3f}, on 2-var held-out pairs "
+        f"{final['2var_heldout']:.3f}."
+    )
 
 
 def pattern_chart(frame: pd.DataFrame, title: str) -> alt.FacetChart:
     """Both layers' attention for one sequence side by side, the circuit's roles boxed."""
     order = list(dict.fromkeys(frame.sort_values("query").query_token))
-    return viz.attention_heatmap(frame.assign(layer="layer " + frame.layer.astype(str)), order=order,
-                                 highlight="role", facet="layer", title=title)
+    return viz.attention_heatmap(
+        frame.assign(layer="layer " + frame.layer.astype(str)),
+        order=order,
+        highlight="role",
+        facet="layer",
+        title=title,
+    )
 
 
 def positional_frame(scores: np.ndarray) -> pd.DataFrame:
@@ -86,65 +111,106 @@ def positional_frame(scores: np.ndarray) -> pd.DataFrame:
 
 def positional_chart(scores: np.ndarray) -> alt.Chart:
     """Heatmap of layer 1's scores from position embeddings alone."""
-    return alt.Chart(positional_frame(scores)).mark_rect().encode(
-        x=alt.X("key:O", title="key position"),
-        y=alt.Y("query:O", title="query position"),
-        color=alt.Color("score:Q", scale=SIGNED, title="P QK₁ Pᵀ"),
-        tooltip=["query:O", "key:O", alt.Tooltip("score:Q", format=".2f")],
-    ).properties(width=320, height=320, title=alt.TitleParams(
-        ["Layer-1 scores from positions alone: a purely positional", "previous-token head lights up the sub-diagonal"],
-        anchor="start"))
+    return (
+        alt.Chart(positional_frame(scores))
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key position"),
+            y=alt.Y("query:O", title="query position"),
+            color=alt.Color("score:Q", scale=SIGNED, title="P QK₁ Pᵀ"),
+            tooltip=["query:O", "key:O", alt.Tooltip("score:Q", format=".2f")],
+        )
+        .properties(
+            width=320,
+            height=320,
+            title=alt.TitleParams(
+                [
+                    "Layer-1 scores from positions alone: a purely positional",
+                    "previous-token head lights up the sub-diagonal",
+                ],
+                anchor="start",
+            ),
+        )
+    )
 
 
 def positional_prose(share: float, context_len: int) -> str:
     """The share of context query positions whose top positional score is the previous one."""
-    return (f"In {share:.0%} of the context query positions 1-{context_len - 1}, the highest positional score goes "
-            "to the previous position.")
+    return (
+        f"In {share:.0%} of the context query positions 1-{context_len - 1}, the highest positional score goes "
+        "to the previous position."
+    )
 
 
 def adder_prose(adder: float, with_residual: float, modulus: int) -> str:
     """The adder alone (the paper's measure) and the variant keeping the residual."""
-    return (f"The adder alone answers **{adder:.1%}** of the {modulus ** 2:,} pairs correctly "
-            f"({with_residual:.1%} with the residual kept).")
+    return (
+        f"The adder alone answers **{adder:.1%}** of the {modulus**2:,} pairs correctly "
+        f"({with_residual:.1%} with the residual kept)."
+    )
 
 
 def block_chart(block: np.ndarray, letters: tuple[str, ...]) -> alt.TopLevelMixin:
     """The learned variable block U QK₂ Uᵀ as a signed heatmap."""
-    return viz.signed_heatmap(block, rows=letters, cols=letters, row_title="query variable", col_title="key variable",
-                              value_title="U QK₂ Uᵀ",
-                              title="Layer-2 QK on the variable subspace: '=' asking for v scores v's value highest")
+    return viz.signed_heatmap(
+        block,
+        rows=letters,
+        cols=letters,
+        row_title="query variable",
+        col_title="key variable",
+        value_title="U QK₂ Uᵀ",
+        title="Layer-2 QK on the variable subspace: '=' asking for v scores v's value highest",
+    )
 
 
 def block_prose(diag: dict[str, float]) -> str:
     """The identity-likeness of the learned block in one sentence."""
-    return (f"Diagonal mean / mean |off-diagonal| = **{diag['ratio']:.2f}**; mean margin {diag['margin']:.2f}; "
-            f"rows whose maximum is on the diagonal: {diag['rows_diag_max']:.0%}.")
+    return (
+        f"Diagonal mean / mean |off-diagonal| = **{diag['ratio']:.2f}**; mean margin {diag['margin']:.2f}; "
+        f"rows whose maximum is on the diagonal: {diag['rows_diag_max']:.0%}."
+    )
 
 
 def cosine_histogram(comp: pd.DataFrame, bins: int = 80) -> pd.DataFrame:
     """Pairs per cosine bin on [-1, 1] for the ``matched`` and ``mismatched`` columns."""
     edges = np.linspace(-1, 1, bins + 1)
-    return pd.concat([
-        pd.DataFrame({"cosine": (edges[:-1] + edges[1:]) / 2, "pairs": np.histogram(comp[col], bins=edges)[0], "comparison": col})
-        for col in ("matched", "mismatched")
-    ], ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "cosine": (edges[:-1] + edges[1:]) / 2,
+                    "pairs": np.histogram(comp[col], bins=edges)[0],
+                    "comparison": col,
+                }
+            )
+            for col in ("matched", "mismatched")
+        ],
+        ignore_index=True,
+    )
 
 
 def cosine_chart(comp: pd.DataFrame) -> alt.Chart:
     """Histogram of the matched and mismatched cosines at '=' before MLP₂."""
-    return alt.Chart(cosine_histogram(comp)).mark_bar(opacity=0.7, width=5).encode(
-        x=alt.X("cosine:Q", title="cosine of residual streams at '=' before MLP₂", scale=alt.Scale(domain=[-1, 1])),
-        y=alt.Y("pairs:Q", stack=None, title="pairs (n, m)"),
-        color=alt.Color("comparison:N", title=None, legend=alt.Legend(orient="bottom")),
-        tooltip=["comparison:N", alt.Tooltip("cosine:Q", format=".3f"), "pairs:Q"],
-    ).properties(width=600, title="Same sum, two routes, one residual vector: matched pairs sit far to the right")
+    return (
+        alt.Chart(cosine_histogram(comp))
+        .mark_bar(opacity=0.7, width=5)
+        .encode(
+            x=alt.X("cosine:Q", title="cosine of residual streams at '=' before MLP₂", scale=alt.Scale(domain=[-1, 1])),
+            y=alt.Y("pairs:Q", stack=None, title="pairs (n, m)"),
+            color=alt.Color("comparison:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["comparison:N", alt.Tooltip("cosine:Q", format=".3f"), "pairs:Q"],
+        )
+        .properties(width=600, title="Same sum, two routes, one residual vector: matched pairs sit far to the right")
+    )
 
 
 def composition_prose(comp: pd.DataFrame, ov2: pd.DataFrame) -> str:
     """Mean matched / mismatched cosines and the OV₂ comparison."""
-    return (f"Mean cosine, matched: **{comp['matched'].mean():.3f}**; mismatched: **{comp['mismatched'].mean():.3f}**. "
-            f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: {ov2['matched'].mean():.3f} "
-            f"(against another pair's: {ov2['shuffled'].mean():.3f}).")
+    return (
+        f"Mean cosine, matched: **{comp['matched'].mean():.3f}**; mismatched: **{comp['mismatched'].mean():.3f}**. "
+        f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: {ov2['matched'].mean():.3f} "
+        f"(against another pair's: {ov2['shuffled'].mean():.3f})."
+    )
 
 
 @dataclass(frozen=True)
@@ -170,30 +236,42 @@ def fourier_prose(found: FourierNeurons) -> str:
     """How many live neurons, how many Fourier neurons, the best FVE, the key frequencies."""
     top = ", ".join(str(int(k)) for k in found.frequencies["k"].head(5)) or "none"
     best = f"{found.live['fve'].max():.3f}" if len(found.live) else "none"
-    return (f"{len(found.live)} of {len(found.table)} neurons are active on these inputs; **{len(found.good)}** of them "
-            f"have one frequency explaining at least {MIN_FVE:.0%} of their variance (best: {best}). "
-            f"Most common key frequencies: {top}.")
+    return (
+        f"{len(found.live)} of {len(found.table)} neurons are active on these inputs; **{len(found.good)}** of them "
+        f"have one frequency explaining at least {MIN_FVE:.0%} of their variance (best: {best}). "
+        f"Most common key frequencies: {top}."
+    )
 
 
 def frequency_chart(live: pd.DataFrame) -> alt.Chart:
     """Neurons per best frequency, split by FVE >= ``MIN_FVE``."""
-    return alt.Chart(live).mark_bar().encode(
-        x=alt.X("k:O", title="best frequency k"),
-        y=alt.Y("count():Q", title="neurons"),
-        color=alt.Color("good:N", title=f"FVE ≥ {MIN_FVE}", legend=alt.Legend(orient="bottom")),
-        tooltip=["k:O", "count():Q"],
-    ).transform_calculate(good=f"datum.fve >= {MIN_FVE} ? 'yes' : 'no'").properties(
-        width=600, title="A few key frequencies carry the adder's neurons")
+    return (
+        alt.Chart(live)
+        .mark_bar()
+        .encode(
+            x=alt.X("k:O", title="best frequency k"),
+            y=alt.Y("count():Q", title="neurons"),
+            color=alt.Color("good:N", title=f"FVE ≥ {MIN_FVE}", legend=alt.Legend(orient="bottom")),
+            tooltip=["k:O", "count():Q"],
+        )
+        .transform_calculate(good=f"datum.fve >= {MIN_FVE} ? 'yes' : 'no'")
+        .properties(width=600, title="A few key frequencies carry the adder's neurons")
+    )
 
 
 def output_norms_chart(model: torch.nn.Module) -> alt.Chart:
     """Fourier norm of W_out W_U (layer-2 MLP to logits) per frequency over the residues."""
     norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
-    return alt.Chart(norms).mark_bar().encode(
-        x=alt.X("k:O", title="frequency k over the residues"),
-        y=alt.Y("norm:Q", title="Fourier norm of W_out W_U"),
-        tooltip=["k:O", alt.Tooltip("norm:Q", format=".2f")],
-    ).properties(width=600, title="The output map is concentrated on a few frequencies")
+    return (
+        alt.Chart(norms)
+        .mark_bar()
+        .encode(
+            x=alt.X("k:O", title="frequency k over the residues"),
+            y=alt.Y("norm:Q", title="Fourier norm of W_out W_U"),
+            tooltip=["k:O", alt.Tooltip("norm:Q", format=".2f")],
+        )
+        .properties(width=600, title="The output map is concentrated on a few frequencies")
+    )
 
 
 def neuron_maps(maps: np.ndarray, table: pd.DataFrame, neuron: int) -> pd.DataFrame:
@@ -202,19 +280,27 @@ def neuron_maps(maps: np.ndarray, table: pd.DataFrame, neuron: int) -> pd.DataFr
     k = int(table.loc[neuron, "k"])
     fit = fourier.two_cosine_fit(maps[neuron], k)
     n, m = circuits.all_pairs(n_mod)
-    return pd.DataFrame({"n": n, "m": m, "activation": maps[neuron].ravel().round(3), "fit": fit.ravel().round(3), "k": k})
+    return pd.DataFrame(
+        {"n": n, "m": m, "activation": maps[neuron].ravel().round(3), "fit": fit.ravel().round(3), "k": k}
+    )
 
 
 def neuron_chart(base: alt.Chart) -> alt.HConcatChart:
     """A neuron's pre-activation map beside its two-cosine fit (for the gallery explorer)."""
     ticks = dict(axis=alt.Axis(labelExpr="datum.value % 10 === 0 ? datum.label : ''", ticks=False))
     axes = dict(x=alt.X("m:O", title="m (right operand)", **ticks), y=alt.Y("n:O", title="n (left operand)", **ticks))
-    actual = base.mark_rect().encode(**axes, color=alt.Color("activation:Q", scale=SIGNED, title="activation"),
-                                     tooltip=["n:O", "m:O", "activation:Q", "k:O"])
-    fitted = base.mark_rect().encode(**axes, color=alt.Color("fit:Q", scale=SIGNED, title="two-cosine fit"),
-                                     tooltip=["n:O", "m:O", "fit:Q", "k:O"])
-    return alt.hconcat(actual.properties(width=230, height=230, title="pre-activation at '='"),
-                       fitted.properties(width=230, height=230, title="its two-cosine fit")).resolve_scale(color="independent")
+    actual = base.mark_rect().encode(
+        **axes,
+        color=alt.Color("activation:Q", scale=SIGNED, title="activation"),
+        tooltip=["n:O", "m:O", "activation:Q", "k:O"],
+    )
+    fitted = base.mark_rect().encode(
+        **axes, color=alt.Color("fit:Q", scale=SIGNED, title="two-cosine fit"), tooltip=["n:O", "m:O", "fit:Q", "k:O"]
+    )
+    return alt.hconcat(
+        actual.properties(width=230, height=230, title="pre-activation at '='"),
+        fitted.properties(width=230, height=230, title="its two-cosine fit"),
+    ).resolve_scale(color="independent")
 
 
 def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
@@ -223,8 +309,12 @@ def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
     limit of 5,000, so the limit is lifted for this chart's data."""
     alt.data_transformers.disable_max_rows()
     best = found.live.sort_values("fve", ascending=False).head(n)
-    return viz.explore(functools.partial(neuron_maps, maps, found.table), neuron_chart,
-                                {"neuron": [int(i) for i in best["neuron"]]}, title="A Fourier neuron and its two-cosine fit")
+    return viz.explore(
+        functools.partial(neuron_maps, maps, found.table),
+        neuron_chart,
+        {"neuron": [int(i) for i in best["neuron"]]},
+        title="A Fourier neuron and its two-cosine fit",
+    )
 
 
 def roles_prose(roles: dict[str, float]) -> str:
@@ -248,35 +338,58 @@ def probe_accuracy(probes: pd.DataFrame, target: str, where: str) -> float:
 def probe_chart(probes: pd.DataFrame) -> alt.Chart:
     """Probe accuracy along the depth of the model, one line per probed quantity."""
     order = list(probes["where"].unique())
-    return alt.Chart(probes).mark_line(point=True).encode(
-        x=alt.X("where:N", sort=order, title="where the probe reads the residual stream", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("accuracy:Q", title="held-out probe accuracy", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("target:N", title="probed quantity", legend=alt.Legend(orient="bottom")),
-        tooltip=["target:N", "where:N", alt.Tooltip("accuracy:Q", format=".3f"), alt.Tooltip("chance:Q", format=".3f")],
-    ).properties(width=600, title="Variable identity appears after layer 1; the operand's value never sits at the operand")
+    return (
+        alt.Chart(probes)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "where:N", sort=order, title="where the probe reads the residual stream", axis=alt.Axis(labelAngle=0)
+            ),
+            y=alt.Y("accuracy:Q", title="held-out probe accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("target:N", title="probed quantity", legend=alt.Legend(orient="bottom")),
+            tooltip=[
+                "target:N",
+                "where:N",
+                alt.Tooltip("accuracy:Q", format=".3f"),
+                alt.Tooltip("chance:Q", format=".3f"),
+            ],
+        )
+        .properties(
+            width=600, title="Variable identity appears after layer 1; the operand's value never sits at the operand"
+        )
+    )
 
 
 def patching_prose(effect: dict[str, float], n_patch: int) -> str:
     """What patching the queried value position and a distractor's did."""
-    return (f"Unpatched accuracy {effect['clean_accuracy']:.1%}. Patching the queried value position makes the "
-            f"model answer the twin's sum in **{effect['patched_to_source']:.1%}** of {n_patch} sequences "
-            f"(and answer what the twin itself answers in {effect['patched_as_source_run']:.1%}); "
-            f"patching a distractor's value position leaves the answer unchanged in **{effect['control_unchanged']:.1%}**.")
+    return (
+        f"Unpatched accuracy {effect['clean_accuracy']:.1%}. Patching the queried value position makes the "
+        f"model answer the twin's sum in **{effect['patched_to_source']:.1%}** of {n_patch} sequences "
+        f"(and answer what the twin itself answers in {effect['patched_as_source_run']:.1%}); "
+        f"patching a distractor's value position leaves the answer unchanged in **{effect['control_unchanged']:.1%}**."
+    )
 
 
 PROBE_POOLS = ("0var_train", "1var_train", "2var_train")
 """The pools whose sequences train and score the linear probes."""
 
 
-def probe_table(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
-                pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
+def probe_table(
+    model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
     """The probes (:func:`~mechbook.assign_add.probes.cached_probe_table`) on the probe pools."""
-    return cached_probe_table(model, task.cfg, np.concatenate([pools[p][0] for p in PROBE_POOLS]),
-                              np.concatenate([pools[p][1] for p in PROBE_POOLS]), cfg.probe)
+    return cached_probe_table(
+        model,
+        task.cfg,
+        np.concatenate([pools[p][0] for p in PROBE_POOLS]),
+        np.concatenate([pools[p][1] for p in PROBE_POOLS]),
+        cfg.probe,
+    )
 
 
-def readings(model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig,
-             pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
+def readings(
+    model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> dict[str, object]:
     """Every reading the chapter takes of one model, by the functions the notebook shows
     (chapter 9 applies it to the released final model beside the rebuild's)."""
     eval_tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train", "2var_heldout")])
@@ -348,8 +461,12 @@ def _shown(value: object) -> str:
 def comparison_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
     """The released final model's headline readings beside the rebuild's."""
     a, b = headline(released), headline(rebuild)
-    return pd.DataFrame([{"reading": label, "paper's run, as released": _shown(a[name]), "this rebuild": _shown(b[name])}
-                         for name, label in COMPARED.items()])
+    return pd.DataFrame(
+        [
+            {"reading": label, "paper's run, as released": _shown(a[name]), "this rebuild": _shown(b[name])}
+            for name, label in COMPARED.items()
+        ]
+    )
 
 
 def record_all(readings_: dict[str, object], prefix: str = "") -> dict[str, object]:

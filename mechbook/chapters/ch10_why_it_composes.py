@@ -26,8 +26,13 @@ GRADIENT = "gradient at uniform attention"
 STEP = "first step with W_Q⁽²⁾ = 0"
 PREDICTED = "predicted (U Uᵀ)²"
 LEARNED = "learned after phase 2"
-STAT_NAMES = {"diag_mean": "diagonal mean", "offdiag_abs_mean": "mean |off-diagonal|", "ratio": "diag / |off-diag|",
-              "rows_diag_max": "rows with diagonal max", "similarity": "correlation with the gradient"}
+STAT_NAMES = {
+    "diag_mean": "diagonal mean",
+    "offdiag_abs_mean": "mean |off-diagonal|",
+    "ratio": "diag / |off-diag|",
+    "rows_diag_max": "rows with diagonal max",
+    "similarity": "correlation with the gradient",
+}
 IDENTITY_RATIO = 5.0
 """Diagonal mean over mean |off-diagonal| from which a block counts as identity-like."""
 FORM_HOLDS, FORM_LOOSE = 0.9, 0.5
@@ -73,15 +78,18 @@ def checkpoint_prose(result: TrainResult, phases: Phases, step: int, n_sequences
     """Which checkpoint the gradient is taken at, why, and how the model scores there."""
     acc = result.accuracy()
     jump = f"step {phases.phase2:,}" if phases.phase2 is not None else "not detected in this run"
-    return (f"Phase 2 (binding jump, chapter 8's rule): {jump}. Checkpoint used (the last kept one before the jump; "
-            f"the run's last when none is detected): step **{step:,}** (0-var train accuracy "
-            f"{acc.loc[step, '0var_train']:.2f}, 1-var train accuracy {acc.loc[step, '1var_train']:.2f}); learned block "
-            f"from the final weights (step {result.config.steps:,}). Gradient averaged over {n_sequences:,} 1-var and "
-            f"2-var training sequences.")
+    return (
+        f"Phase 2 (binding jump, chapter 8's rule): {jump}. Checkpoint used (the last kept one before the jump; "
+        f"the run's last when none is detected): step **{step:,}** (0-var train accuracy "
+        f"{acc.loc[step, '0var_train']:.2f}, 1-var train accuracy {acc.loc[step, '1var_train']:.2f}); learned block "
+        f"from the final weights (step {result.config.steps:,}). Gradient averaged over {n_sequences:,} 1-var and "
+        f"2-var training sequences."
+    )
 
 
-def gradient_blocks(early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig,
-                    tokens: torch.Tensor, labels: torch.Tensor) -> dict[str, np.ndarray]:
+def gradient_blocks(
+    early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
     """The four blocks the chapter compares: -U(∂L/∂M)U ᵀ at M = 0 and the first step's block
     with W_Q⁽²⁾ = 0 (both at ``early``), the predicted (UUᵀ)² (``early``'s U) and the learned
     U QK₂ Uᵀ of ``late``."""
@@ -107,46 +115,71 @@ def stats_table(stats: pd.DataFrame) -> pd.DataFrame:
     return stats[[c for c in STAT_NAMES if c in stats.columns]].rename(columns=STAT_NAMES)
 
 
-def blocks_chart(blocks: dict[str, np.ndarray], letters: tuple[str, ...], title: list[str] | str,
-                 columns: int = 2) -> alt.TopLevelMixin:
+def blocks_chart(
+    blocks: dict[str, np.ndarray], letters: tuple[str, ...], title: list[str] | str, columns: int = 2
+) -> alt.TopLevelMixin:
     """The blocks as signed heatmaps, each scaled by its own largest entry, ``columns`` to a row."""
-    return viz.signed_heatmap(blocks, rows=letters, cols=letters, row_title="query variable", col_title="key variable",
-                              value_title="entry", normalise=True, columns=columns, panel=210, title=title)
+    return viz.signed_heatmap(
+        blocks,
+        rows=letters,
+        cols=letters,
+        row_title="query variable",
+        col_title="key variable",
+        value_title="entry",
+        normalise=True,
+        columns=columns,
+        panel=210,
+        title=title,
+    )
 
 
 def blocks_title(stats: pd.DataFrame, step: int) -> list[str]:
     """The title of the four-block figure, stating the measured ratios and the correlation."""
-    return [f"At step {step:,} the gradient is {stats.loc[GRADIENT, 'ratio']:.1f}× diagonal "
-            f"(correlation {stats.loc[PREDICTED, 'similarity']:.2f} with the prediction);",
-            f"the block learned by the end is {stats.loc[LEARNED, 'ratio']:.1f}× diagonal"]
+    return [
+        f"At step {step:,} the gradient is {stats.loc[GRADIENT, 'ratio']:.1f}× diagonal "
+        f"(correlation {stats.loc[PREDICTED, 'similarity']:.2f} with the prediction);",
+        f"the block learned by the end is {stats.loc[LEARNED, 'ratio']:.1f}× diagonal",
+    ]
 
 
 def gradient_prose(stats: pd.DataFrame) -> str:
     """The gradient block's diagonality and its correlations, in one sentence."""
     g = stats.loc[GRADIENT]
-    return (f"Gradient block: diagonal mean / mean |off-diagonal| = **{g['ratio']:.1f}**, rows with the diagonal as "
-            f"maximum: {g['rows_diag_max']:.0%}. Correlation of its entries with the predicted $(UU^\\top)^2$: "
-            f"{stats.loc[PREDICTED, 'similarity']:.2f}; with the block learned after phase 2: "
-            f"**{stats.loc[LEARNED, 'similarity']:.2f}**.")
+    return (
+        f"Gradient block: diagonal mean / mean |off-diagonal| = **{g['ratio']:.1f}**, rows with the diagonal as "
+        f"maximum: {g['rows_diag_max']:.0%}. Correlation of its entries with the predicted $(UU^\\top)^2$: "
+        f"{stats.loc[PREDICTED, 'similarity']:.2f}; with the block learned after phase 2: "
+        f"**{stats.loc[LEARNED, 'similarity']:.2f}**."
+    )
 
 
 def zero_var_table(grad_block: np.ndarray, zero_block: np.ndarray) -> pd.DataFrame:
     """The gradient block from 1-/2-var sequences beside the one from 0-var sequences only."""
-    return pd.DataFrame({
-        "batch": ["1-var and 2-var sequences", "0-var sequences only"],
-        "diag / |off-diag|": [circuits.block_diagonality(grad_block)["ratio"], circuits.block_diagonality(zero_block)["ratio"]],
-        "diagonal mean": [float(np.diag(grad_block).mean()), float(np.diag(zero_block).mean())],
-    })
+    return pd.DataFrame(
+        {
+            "batch": ["1-var and 2-var sequences", "0-var sequences only"],
+            "diag / |off-diag|": [
+                circuits.block_diagonality(grad_block)["ratio"],
+                circuits.block_diagonality(zero_block)["ratio"],
+            ],
+            "diagonal mean": [float(np.diag(grad_block).mean()), float(np.diag(zero_block).mean())],
+        }
+    )
 
 
-def key_split_blocks(model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor,
-                     labels: torch.Tensor) -> dict[str, np.ndarray]:
+def key_split_blocks(
+    model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
     """-U(∂L/∂M)Uᵀ at M = 0 from the context keys (0..11) and from the query's keys (12..15)."""
     U = circuits.variable_directions(model, task_cfg)
     context, query = list(range(task_cfg.context_len)), list(range(task_cfg.context_len, task_cfg.seq_len))
     return {
-        f"context keys (0-{context[-1]})": -(U @ theory.qk2_gradient_by_keys(model, tokens, labels, context) @ U.T).numpy(),
-        f"query keys ({query[0]}-{query[-1]})": -(U @ theory.qk2_gradient_by_keys(model, tokens, labels, query) @ U.T).numpy(),
+        f"context keys (0-{context[-1]})": -(
+            U @ theory.qk2_gradient_by_keys(model, tokens, labels, context) @ U.T
+        ).numpy(),
+        f"query keys ({query[0]}-{query[-1]})": -(
+            U @ theory.qk2_gradient_by_keys(model, tokens, labels, query) @ U.T
+        ).numpy(),
     }
 
 
@@ -157,28 +190,47 @@ def first_identity_step(over: pd.DataFrame, share: float = 0.5) -> int | None:
     return int(steps.iloc[0]) if len(steps) else None
 
 
-OVER_LABELS = {"ratio": "diag / |off-diag|", "rows_diag_max": "rows with diagonal max",
-               "similarity": "correlation with learned block"}
+OVER_LABELS = {
+    "ratio": "diag / |off-diag|",
+    "rows_diag_max": "rows with diagonal max",
+    "similarity": "correlation with learned block",
+}
 
 
 def over_training_chart(over: pd.DataFrame, phase2: int | None) -> alt.LayerChart:
     """The uniform-attention gradient block's statistics at every checkpoint, the binding jump
     dashed."""
     long = over.melt(id_vars="step", value_vars=list(OVER_LABELS), var_name="quantity").assign(
-        quantity=lambda d: d.quantity.map(OVER_LABELS))
-    lines = viz.highlight_lines(long, x="step", y="value", series="quantity", series_title="quantity", point=True,
-                                x_title="training step (checkpoint)", y_title="value", height=300)
+        quantity=lambda d: d.quantity.map(OVER_LABELS)
+    )
+    lines = viz.highlight_lines(
+        long,
+        x="step",
+        y="value",
+        series="quantity",
+        series_title="quantity",
+        point=True,
+        x_title="training step (checkpoint)",
+        y_title="value",
+        height=300,
+    )
     layers = [lines]
     if phase2 is not None:
-        layers.append(alt.Chart(pd.DataFrame({"step": [phase2]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="step:Q"))
-    return alt.layer(*layers).properties(title="The uniform-attention gradient block across training (dashed: the binding jump)")
+        layers.append(
+            alt.Chart(pd.DataFrame({"step": [phase2]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="step:Q")
+        )
+    return alt.layer(*layers).properties(
+        title="The uniform-attention gradient block across training (dashed: the binding jump)"
+    )
 
 
 def over_training_prose(first: int | None, phase2: int | None) -> str:
     """When the gradient first points at the identity, beside the binding jump."""
-    return (f"The gradient block first has its diagonal as the maximum of most rows at step "
-            f"**{f'{first:,}' if first is not None else 'never'}**; the binding jump is at step "
-            f"{f'{phase2:,}' if phase2 is not None else 'not detected'}.")
+    return (
+        f"The gradient block first has its diagonal as the maximum of most rows at step "
+        f"**{f'{first:,}' if first is not None else 'never'}**; the binding jump is at step "
+        f"{f'{phase2:,}' if phase2 is not None else 'not detected'}."
+    )
 
 
 def identity_like(row: pd.Series) -> bool:
@@ -190,16 +242,30 @@ def identity_like(row: pd.Series) -> bool:
 def checks_table(stats: pd.DataFrame, split_stats: pd.DataFrame) -> pd.DataFrame:
     """The argument's four checkable predictions, what was measured, and whether each holds."""
     g, ctx = stats.loc[GRADIENT], split_stats.iloc[0]
-    return pd.DataFrame([
-        {"prediction": f"gradient block identity-like (ratio ≥ {IDENTITY_RATIO:g}, diagonal is the row maximum in most rows)",
-         "measured": f"ratio {g['ratio']:.2f}, rows {g['rows_diag_max']:.0%}", "holds": identity_like(g)},
-        {"prediction": "context-key part identity-like",
-         "measured": f"ratio {ctx['ratio']:.2f}, rows {ctx['rows_diag_max']:.0%}", "holds": identity_like(ctx)},
-        {"prediction": f"gradient block resembles (U Uᵀ)² (correlation > {FORM_LOOSE})",
-         "measured": f"{stats.loc[PREDICTED, 'similarity']:.2f}", "holds": bool(stats.loc[PREDICTED, "similarity"] > FORM_LOOSE)},
-        {"prediction": f"gradient block resembles the learned block (correlation > {FORM_LOOSE})",
-         "measured": f"{stats.loc[LEARNED, 'similarity']:.2f}", "holds": bool(stats.loc[LEARNED, "similarity"] > FORM_LOOSE)},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "prediction": f"gradient block identity-like (ratio ≥ {IDENTITY_RATIO:g}, diagonal is the row maximum in most rows)",
+                "measured": f"ratio {g['ratio']:.2f}, rows {g['rows_diag_max']:.0%}",
+                "holds": identity_like(g),
+            },
+            {
+                "prediction": "context-key part identity-like",
+                "measured": f"ratio {ctx['ratio']:.2f}, rows {ctx['rows_diag_max']:.0%}",
+                "holds": identity_like(ctx),
+            },
+            {
+                "prediction": f"gradient block resembles (U Uᵀ)² (correlation > {FORM_LOOSE})",
+                "measured": f"{stats.loc[PREDICTED, 'similarity']:.2f}",
+                "holds": bool(stats.loc[PREDICTED, "similarity"] > FORM_LOOSE),
+            },
+            {
+                "prediction": f"gradient block resembles the learned block (correlation > {FORM_LOOSE})",
+                "measured": f"{stats.loc[LEARNED, 'similarity']:.2f}",
+                "holds": bool(stats.loc[LEARNED, "similarity"] > FORM_LOOSE),
+            },
+        ]
+    )
 
 
 def direction_spread(model: torch.nn.Module, task_cfg: TaskConfig) -> dict[str, float]:
@@ -208,14 +274,22 @@ def direction_spread(model: torch.nn.Module, task_cfg: TaskConfig) -> dict[str, 
     u = circuits.variable_directions(model, task_cfg).double().numpy()
     norms = np.linalg.norm(u, axis=1)
     cos = (u @ u.T) / np.outer(norms, norms)
-    return {"mean |cos| (different variables)": float(np.abs(cos[~np.eye(len(u), dtype=bool)]).mean()),
-            "longest / shortest u_v": float(norms.max() / norms.min())}
+    return {
+        "mean |cos| (different variables)": float(np.abs(cos[~np.eye(len(u), dtype=bool)]).mean()),
+        "longest / shortest u_v": float(norms.max() / norms.min()),
+    }
 
 
-def spread_table(early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, step: int, final_step: int) -> pd.DataFrame:
+def spread_table(
+    early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, step: int, final_step: int
+) -> pd.DataFrame:
     """:func:`direction_spread` at the checkpoint and at the end, one row each."""
-    return pd.DataFrame({f"step {step:,} (the checkpoint)": direction_spread(early, task_cfg),
-                         f"step {final_step:,} (final)": direction_spread(late, task_cfg)}).T
+    return pd.DataFrame(
+        {
+            f"step {step:,} (the checkpoint)": direction_spread(early, task_cfg),
+            f"step {final_step:,} (final)": direction_spread(late, task_cfg),
+        }
+    ).T
 
 
 def premise_prose(similarity: float, gradient_ratio: float, spread: pd.DataFrame, step: int) -> str:
@@ -223,24 +297,37 @@ def premise_prose(similarity: float, gradient_ratio: float, spread: pd.DataFrame
     already there; the form without the shape because the directions are not yet distinct; the
     form with directions as distinct as at the end (the spread does not explain it); no form."""
     early_cos, final_cos = spread.iloc[0, 0], spread.iloc[1, 0]
-    form = ("the form holds" if similarity > FORM_HOLDS else
-            "the form holds only loosely" if similarity > FORM_LOOSE else "the form does not hold")
+    form = (
+        "the form holds"
+        if similarity > FORM_HOLDS
+        else "the form holds only loosely"
+        if similarity > FORM_LOOSE
+        else "the form does not hold"
+    )
     if gradient_ratio >= IDENTITY_RATIO:
         case = "Here the gradient already has the identity shape at the checkpoint."
     elif similarity > FORM_HOLDS and early_cos > final_cos:
-        case = ("The gradient has the predicted form but not the identity shape, because layer 1 has not yet made the "
-                "variables distinct: the identity-like block and the binding jump arrive together with distinct "
-                "variable directions.")
+        case = (
+            "The gradient has the predicted form but not the identity shape, because layer 1 has not yet made the "
+            "variables distinct: the identity-like block and the binding jump arrive together with distinct "
+            "variable directions."
+        )
     elif similarity > FORM_HOLDS:
-        case = ("The gradient has the predicted form and the directions are as distinct as at the end, so their spread "
-                "does not explain the missing identity shape; the blocks above show which variables dominate.")
+        case = (
+            "The gradient has the predicted form and the directions are as distinct as at the end, so their spread "
+            "does not explain the missing identity shape; the blocks above show which variables dominate."
+        )
     else:
-        case = ("Here the gradient does not have the predicted form closely enough: the reconstructed argument does not "
-                "describe this checkpoint's gradient, and the directions' spread cannot explain the block.")
-    return (f"At step {step:,} the gradient block correlates **{similarity:.2f}** with $(UU^\\top)^2$ ({form}). "
-            f"The variable directions there have mean $|\\cos|$ **{early_cos:.2f}** between different variables and a "
-            f"longest/shortest length ratio of {spread.iloc[0, 1]:.1f}; at the end, **{final_cos:.2f}** and "
-            f"{spread.iloc[1, 1]:.1f}. " + case)
+        case = (
+            "Here the gradient does not have the predicted form closely enough: the reconstructed argument does not "
+            "describe this checkpoint's gradient, and the directions' spread cannot explain the block."
+        )
+    return (
+        f"At step {step:,} the gradient block correlates **{similarity:.2f}** with $(UU^\\top)^2$ ({form}). "
+        f"The variable directions there have mean $|\\cos|$ **{early_cos:.2f}** between different variables and a "
+        f"longest/shortest length ratio of {spread.iloc[0, 1]:.1f}; at the end, **{final_cos:.2f}** and "
+        f"{spread.iloc[1, 1]:.1f}. " + case
+    )
 
 
 @dataclass(frozen=True)
@@ -254,17 +341,31 @@ class Reading:
     spread: pd.DataFrame
 
 
-def read_run(early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor,
-             labels: torch.Tensor, step: int, final_step: int) -> Reading:
+def read_run(
+    early: torch.nn.Module,
+    late: torch.nn.Module,
+    task_cfg: TaskConfig,
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    step: int,
+    final_step: int,
+) -> Reading:
     """The gradient blocks, their statistics, the key split, the verdict and the premise of one
     run (``early`` at ``step``, ``late`` its final model)."""
     stats = block_stats(gradient_blocks(early, late, task_cfg, tokens, labels))
     split_stats = block_stats(key_split_blocks(early, task_cfg, tokens, labels), reference=None)
-    return Reading(step, stats, split_stats, checks_table(stats, split_stats),
-                   spread_table(early, late, task_cfg, step, final_step))
+    return Reading(
+        step,
+        stats,
+        split_stats,
+        checks_table(stats, split_stats),
+        spread_table(early, late, task_cfg, step, final_step),
+    )
 
 
-def release_reading(cfg: TheoryChapterConfig, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor) -> Reading:
+def release_reading(
+    cfg: TheoryChapterConfig, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> Reading:
     """:func:`read_run` on the authors' released run, at its last checkpoint (among
     ``cfg.release_steps``) before the binding jump that chapter 8's rules find in its curves."""
     history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
@@ -275,22 +376,44 @@ def release_reading(cfg: TheoryChapterConfig, task_cfg: TaskConfig, tokens: torc
 
 def comparison_table(rebuild: Reading, released: Reading) -> pd.DataFrame:
     """The rebuild's and the released run's gradient readings side by side."""
+
     def column(r: Reading) -> list[str]:
         g = r.stats.loc[GRADIENT]
-        return [f"{r.step:,}", f"{g['ratio']:.2f}", f"{g['rows_diag_max']:.0%}", f"{r.stats.loc[PREDICTED, 'similarity']:.2f}",
-                f"{r.stats.loc[LEARNED, 'similarity']:.2f}", f"{r.spread.iloc[0, 0]:.2f}", f"{int(r.checks['holds'].sum())} of 4"]
-    return pd.DataFrame({"": ["checkpoint (before the binding jump)", "gradient block: diag / |off-diag|",
-                              "rows with diagonal max", "correlation with (U Uᵀ)²", "correlation with the learned block",
-                              "mean |cos| between variable directions", "predictions holding"],
-                         "paper's run, as released": column(released), "this rebuild": column(rebuild)})
+        return [
+            f"{r.step:,}",
+            f"{g['ratio']:.2f}",
+            f"{g['rows_diag_max']:.0%}",
+            f"{r.stats.loc[PREDICTED, 'similarity']:.2f}",
+            f"{r.stats.loc[LEARNED, 'similarity']:.2f}",
+            f"{r.spread.iloc[0, 0]:.2f}",
+            f"{int(r.checks['holds'].sum())} of 4",
+        ]
+
+    return pd.DataFrame(
+        {
+            "": [
+                "checkpoint (before the binding jump)",
+                "gradient block: diag / |off-diag|",
+                "rows with diagonal max",
+                "correlation with (U Uᵀ)²",
+                "correlation with the learned block",
+                "mean |cos| between variable directions",
+                "predictions holding",
+            ],
+            "paper's run, as released": column(released),
+            "this rebuild": column(rebuild),
+        }
+    )
 
 
 def release_prose(r: Reading) -> str:
     """Does the argument hold on the released run before its jump: the premise prose on it, and
     the number of predictions that hold."""
     holding = int(r.checks["holds"].sum())
-    return (premise_prose(r.stats.loc[PREDICTED, "similarity"], r.stats.loc[GRADIENT, "ratio"], r.spread, r.step)
-            + f" On the released run {holding} of the {len(r.checks)} predictions hold.")
+    return (
+        premise_prose(r.stats.loc[PREDICTED, "similarity"], r.stats.loc[GRADIENT, "ratio"], r.spread, r.step)
+        + f" On the released run {holding} of the {len(r.checks)} predictions hold."
+    )
 
 
 def record_release(r: Reading) -> dict[str, object]:
@@ -307,8 +430,15 @@ def record_release(r: Reading) -> dict[str, object]:
     return {name: mechbook.record(name, value) for name, value in values.items()}
 
 
-def record_all(step: int, stats: pd.DataFrame, zero: pd.DataFrame, split_stats: pd.DataFrame, over: pd.DataFrame,
-               checks: pd.DataFrame, spread: pd.DataFrame) -> dict[str, object]:
+def record_all(
+    step: int,
+    stats: pd.DataFrame,
+    zero: pd.DataFrame,
+    split_stats: pd.DataFrame,
+    over: pd.DataFrame,
+    checks: pd.DataFrame,
+    spread: pd.DataFrame,
+) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/10_why_it_composes.yml``)."""
     values = {
         "gradient_checkpoint_step": step,

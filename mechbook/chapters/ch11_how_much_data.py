@@ -39,7 +39,11 @@ class SweepChapterConfig:
     def __post_init__(self) -> None:
         for name in ("f_values", "r_values"):
             values = getattr(self, name)
-            if len(values) < 2 or any(b <= a for a, b in zip(values, values[1:])) or not 0 < values[0] <= values[-1] <= 1:
+            if (
+                len(values) < 2
+                or any(b <= a for a, b in zip(values, values[1:]))
+                or not 0 < values[0] <= values[-1] <= 1
+            ):
                 raise ValueError(f"{name} must be at least two increasing fractions in (0, 1], got {values}")
         if not 0 < self.level < 1:
             raise ValueError(f"level must be in (0, 1), got {self.level}")
@@ -50,11 +54,22 @@ def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
 
 
 _SMOKE_RUN = TrainConfig(
-    steps=60, batch_size=128, eval_every=30, eval_per_pool=64, keep_every=60, resume_every=60,
+    steps=60,
+    batch_size=128,
+    eval_every=30,
+    eval_per_pool=64,
+    keep_every=60,
+    resume_every=60,
     model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
 )
 _CPU_RUN = TrainConfig(
-    steps=8000, batch_size=256, lr=3e-3, eval_every=250, eval_per_pool=256, keep_every=500, resume_every=500,
+    steps=8000,
+    batch_size=256,
+    lr=3e-3,
+    eval_every=250,
+    eval_per_pool=256,
+    keep_every=500,
+    resume_every=500,
     model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
 )
 
@@ -82,24 +97,35 @@ once (README: what the pilot runs showed); ``smoke`` only exercises the machiner
 def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> SweepChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` and ``seed`` of every run of both sweeps."""
-    return mechbook.resolve_profile(CONFIGS, profile, f_train__steps=steps, r_train__steps=steps,
-                                    f_train__seed=seed, r_train__seed=seed,
-                                    f_train__model__seed=seed, r_train__model__seed=seed)
+    return mechbook.resolve_profile(
+        CONFIGS,
+        profile,
+        f_train__steps=steps,
+        r_train__steps=steps,
+        f_train__seed=seed,
+        r_train__seed=seed,
+        f_train__model__seed=seed,
+        r_train__model__seed=seed,
+    )
 
 
 def describe_run(name: str, t: TrainConfig) -> str:
     """One sweep's run size in words."""
-    return (f"{name}: {t.steps:,} steps of batch {t.batch_size}, d_model = {t.model.d_model}, "
-            f"d_mlp = {t.model.d_mlp}, lr {t.lr:g}, seed {t.seed}")
+    return (
+        f"{name}: {t.steps:,} steps of batch {t.batch_size}, d_model = {t.model.d_model}, "
+        f"d_mlp = {t.model.d_mlp}, lr {t.lr:g}, seed {t.seed}"
+    )
 
 
 def setup_prose(cfg: SweepChapterConfig) -> str:
     """The two sweeps' sizes and how they train."""
     n = len(cfg.f_values) + len(cfg.r_values)
-    return (describe_run("Each f point", cfg.f_train) + ";  \n" + describe_run("each r point", cfg.r_train) + ".  \n"
-            f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r: {n} training runs; the runs of one sweep "
-            "differ only in their knob, so they train together as one stacked model (each run's own data, "
-            "initialisation and optimiser state) and are cached per sweep.")
+    return (
+        describe_run("Each f point", cfg.f_train) + ";  \n" + describe_run("each r point", cfg.r_train) + ".  \n"
+        f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r: {n} training runs; the runs of one sweep "
+        "differ only in their knob, so they train together as one stacked model (each run's own data, "
+        "initialisation and optimiser state) and are cached per sweep."
+    )
 
 
 def threshold_or_none(star: float) -> float | None:
@@ -124,46 +150,73 @@ def monotone_note(name: str, runs: pd.DataFrame) -> str:
     if not drops:
         return ""
     a, b, sa, sb = max(drops, key=lambda d: d[2] - d[3])
-    return (f"  \nThe {name} scores are not monotone: the largest dip is from {sa:.2f} at {name} = {a:g} to {sb:.2f} at "
-            f"{name} = {b:g}. Each point is a single run (one seed), so the book cannot tell such a dip from "
-            "seed-to-seed variation; the threshold rule takes the first crossing.")
+    return (
+        f"  \nThe {name} scores are not monotone: the largest dip is from {sa:.2f} at {name} = {a:g} to {sb:.2f} at "
+        f"{name} = {b:g}. Each point is a single run (one seed), so the book cannot tell such a dip from "
+        "seed-to-seed variation; the threshold rule takes the first crossing."
+    )
 
 
 def thresholds_prose(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float], level: float) -> str:
     """Both thresholds, the r sweep scored on 2-var held-out pairs alone, and any dips."""
     held = r_runs.assign(score=r_runs["2var_heldout"])
-    return (describe("f", stars["f"], f_runs, level) + "  \n" + describe("r", stars["r"], r_runs, level)
-            + "  \nScoring the r runs on 2-var held-out pairs alone (variables in their usual slots): "
-            + describe("r", stars["r_heldout"], held, level)
-            + monotone_note("f", f_runs) + monotone_note("r", r_runs))
+    return (
+        describe("f", stars["f"], f_runs, level)
+        + "  \n"
+        + describe("r", stars["r"], r_runs, level)
+        + "  \nScoring the r runs on 2-var held-out pairs alone (variables in their usual slots): "
+        + describe("r", stars["r_heldout"], held, level)
+        + monotone_note("f", f_runs)
+        + monotone_note("r", r_runs)
+    )
 
 
 def finding(name: str, star: float, what: str, level: float) -> list[str]:
     """A sweep chart's two-line title."""
-    return [f"{what} from {name} ≈ {star:.2f} on" if not np.isnan(star) else f"{what}: never {level} here",
-            "(red: threshold; dashed: level)"]
+    return [
+        f"{what} from {name} ≈ {star:.2f} on" if not np.isnan(star) else f"{what}: never {level} here",
+        "(red: threshold; dashed: level)",
+    ]
 
 
-def sweep_chart(runs: pd.DataFrame, star: float, level: float, knob_title: str, score_title: str,
-                title: list[str]) -> alt.LayerChart:
+def sweep_chart(
+    runs: pd.DataFrame, star: float, level: float, knob_title: str, score_title: str, title: list[str]
+) -> alt.LayerChart:
     """Score against knob value, the level dashed and the threshold in red."""
-    line = alt.Chart(runs).mark_line(point=True).encode(
-        x=alt.X("value:Q", title=knob_title, scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("score:Q", title=score_title, scale=alt.Scale(domain=[0, 1])),
-        tooltip=[alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("score:Q", format=".3f")],
+    line = (
+        alt.Chart(runs)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("value:Q", title=knob_title, scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("score:Q", title=score_title, scale=alt.Scale(domain=[0, 1])),
+            tooltip=[alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("score:Q", format=".3f")],
+        )
     )
     layers = [line, alt.Chart(pd.DataFrame({"y": [level]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")]
     if not np.isnan(star):
         layers.append(alt.Chart(pd.DataFrame({"x": [star]})).mark_rule(color="firebrick").encode(x="x:Q"))
-    return alt.layer(*layers).properties(width=250, height=240, title=alt.TitleParams(title, fontSize=12, anchor="start"))
+    return alt.layer(*layers).properties(
+        width=250, height=240, title=alt.TitleParams(title, fontSize=12, anchor="start")
+    )
 
 
 def sweeps_chart(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float], level: float) -> alt.HConcatChart:
     """The two sweeps side by side."""
-    return (sweep_chart(f_runs, stars["f"], level, "f (fraction of pairs in training)", "accuracy, held-out pairs (0-var)",
-                        finding("f", stars["f"], "Unseen pairs are summed", level))
-            | sweep_chart(r_runs, stars["r"], level, "r (fraction of 2-var rows kept)", "accuracy, 2-var generalisation pools",
-                          finding("r", stars["r"], "2-var sequences generalise", level)))
+    return sweep_chart(
+        f_runs,
+        stars["f"],
+        level,
+        "f (fraction of pairs in training)",
+        "accuracy, held-out pairs (0-var)",
+        finding("f", stars["f"], "Unseen pairs are summed", level),
+    ) | sweep_chart(
+        r_runs,
+        stars["r"],
+        level,
+        "r (fraction of 2-var rows kept)",
+        "accuracy, 2-var generalisation pools",
+        finding("r", stars["r"], "2-var sequences generalise", level),
+    )
 
 
 def pools_chart(runs: pd.DataFrame) -> alt.TopLevelMixin:
@@ -171,9 +224,19 @@ def pools_chart(runs: pd.DataFrame) -> alt.TopLevelMixin:
     pools = [c for c in POOL_NAMES if c in runs.columns]
     long = runs.melt(id_vars=["knob", "value"], value_vars=pools, var_name="pool", value_name="accuracy")
     long["sweep"] = "sweep over " + long["knob"]
-    return viz.highlight_lines(long, x="value", y="accuracy", series="pool", series_title="evaluation pool", point=True,
-                               facet="sweep", y_domain=[0, 1], x_title="knob value (f or r)", y_title="final accuracy",
-                               title="Each pool's final accuracy along both sweeps")
+    return viz.highlight_lines(
+        long,
+        x="value",
+        y="accuracy",
+        series="pool",
+        series_title="evaluation pool",
+        point=True,
+        facet="sweep",
+        y_domain=[0, 1],
+        x_title="knob value (f or r)",
+        y_title="final accuracy",
+        title="Each pool's final accuracy along both sweeps",
+    )
 
 
 def last_run_verdict(history: pd.DataFrame, level: float, steps: int) -> str:
@@ -189,9 +252,17 @@ def last_run_verdict(history: pd.DataFrame, level: float, steps: int) -> str:
 def last_run_chart(history: pd.DataFrame, r: float, level: float, steps: int) -> alt.TopLevelMixin:
     """The training curves of one sweep run, titled with :func:`last_run_verdict`."""
     curves = history[history["pool"] != "train"]
-    return viz.highlight_lines(curves, x="step", y="accuracy", series="pool", series_title="evaluation pool",
-                               y_domain=[0, 1], x_title="training step", y_title="accuracy",
-                               title=[f"The sweep run with r = {r:g}:", last_run_verdict(history, level, steps)])
+    return viz.highlight_lines(
+        curves,
+        x="step",
+        y="accuracy",
+        series="pool",
+        series_title="evaluation pool",
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="accuracy",
+        title=[f"The sweep run with r = {r:g}:", last_run_verdict(history, level, steps)],
+    )
 
 
 def shown(x: float) -> str:
@@ -201,11 +272,13 @@ def shown(x: float) -> str:
 
 def thresholds_table(stars: dict[str, float]) -> pd.DataFrame:
     """This book's thresholds beside the paper's."""
-    return pd.DataFrame([
-        {"sweep": "f (held-out pairs)", "this book": shown(stars["f"]), "paper (approx.)": PAPER_THRESHOLDS["f"]},
-        {"sweep": "r (2-var union)", "this book": shown(stars["r"]), "paper (approx.)": PAPER_THRESHOLDS["r"]},
-        {"sweep": "r (2-var held-out pairs only)", "this book": shown(stars["r_heldout"]), "paper (approx.)": "-"},
-    ])
+    return pd.DataFrame(
+        [
+            {"sweep": "f (held-out pairs)", "this book": shown(stars["f"]), "paper (approx.)": PAPER_THRESHOLDS["f"]},
+            {"sweep": "r (2-var union)", "this book": shown(stars["r"]), "paper (approx.)": PAPER_THRESHOLDS["r"]},
+            {"sweep": "r (2-var held-out pairs only)", "this book": shown(stars["r_heldout"]), "paper (approx.)": "-"},
+        ]
+    )
 
 
 def record_all(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float]) -> dict[str, object]:

@@ -54,7 +54,9 @@ class OverviewConfig:
         _positive_int("chart_stories", self.chart_stories)
         sizes = self.vocab_sizes
         if not isinstance(sizes, tuple) or not sizes:
-            raise ValueError(f"OverviewConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}")
+            raise ValueError(
+                f"OverviewConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}"
+            )
         for v in sizes:
             _positive_int("vocab_sizes", v)
         if list(sizes) != sorted(set(sizes)):
@@ -237,12 +239,16 @@ def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
         )
     )
     scatter = (diagonal + points).properties(
-        width=COLUMN_WIDTH, height=280,
+        width=COLUMN_WIDTH,
+        height=280,
         title=f"In the median story {ratio:.0%} of the words are distinct",
     )
     return alt.vconcat(lengths, scatter).properties(
-        title=alt.Title("Distinct words grow slower than story length",
-                        subtitle=f"{len(sample):,} TinyStories stories, a random sample", anchor="start")
+        title=alt.Title(
+            "Distinct words grow slower than story length",
+            subtitle=f"{len(sample):,} TinyStories stories, a random sample",
+            anchor="start",
+        )
     )
 
 
@@ -252,12 +258,20 @@ def coverage_explorer(ov: CorpusOverview, cfg: OverviewConfig) -> Any:
     import mechbook.viz
 
     def chart(base: alt.Chart) -> alt.Chart:
-        return base.mark_bar().encode(
-            x=alt.X("lo:Q", bin="binned", title="share of the story's words inside the vocabulary",
-                    axis=alt.Axis(format="%")),
-            x2="hi:Q",
-            y=alt.Y("stories:Q", title="stories"),
-        ).properties(width=COLUMN_WIDTH)
+        return (
+            base.mark_bar()
+            .encode(
+                x=alt.X(
+                    "lo:Q",
+                    bin="binned",
+                    title="share of the story's words inside the vocabulary",
+                    axis=alt.Axis(format="%"),
+                ),
+                x2="hi:Q",
+                y=alt.Y("stories:Q", title="stories"),
+            )
+            .properties(width=COLUMN_WIDTH)
+        )
 
     return mechbook.viz.explore(
         lambda vocab_size: coverage_histogram(ov, vocab_size),
@@ -265,4 +279,3 @@ def coverage_explorer(ov: CorpusOverview, cfg: OverviewConfig) -> Any:
         controls={"vocab_size": list(cfg.vocab_sizes)},
         title="The V most frequent words cover most of every story",
     )
-

@@ -20,7 +20,9 @@ def run_labels(lrs: Sequence[float]) -> dict[float, str]:
     """``{lr: "paper_lr" | "large_lr"}`` for the two learning rates of a Part I runs config."""
     lrs = tuple(lrs)
     if len(lrs) != len(RUN_NAMES) or len(set(lrs)) != len(lrs):
-        raise ValueError(f"Part I's chapters compare exactly two distinct learning rates (the paper's, then a larger one), got {lrs}")
+        raise ValueError(
+            f"Part I's chapters compare exactly two distinct learning rates (the paper's, then a larger one), got {lrs}"
+        )
     return dict(zip(lrs, RUN_NAMES))
 
 
@@ -30,7 +32,13 @@ def matrix_label(name: str) -> str:
     if name == "W_O":
         return "W_O"
     parts = name.split(".")
-    if len(parts) != 4 or parts[0] != "blocks" or parts[2] != "attn" or not parts[1].isdigit() or parts[3] not in TERM_LABELS:
+    if (
+        len(parts) != 4
+        or parts[0] != "blocks"
+        or parts[2] != "attn"
+        or not parts[1].isdigit()
+        or parts[3] not in TERM_LABELS
+    ):
         raise ValueError(f"{name!r} is not a parameter of the attention model (W_O or blocks.<layer>.attn.<V|W|P>)")
     return f"{parts[3]}{_superscript(f'({parts[1]})')}"
 

@@ -27,7 +27,9 @@ def remove_projection(weight: torch.Tensor, term: np.ndarray | torch.Tensor) -> 
     m = weight.detach().double()
     t = torch.as_tensor(term, dtype=torch.float64, device=m.device)
     if t.shape != m.shape:
-        raise ValueError(f"leading term has shape {tuple(t.shape)}, the matrix {tuple(m.shape)}; use the stats of the training corpus")
+        raise ValueError(
+            f"leading term has shape {tuple(t.shape)}, the matrix {tuple(m.shape)}; use the stats of the training corpus"
+        )
     norm2 = (t * t).sum()
     if norm2 == 0:
         raise ValueError("the leading term is zero, so there is no direction to remove")
@@ -46,7 +48,9 @@ def evaluate_loss(model: AttentionModel, tokens: np.ndarray, batch_size: int = 2
 
 
 @torch.no_grad()
-def ablation_table(state: dict[str, torch.Tensor], model: AttentionModel, stats: Any, tokens: np.ndarray, batch_size: int = 256) -> pd.DataFrame:
+def ablation_table(
+    state: dict[str, torch.Tensor], model: AttentionModel, stats: Any, tokens: np.ndarray, batch_size: int = 256
+) -> pd.DataFrame:
     """Loss with each matrix's leading component removed, one at a time, next to the full model,
     the model with every leading component removed at once, and the all-zero model (loss log |V|).
 
@@ -62,23 +66,51 @@ def ablation_table(state: dict[str, torch.Tensor], model: AttentionModel, stats:
         kind, layer = leading.kind_of(name)
         param = model.get_parameter(name)
         param.copy_(remove_projection(param, bases[kind]))
-        rows.append({"ablation": f"remove leading term of {name}", "matrix": name, "kind": kind, "layer": layer,
-                     "cosine": leading.cosine(state[name].numpy(), bases[kind]), "loss": evaluate_loss(model, tokens, batch_size)})
+        rows.append(
+            {
+                "ablation": f"remove leading term of {name}",
+                "matrix": name,
+                "kind": kind,
+                "layer": layer,
+                "cosine": leading.cosine(state[name].numpy(), bases[kind]),
+                "loss": evaluate_loss(model, tokens, batch_size),
+            }
+        )
         param.copy_(state[name])
     for name in names:
         param = model.get_parameter(name)
         param.copy_(remove_projection(param, bases[leading.kind_of(name)[0]]))
-    rows.append({"ablation": "remove every leading term", "matrix": None, "kind": None, "layer": None, "cosine": None, "loss": evaluate_loss(model, tokens, batch_size)})
+    rows.append(
+        {
+            "ablation": "remove every leading term",
+            "matrix": None,
+            "kind": None,
+            "layer": None,
+            "cosine": None,
+            "loss": evaluate_loss(model, tokens, batch_size),
+        }
+    )
     for param in model.parameters():
         param.zero_()
-    rows.append({"ablation": "zero model", "matrix": None, "kind": None, "layer": None, "cosine": None, "loss": evaluate_loss(model, tokens, batch_size)})
+    rows.append(
+        {
+            "ablation": "zero model",
+            "matrix": None,
+            "kind": None,
+            "layer": None,
+            "cosine": None,
+            "loss": evaluate_loss(model, tokens, batch_size),
+        }
+    )
     model.load_checkpoint(state)
     table = pd.DataFrame(rows)
     table["delta_loss"] = table["loss"] - full
     return table
 
 
-def cached_ablation_table(state: dict[str, torch.Tensor], model: AttentionModel, stats: Any, tokens: np.ndarray) -> pd.DataFrame:
+def cached_ablation_table(
+    state: dict[str, torch.Tensor], model: AttentionModel, stats: Any, tokens: np.ndarray
+) -> pd.DataFrame:
     """:func:`ablation_table` through the disk cache (key: weights, bases, tokens)."""
     bases = leading.bases(stats)
     key = {

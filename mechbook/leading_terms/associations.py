@@ -6,7 +6,7 @@ token a, the column tokens c with the largest M[a, c] are its strongest associat
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -14,12 +14,136 @@ import pandas as pd
 from mechbook.leading_terms.tokenize import UNK, Tokenizer, is_word
 
 FUNCTION_WORDS = frozenset(
-    """a an the and or but so if then than that this these those there here to of in on at by for with
-    from into onto up down out over under about after before again all any some no not very too also
-    just only more most much many each every other such own same can could will would shall should may
-    might must do does did done be is am are was were been being have has had having i me my mine myself
-    you your yours he him his himself she her hers herself it its itself we us our ours they them their
-    theirs themselves what which who whom whose when where why how s t d ll m re ve said says one""".split()
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "so",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "there",
+        "here",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "up",
+        "down",
+        "out",
+        "over",
+        "under",
+        "about",
+        "after",
+        "before",
+        "again",
+        "all",
+        "any",
+        "some",
+        "no",
+        "not",
+        "very",
+        "too",
+        "also",
+        "just",
+        "only",
+        "more",
+        "most",
+        "much",
+        "many",
+        "each",
+        "every",
+        "other",
+        "such",
+        "own",
+        "same",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "do",
+        "does",
+        "did",
+        "done",
+        "be",
+        "is",
+        "am",
+        "are",
+        "was",
+        "were",
+        "been",
+        "being",
+        "have",
+        "has",
+        "had",
+        "having",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "myself",
+        "you",
+        "your",
+        "yours",
+        "he",
+        "him",
+        "his",
+        "himself",
+        "she",
+        "her",
+        "hers",
+        "herself",
+        "it",
+        "its",
+        "itself",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "themselves",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "m",
+        "re",
+        "ve",
+        "said",
+        "says",
+        "one",
+    ]
 )
 
 
@@ -27,7 +151,9 @@ def _ids(tokenizer: Tokenizer, tokens: Iterable[str], what: str) -> list[int]:
     tokens = list(tokens)
     missing = [t for t in tokens if t not in tokenizer.token_to_id]
     if missing:
-        raise ValueError(f"{what}: token(s) {missing} are not in the vocabulary of {tokenizer}; pick others or a larger vocabulary")
+        raise ValueError(
+            f"{what}: token(s) {missing} are not in the vocabulary of {tokenizer}; pick others or a larger vocabulary"
+        )
     return [tokenizer.token_to_id[t] for t in tokens]
 
 
@@ -80,11 +206,21 @@ def top_k(
             allowed &= score > 0
         cand = np.flatnonzero(allowed)
         best = cand[np.lexsort((cand, -score[cand]))][:k]
-        records += [{"row": name, "rank": r + 1, "token": tokenizer.id_to_token[c], "score": float(score[c])} for r, c in enumerate(best)]
+        records += [
+            {"row": name, "rank": r + 1, "token": tokenizer.id_to_token[c], "score": float(score[c])}
+            for r, c in enumerate(best)
+        ]
     return pd.DataFrame.from_records(records, columns=["row", "rank", "token", "score"])
 
 
-def rank_of(matrix: np.ndarray, tokenizer: Tokenizer, row: str, column: str, exclude: Iterable[str] = (UNK,), exclude_self: bool = False) -> int:
+def rank_of(
+    matrix: np.ndarray,
+    tokenizer: Tokenizer,
+    row: str,
+    column: str,
+    exclude: Iterable[str] = (UNK,),
+    exclude_self: bool = False,
+) -> int:
     """Rank (1 = strongest) of ``column`` in the row of ``row``, with :func:`top_k`'s exclusions."""
     ranked = top_k(matrix, tokenizer, k=tokenizer.vocab_size, rows=[row], exclude=exclude, exclude_self=exclude_self)
     hit = ranked.loc[ranked["token"] == column, "rank"]
@@ -93,7 +229,9 @@ def rank_of(matrix: np.ndarray, tokenizer: Tokenizer, row: str, column: str, exc
     return int(hit.iloc[0])
 
 
-def matrix_frame(matrix: np.ndarray, tokenizer: Tokenizer, rows: Sequence[str], columns: Sequence[str], name: str = "score") -> pd.DataFrame:
+def matrix_frame(
+    matrix: np.ndarray, tokenizer: Tokenizer, rows: Sequence[str], columns: Sequence[str], name: str = "score"
+) -> pd.DataFrame:
     """Tidy frame of ``matrix`` restricted to the given tokens, for Altair heatmaps: columns
     ``row``, ``column``, ``name``, ``relative`` (the entry over the largest entry of its row in the
     block, clipped to [-1, 1]; over the largest |entry| for a row with no positive entry: each
@@ -129,25 +267,112 @@ def ranked_words(table: pd.DataFrame) -> pd.DataFrame:
 
 WORD_CLASSES: dict[str, tuple[str, ...]] = {
     "noun": tuple(
-        "dog cat bird ball car tree house box park toy room garden sky sun fish boat cake door mom dad girl boy "
-        "man friend water flower book".split()
+        [
+            "dog",
+            "cat",
+            "bird",
+            "ball",
+            "car",
+            "tree",
+            "house",
+            "box",
+            "park",
+            "toy",
+            "room",
+            "garden",
+            "sky",
+            "sun",
+            "fish",
+            "boat",
+            "cake",
+            "door",
+            "mom",
+            "dad",
+            "girl",
+            "boy",
+            "man",
+            "friend",
+            "water",
+            "flower",
+            "book",
+        ]
     ),
     "verb": tuple(
-        "saw went ran looked found played took gave told heard jumped smiled laughed asked wanted loved liked "
-        "decided tried started came made felt thought".split()
+        [
+            "saw",
+            "went",
+            "ran",
+            "looked",
+            "found",
+            "played",
+            "took",
+            "gave",
+            "told",
+            "heard",
+            "jumped",
+            "smiled",
+            "laughed",
+            "asked",
+            "wanted",
+            "loved",
+            "liked",
+            "decided",
+            "tried",
+            "started",
+            "came",
+            "made",
+            "felt",
+            "thought",
+        ]
     ),
     "adjective": tuple(
-        "big little happy sad good new old pretty scared excited small red blue green beautiful shiny kind brave "
-        "funny angry hungry tired".split()
+        [
+            "big",
+            "little",
+            "happy",
+            "sad",
+            "good",
+            "new",
+            "old",
+            "pretty",
+            "scared",
+            "excited",
+            "small",
+            "red",
+            "blue",
+            "green",
+            "beautiful",
+            "shiny",
+            "kind",
+            "brave",
+            "funny",
+            "angry",
+            "hungry",
+            "tired",
+        ]
     ),
 }
 """A small hand-labelled lexicon of frequent TinyStories words (verbs in the past tense, as the
 stories are told), to check that the interchangeability map groups words of one class (chapter 1)."""
 
 CONTEXT_PAIRS: tuple[tuple[str, str], ...] = (
-    ("fish", "pond"), ("fish", "water"), ("duck", "pond"), ("boat", "water"), ("bird", "sky"), ("bird", "tree"),
-    ("cake", "birthday"), ("ball", "play"), ("park", "play"), ("toy", "play"), ("sun", "sky"), ("tree", "climb"),
-    ("flower", "garden"), ("book", "read"), ("snow", "cold"), ("bed", "sleep"), ("sand", "beach"),
+    ("fish", "pond"),
+    ("fish", "water"),
+    ("duck", "pond"),
+    ("boat", "water"),
+    ("bird", "sky"),
+    ("bird", "tree"),
+    ("cake", "birthday"),
+    ("ball", "play"),
+    ("park", "play"),
+    ("toy", "play"),
+    ("sun", "sky"),
+    ("tree", "climb"),
+    ("flower", "garden"),
+    ("book", "read"),
+    ("snow", "cold"),
+    ("bed", "sleep"),
+    ("sand", "beach"),
 )
 """(entity, surrounding) pairs: words that share a scene without being neighbours in the text, the
 paper's "fish" -> "pond" kind of association (chapter 1)."""
@@ -176,7 +401,9 @@ def labelled_words(tokenizer: Tokenizer, classes: dict[str, Sequence[str]] = WOR
     return pd.DataFrame(rows, columns=["word", "class"])
 
 
-def class_purity(similarity: np.ndarray, tokenizer: Tokenizer, k: int = 3, classes: dict[str, Sequence[str]] = WORD_CLASSES) -> tuple[float, float]:
+def class_purity(
+    similarity: np.ndarray, tokenizer: Tokenizer, k: int = 3, classes: dict[str, Sequence[str]] = WORD_CLASSES
+) -> tuple[float, float]:
     """(purity, chance) of a similarity map over the labelled words in the vocabulary.
 
     For each labelled word, take its ``k`` most similar other labelled words; purity is the share
@@ -186,7 +413,9 @@ def class_purity(similarity: np.ndarray, tokenizer: Tokenizer, k: int = 3, class
     words = labelled_words(tokenizer, classes)
     n = len(words)
     if n <= k or words["class"].nunique() < 2:
-        raise ValueError(f"only {n} labelled words of {words['class'].nunique()} class(es) are in the vocabulary; use a larger vocabulary")
+        raise ValueError(
+            f"only {n} labelled words of {words['class'].nunique()} class(es) are in the vocabulary; use a larger vocabulary"
+        )
     ids = [tokenizer.token_to_id[w] for w in words["word"]]
     labels = words["class"].to_numpy()
     sub = np.asarray(similarity, dtype=np.float64)[np.ix_(ids, ids)]
@@ -197,14 +426,20 @@ def class_purity(similarity: np.ndarray, tokenizer: Tokenizer, k: int = 3, class
     return purity, float(np.mean((sizes - 1) / (n - 1)))
 
 
-def pair_ranks(maps: dict[str, np.ndarray], tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]] = CONTEXT_PAIRS) -> pd.DataFrame:
+def pair_ranks(
+    maps: dict[str, np.ndarray], tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]] = CONTEXT_PAIRS
+) -> pd.DataFrame:
     """Rank of each pair's second word in the row of its first word, for every map in ``maps``,
     among readable tokens (:func:`readable_exclusions`, the row word itself excluded); pairs with a
     word outside the vocabulary are skipped. Columns: ``row``, ``column``, one rank per map."""
     exclude = readable_exclusions(tokenizer)
     present = [(a, b) for a, b in pairs if a in tokenizer.token_to_id and b in tokenizer.token_to_id]
     records = [
-        {"row": a, "column": b, **{name: rank_of(m, tokenizer, a, b, exclude=exclude, exclude_self=True) for name, m in maps.items()}}
+        {
+            "row": a,
+            "column": b,
+            **{name: rank_of(m, tokenizer, a, b, exclude=exclude, exclude_self=True) for name, m in maps.items()},
+        }
         for a, b in present
     ]
     return pd.DataFrame.from_records(records, columns=["row", "column", *maps])

@@ -44,7 +44,9 @@ def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckCo
         hist = train.train(tokens, stats, model_cfg, run).history
         hist["predicted_norm"] = [coefficient(k, lr, s) * basis_norm[k] for k, s in zip(hist["kind"], hist["step"])]
         predicted = hist["predicted_norm"].to_numpy()
-        hist["ratio"] = np.divide(hist["norm"].to_numpy(), predicted, out=np.full(len(hist), np.nan), where=predicted > 0)
+        hist["ratio"] = np.divide(
+            hist["norm"].to_numpy(), predicted, out=np.full(len(hist), np.nan), where=predicted > 0
+        )
         frames.append(hist)
     return pd.concat(frames, ignore_index=True)
 

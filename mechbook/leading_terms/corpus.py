@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from mechbook.cache import cached
 from mechbook.data import data_fingerprint, load_stories
 from mechbook.leading_terms import tokenize
-from mechbook.leading_terms.tokenize import BPETokenizer, CasedBPETokenizer, NaturalTokenizer, SequenceSet, Tokenizer, make_sequences
+from mechbook.leading_terms.tokenize import (
+    BPETokenizer,
+    CasedBPETokenizer,
+    NaturalTokenizer,
+    SequenceSet,
+    Tokenizer,
+    make_sequences,
+)
 
 TOKENIZERS = {"natural": NaturalTokenizer, "bpe": BPETokenizer, "bpe_cased": CasedBPETokenizer}
 

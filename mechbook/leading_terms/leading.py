@@ -79,7 +79,14 @@ def loglog_slope(x: Any, y: Any) -> float:
     return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
 
 
-def ranking_overlap(theory: Any, trained: Any, rows: list[int], k: int = 10, exclude: list[int] | tuple[int, ...] = (), positive: bool = False) -> float:
+def ranking_overlap(
+    theory: Any,
+    trained: Any,
+    rows: list[int],
+    k: int = 10,
+    exclude: list[int] | tuple[int, ...] = (),
+    positive: bool = False,
+) -> float:
     """Mean over ``rows`` of |top-k(theory[a]) ∩ top-k(trained[a])| / k, the columns in ``exclude``
     left out of both rankings (chapter 4: do trained weights rank the same tokens as their terms?).
 

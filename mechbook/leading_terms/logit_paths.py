@@ -45,12 +45,16 @@ def logit_paths(model: AttentionModel, sequences: np.ndarray) -> pd.DataFrame:
     for name, label in zip(names, labels):
         logits = (cache[name] @ model.W_O).double()
         centred = logits.gather(-1, targets[..., None])[..., 0] - logits.mean(-1)
-        frames.append(pd.DataFrame({
-            "sequence": np.repeat(np.arange(n), T),
-            "position": np.tile(np.arange(T), n),
-            "token": inputs.reshape(-1).numpy(),
-            "next_token": seqs[:, 1:].reshape(-1).numpy(),
-            "path": label,
-            "contribution": centred.reshape(-1).cpu().numpy(),
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "sequence": np.repeat(np.arange(n), T),
+                    "position": np.tile(np.arange(T), n),
+                    "token": inputs.reshape(-1).numpy(),
+                    "next_token": seqs[:, 1:].reshape(-1).numpy(),
+                    "path": label,
+                    "contribution": centred.reshape(-1).cpu().numpy(),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)

@@ -20,8 +20,8 @@ benchmark.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import torch
 import torch.nn.functional as F
@@ -200,7 +200,7 @@ class AttentionModel(HookedRootModule):
         """Mean cross-entropy over every (sequence, position) of ``sequences`` (batch, T+1)."""
         return sequence_loss(self(sequences[:, :-1]), sequences)
 
-    def load_checkpoint(self, state: Mapping[str, torch.Tensor]) -> "AttentionModel":
+    def load_checkpoint(self, state: Mapping[str, torch.Tensor]) -> AttentionModel:
         """Load a state dict, with a clear error when its names or shapes do not fit the config."""
         own = self.state_dict()
         missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
@@ -254,4 +254,3 @@ def parameter_names(cfg: ModelConfig) -> list[str]:
     for layer in range(cfg.n_layers):
         names += [f"blocks.{layer}.attn.{m}" for m in ("W", "V", "P")]
     return names
-

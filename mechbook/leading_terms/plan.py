@@ -28,7 +28,9 @@ TINYSTORIES_TRAIN_STORIES = 2_119_719
 def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
     """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
     if n_sequences < 1 or batch_size < 1 or epochs <= 0:
-        raise ValueError(f"need n_sequences >= 1, batch_size >= 1 and epochs > 0, got {n_sequences}, {batch_size}, {epochs}")
+        raise ValueError(
+            f"need n_sequences >= 1, batch_size >= 1 and epochs > 0, got {n_sequences}, {batch_size}, {epochs}"
+        )
     return math.floor(epochs * n_sequences / batch_size)
 
 
@@ -136,7 +138,14 @@ def readable_bytes(n: int) -> str:
     return f"{n / 2**20:.2f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
-def plan_training(n_sequences: int, model_cfg: ModelConfig, batch_size: int | None, lr: float, epochs: float | None = None, steps: int | None = None) -> TrainingPlan:
+def plan_training(
+    n_sequences: int,
+    model_cfg: ModelConfig,
+    batch_size: int | None,
+    lr: float,
+    epochs: float | None = None,
+    steps: int | None = None,
+) -> TrainingPlan:
     """The :class:`TrainingPlan` of a run given either its ``epochs`` or its ``steps`` (not both).
 
     ``batch_size`` None is the full batch. With ``steps``, ``epochs = steps * batch_size / n_sequences``.

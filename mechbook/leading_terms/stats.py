@@ -13,7 +13,7 @@ attention A_bar[t, j] = 1/(t+1) for j <= t; every mean is over the N T (sequence
     P[d]    = (1/(N T)) sum_n sum_{t>=d} sum_{j<=t} J_t[t-d, j] e_{x_j}^T G r_t
     J_t[i, j] = (delta_ij - 1/(t+1)) / (t+1)  (softmax Jacobian at uniform attention, i, j <= t)
 
-Q and P are the spec's Q and P leading terms divided by N T, so that the key-query matrix and the
+Q and P are the paper's Q and P leading terms divided by N T, so that the key-query matrix and the
 position bias after s steps from zero are about (eta^4 s^4 / 8) Q and (eta^4 s^4 / 8) P.
 
 :func:`corpus_stats` is the fast streaming form: with g_j = G[x_j, y_t] - mean_c G[x_j, c],
@@ -56,7 +56,9 @@ class CorpusStats:
 def _check_tokens(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or tokens.shape[0] < 1 or tokens.shape[1] < 2:
-        raise ValueError(f"tokens must be an (N, T+1) array with N >= 1 and T >= 1, got shape {tokens.shape}; see make_sequences")
+        raise ValueError(
+            f"tokens must be an (N, T+1) array with N >= 1 and T >= 1, got shape {tokens.shape}; see make_sequences"
+        )
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
     if vocab_size < 1:
@@ -74,7 +76,9 @@ def _derived(B: np.ndarray, Phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return Sigma_B, BPhi_T, BPhi_T @ B
 
 
-def sparse_derived(C: sparse.csr_array, alpha: np.ndarray, Phi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sparse_derived(
+    C: sparse.csr_array, alpha: np.ndarray, Phi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sigma_B = B^T B, (B Phi)^T and G = (B Phi)^T B for B = C - alpha 1^T with C sparse.
 
     In :func:`corpus_stats` C is the bigram count matrix divided by N T (nonzeros: the distinct

@@ -95,7 +95,9 @@ def _check_corpus(stories: Sequence[str], what: str) -> None:
     if isinstance(stories, str):
         raise TypeError(f"{what} takes a list of stories, not one string; wrap it in a list")
     if len(stories) == 0 or not any(s.strip() for s in stories):
-        raise ValueError(f"{what}: the corpus is empty; give at least one non-empty story (see mechbook.data.load_stories)")
+        raise ValueError(
+            f"{what}: the corpus is empty; give at least one non-empty story (see mechbook.data.load_stories)"
+        )
 
 
 class NaturalTokenizer:
@@ -193,16 +195,22 @@ class BPETokenizer:
 
         _check_corpus(stories, "BPETokenizer.fit")
         if unk:
-            raise ValueError("byte-level BPE never meets an unknown token, so it has no <unk>; call fit(..., unk=False)")
+            raise ValueError(
+                "byte-level BPE never meets an unknown token, so it has no <unk>; call fit(..., unk=False)"
+            )
         alphabet = pre_tokenizers.ByteLevel.alphabet()
         if vocab_size < len(alphabet):
-            raise ValueError(f"byte-level BPE needs vocab_size >= {len(alphabet)} (one token per byte), got {vocab_size}")
+            raise ValueError(
+                f"byte-level BPE needs vocab_size >= {len(alphabet)} (one token per byte), got {vocab_size}"
+            )
         tok = Tokenizer(models.BPE())
         if lowercase:
             tok.normalizer = normalizers.Lowercase()
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False, special_tokens=[])
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False, special_tokens=[]
+        )
         tok.train_from_iterator(list(stories), trainer=trainer)
         got = tok.get_vocab_size()
         if got < vocab_size:
@@ -361,7 +369,9 @@ def make_sequences(stories: Sequence[str], tokenizer: Tokenizer, context: int, p
                 continue
         elif (head < 0).any():
             if tokenizer.unk_id is None:
-                raise ValueError("policy 'unk' met an out-of-vocabulary token but the tokenizer has no <unk>: fit it with unk=True, or use policy='drop'")
+                raise ValueError(
+                    "policy 'unk' met an out-of-vocabulary token but the tokenizer has no <unk>: fit it with unk=True, or use policy='drop'"
+                )
             head = np.where(head < 0, tokenizer.unk_id, head)
         rows.append(head)
     if n_long == 0:

@@ -56,7 +56,9 @@ class TrainConfig:
         if not isinstance(self.steps, int) or self.steps < 0:
             raise ValueError(f"TrainConfig.steps must be a non-negative integer, got {self.steps!r}")
         if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ValueError(f"TrainConfig.batch_size must be a positive integer or None (full batch), got {self.batch_size!r}")
+            raise ValueError(
+                f"TrainConfig.batch_size must be a positive integer or None (full batch), got {self.batch_size!r}"
+            )
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise ValueError(f"TrainConfig.log_every must be a positive integer, got {self.log_every!r}")
         if any(not 0 <= k <= self.steps for k in self.keep):
@@ -81,7 +83,9 @@ class TrainResult:
         elif step in self.checkpoints:
             state = self.checkpoints[step]
         else:
-            raise KeyError(f"step {step} was not kept; kept: {sorted(self.checkpoints)} and the last, {self.train_cfg.steps}")
+            raise KeyError(
+                f"step {step} was not kept; kept: {sorted(self.checkpoints)} and the last, {self.train_cfg.steps}"
+            )
         return AttentionModel(self.model_cfg, device=device).load_checkpoint(state)
 
 
@@ -92,7 +96,9 @@ def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor |
     last partial batch is dropped so every step sees ``batch_size`` sequences.
     """
     if cfg.batch_size is not None and cfg.batch_size > n_sequences:
-        raise ValueError(f"batch_size {cfg.batch_size} exceeds the {n_sequences} sequences; lower it or use None (full batch)")
+        raise ValueError(
+            f"batch_size {cfg.batch_size} exceeds the {n_sequences} sequences; lower it or use None (full batch)"
+        )
     if cfg.batch_size is None or cfg.batch_size == n_sequences:
         while True:
             yield None
@@ -110,12 +116,24 @@ def snapshot(model: AttentionModel, bases: dict[str, np.ndarray]) -> list[dict[s
         kind, layer = leading.kind_of(name)
         weight = model.get_parameter(name).detach().cpu().double().numpy()
         rows.append(
-            {"matrix": name, "kind": kind, "layer": layer, "norm": float(np.linalg.norm(weight)), "cosine": leading.cosine(weight, bases[kind])}
+            {
+                "matrix": name,
+                "kind": kind,
+                "layer": layer,
+                "norm": float(np.linalg.norm(weight)),
+                "cosine": leading.cosine(weight, bases[kind]),
+            }
         )
     return rows
 
 
-def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, device: str | None = None) -> TrainResult:
+def train(
+    tokens: np.ndarray | torch.Tensor,
+    stats: Any,
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    device: str | None = None,
+) -> TrainResult:
     """Train from zero with plain SGD on ``tokens`` (N, T+1) and log against ``stats``' leading terms.
 
     ``stats`` is the corpus's CorpusStats (attributes B, BPhi_T, Q, P as float64 arrays). Logged
@@ -141,7 +159,9 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
             if not torch.isfinite(loss):
                 if train_cfg.stop_on_divergence:
                     break
-                raise FloatingPointError(f"SGD diverged: the loss is {loss.item()} at step {step} with lr {train_cfg.lr}; lower the learning rate")
+                raise FloatingPointError(
+                    f"SGD diverged: the loss is {loss.item()} at step {step} with lr {train_cfg.lr}; lower the learning rate"
+                )
             if step % train_cfg.log_every == 0 or step == train_cfg.steps:
                 rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases))
             if step in train_cfg.keep and step < train_cfg.steps:
@@ -153,14 +173,18 @@ def train(tokens: np.ndarray | torch.Tensor, stats: Any, model_cfg: ModelConfig,
     history = pd.DataFrame(rows)
     history["lr"] = train_cfg.lr
     history["eta_s"] = train_cfg.lr * history["step"]
-    return TrainResult(history=history, state=_detached(net), model_cfg=model_cfg, train_cfg=train_cfg, checkpoints=kept)
+    return TrainResult(
+        history=history, state=_detached(net), model_cfg=model_cfg, train_cfg=train_cfg, checkpoints=kept
+    )
 
 
 def _detached(net: AttentionModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
 
 
-def cached_train(tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False) -> TrainResult:
+def cached_train(
+    tokens: np.ndarray, stats: Any, model_cfg: ModelConfig, train_cfg: TrainConfig, refresh: bool = False
+) -> TrainResult:
     """:func:`train`, cached on disk (chapters 3-5 call it with the same config and share the run).
 
     Key: both configs, the fingerprint of the tokens and of the leading-term bases, and the device
@@ -229,12 +253,16 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if (self.steps is None) == (self.epochs is None):
-            raise ValueError(f"RunConfig needs exactly one of steps and epochs, got steps={self.steps}, epochs={self.epochs}")
+            raise ValueError(
+                f"RunConfig needs exactly one of steps and epochs, got steps={self.steps}, epochs={self.epochs}"
+            )
 
     def train_cfg(self, n_sequences: int) -> TrainConfig:
         """The :class:`TrainConfig` of this run on ``n_sequences`` sequences."""
         steps = resolve_steps(self.steps, self.epochs, n_sequences, self.batch_size)
-        return TrainConfig(lr=self.lr, steps=steps, batch_size=self.batch_size, seed=self.seed, log_every=self.log_every)
+        return TrainConfig(
+            lr=self.lr, steps=steps, batch_size=self.batch_size, seed=self.seed, log_every=self.log_every
+        )
 
 
 def load_or_train(cfg: RunConfig, refresh: bool = False) -> TrainResult:
@@ -242,7 +270,9 @@ def load_or_train(cfg: RunConfig, refresh: bool = False) -> TrainResult:
     and trains when the run is not in the cache."""
     corpus = load_training_corpus(cfg.corpus)
     train_cfg = cfg.train_cfg(corpus.sequences.n_kept)
-    return cached_train(corpus.sequences.tokens, corpus.stats, corpus.model_cfg(cfg.n_layers), train_cfg, refresh=refresh)
+    return cached_train(
+        corpus.sequences.tokens, corpus.stats, corpus.model_cfg(cfg.n_layers), train_cfg, refresh=refresh
+    )
 
 
 @dataclass(frozen=True)
@@ -260,7 +290,9 @@ class RunsConfig:
 
     def run(self, lr: float) -> RunConfig:
         """The run of learning rate ``lr``."""
-        return RunConfig(self.corpus, lr, self.batch_size, self.log_every, self.steps, self.epochs, self.n_layers, self.seed)
+        return RunConfig(
+            self.corpus, lr, self.batch_size, self.log_every, self.steps, self.epochs, self.n_layers, self.seed
+        )
 
 
 @dataclass

@@ -42,7 +42,11 @@ def read_layers(bridge, token_ids: np.ndarray) -> dict[str, np.ndarray]:
     import torch
 
     n_layers = bridge.cfg.n_layers
-    wanted = {f"blocks.{l}.{h}" for l in range(n_layers) for h in ("hook_resid_post", "hook_resid_pre", "hook_attn_out", "ln1.hook_out")}
+    wanted = {
+        f"blocks.{l}.{h}"
+        for l in range(n_layers)
+        for h in ("hook_resid_post", "hook_resid_pre", "hook_attn_out", "ln1.hook_out")
+    }
     device = next(bridge.parameters()).device
     tokens = torch.as_tensor(np.asarray(token_ids), dtype=torch.long, device=device).reshape(-1, 1)
     with torch.no_grad():
@@ -83,11 +87,30 @@ def checkpoint_similarity(bridge, features: LeadingFeatures) -> pd.DataFrame:
     for measure in MEASURES:
         for layer in range(reps["embedding"].shape[0]):
             for mapping in ("embedding", "no_mlp"):
-                rows.append((measure, mapping, layer, LAYER_LEVEL, covariance_similarity(reps[mapping][layer], gram=grams[measure, "embedding"], measure=measure)))
+                rows.append(
+                    (
+                        measure,
+                        mapping,
+                        layer,
+                        LAYER_LEVEL,
+                        covariance_similarity(reps[mapping][layer], gram=grams[measure, "embedding"], measure=measure),
+                    )
+                )
             for mapping, s in scores.items():
                 gram = grams[measure, "attention"]
-                rows.append((measure, mapping, layer, LAYER_LEVEL, covariance_similarity(s[layer].mean(0), gram=gram, measure=measure)))
-                rows += [(measure, mapping, layer, head, covariance_similarity(s[layer, head], gram=gram, measure=measure)) for head in range(s.shape[1])]
+                rows.append(
+                    (
+                        measure,
+                        mapping,
+                        layer,
+                        LAYER_LEVEL,
+                        covariance_similarity(s[layer].mean(0), gram=gram, measure=measure),
+                    )
+                )
+                rows += [
+                    (measure, mapping, layer, head, covariance_similarity(s[layer, head], gram=gram, measure=measure))
+                    for head in range(s.shape[1])
+                ]
     return pd.DataFrame(rows, columns=["measure", "mapping", "layer", "head", "similarity"])
 
 
@@ -105,7 +128,10 @@ def synthetic_controls(features: LeadingFeatures, d_model: int, seed: int) -> pd
     rng = np.random.default_rng(seed)
     grams = _grams(features)
     rows = []
-    for feature, mappings, d in (("embedding", ("embedding", "no_mlp"), d_model), ("attention", tuple(SCORE_INPUTS), features.k)):
+    for feature, mappings, d in (
+        ("embedding", ("embedding", "no_mlp"), d_model),
+        ("attention", tuple(SCORE_INPUTS), features.k),
+    ):
         F = features.feature(feature)
         reps = {
             "offset": rng.normal(size=(features.k, d)) + SYNTHETIC_OFFSET * rng.normal(size=d),

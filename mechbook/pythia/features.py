@@ -65,7 +65,9 @@ def restrict_top_k(tokens: np.ndarray, vocab_size: int, k: int) -> tuple[np.ndar
     return lookup[tokens], kept.astype(np.int64)
 
 
-def top_k_maps(remapped: np.ndarray, k: int, *, chunk: int = 64) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def top_k_maps(
+    remapped: np.ndarray, k: int, *, chunk: int = 64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(B, Phi, (B Phi)^T, Q)`` (k x k) of ``remapped`` (N, T+1; ids 0..k-1 kept, k dropped) by the
     formulas of this module, streamed over chunks of sequences (memory O(k^2 + chunk T^2))."""
     remapped = np.asarray(remapped, dtype=np.int64)
@@ -82,7 +84,9 @@ def top_k_maps(remapped: np.ndarray, k: int, *, chunk: int = 64) -> tuple[np.nda
         x, y = remapped[s : s + chunk, :-1], remapped[s : s + chunk, 1:]
         bigram += np.bincount((x * V + y).ravel(), minlength=V * V)
         current += np.bincount(x.ravel(), minlength=V)
-        pairs += np.bincount((y[:, tt] * V + x[:, jj]).ravel(), weights=np.tile(inv_t1[tt], x.shape[0]), minlength=V * V)
+        pairs += np.bincount(
+            (y[:, tt] * V + x[:, jj]).ravel(), weights=np.tile(inv_t1[tt], x.shape[0]), minlength=V * V
+        )
         mass += np.bincount(x.ravel(), weights=np.tile(tail, x.shape[0]), minlength=V)
     NT = N * T
     B = (bigram.reshape(V, V)[:k, :k] - current[:k, None] / k) / NT

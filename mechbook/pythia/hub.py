@@ -9,7 +9,7 @@ the rest of the book's bars by ``MECHBOOK_QUIET=1``).
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -64,7 +64,9 @@ def load_pythia(size: str, step: int, deduped: bool = True, device: str | None =
     from mechbook.device import default_device
 
     _bars()
-    bridge = TransformerBridge.boot_transformers(repo_id(size, deduped), revision=revision(step), device=device or default_device())
+    bridge = TransformerBridge.boot_transformers(
+        repo_id(size, deduped), revision=revision(step), device=device or default_device()
+    )
     bridge.eval()
     return bridge
 
@@ -99,7 +101,11 @@ def openwebtext_texts(n_texts: int, min_chars: int = 512) -> list[str]:
 
 def hf_sequences(texts: Sequence[str], tokenizer, context: int) -> np.ndarray:
     """(N, T+1) int64: the first ``context + 1`` tokens of every text that has that many."""
-    rows = [ids[: context + 1] for ids in (tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts) if len(ids) > context]
+    rows = [
+        ids[: context + 1]
+        for ids in (tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts)
+        if len(ids) > context
+    ]
     if not rows:
         raise ValueError(f"no text has {context + 1} tokens; use longer texts or a shorter context")
     return np.asarray(rows, dtype=np.int64)

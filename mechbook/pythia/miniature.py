@@ -109,7 +109,12 @@ def hf_tokenizer(bpe) -> object:
 
     inner = Tokenizer.from_str(bpe.__getstate__()["json"])
     return PreTrainedTokenizerFast(
-        tokenizer_object=inner, eos_token=EOS, bos_token=EOS, pad_token=EOS, name_or_path="mechbook/pythia-miniature", add_bos_token=True
+        tokenizer_object=inner,
+        eos_token=EOS,
+        bos_token=EOS,
+        pad_token=EOS,
+        name_or_path="mechbook/pythia-miniature",
+        add_bos_token=True,
     )
 
 
@@ -138,7 +143,9 @@ def _train(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
     bpe = BPETokenizer.fit(stories, cfg.bpe_vocab)
     tokens = make_sequences(stories, bpe, cfg.context, policy="unk").tokens
     if tokens.shape[0] < cfg.batch_size:
-        raise ValueError(f"only {tokens.shape[0]} stories have {cfg.context + 1} tokens; give more stories or a shorter context")
+        raise ValueError(
+            f"only {tokens.shape[0]} stories have {cfg.context + 1} tokens; give more stories or a shorter context"
+        )
     torch.manual_seed(cfg.seed)
     model = GPTNeoXForCausalLM(neox_config(cfg, bpe.vocab_size + 1)).train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)

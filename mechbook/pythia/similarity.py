@@ -71,7 +71,9 @@ def feature_gram(feature: np.ndarray, measure: str) -> np.ndarray:
     return centred_gram(row_normalise(feature), measure)
 
 
-def covariance_similarity(representation: np.ndarray, feature: np.ndarray | None = None, *, measure: str, gram: np.ndarray | None = None) -> float:
+def covariance_similarity(
+    representation: np.ndarray, feature: np.ndarray | None = None, *, measure: str, gram: np.ndarray | None = None
+) -> float:
     """sim(R, F) = cos(C(R), C(F_hat)) under ``measure`` (``paper`` or ``cka``); pass
     ``gram=feature_gram(F, measure)`` instead of ``feature`` to reuse the feature side."""
     if (feature is None) == (gram is None):
@@ -79,5 +81,7 @@ def covariance_similarity(representation: np.ndarray, feature: np.ndarray | None
     target = feature_gram(feature, measure) if gram is None else gram
     rep = centred_gram(representation, measure)
     if rep.shape != target.shape:
-        raise ValueError(f"representation has {rep.shape[0]} tokens but the feature has {target.shape[0]}; use the same top-k tokens")
+        raise ValueError(
+            f"representation has {rep.shape[0]} tokens but the feature has {target.shape[0]}; use the same top-k tokens"
+        )
     return matrix_cosine(rep, target)

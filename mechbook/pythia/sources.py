@@ -53,7 +53,9 @@ def choose_source(requested: str, deadline: float = 5.0) -> tuple[str, str]:
     if hub_available(deadline):
         return "pythia", "the Hugging Face Hub is reachable"
     if requested == "pythia":
-        raise RuntimeError("source='pythia' needs the Hugging Face Hub, which did not answer; connect, or set source='miniature'")
+        raise RuntimeError(
+            "source='pythia' needs the Hugging Face Hub, which did not answer; connect, or set source='miniature'"
+        )
     return "miniature", f"the Hugging Face Hub did not answer within {deadline:g} s"
 
 
@@ -62,7 +64,9 @@ def _bridge(hf_model, tokenizer, name: str):
     from transformer_lens.model_bridge import TransformerBridge
 
     hf_model.eval()
-    bridge = TransformerBridge.boot_transformers(name, hf_model=hf_model, tokenizer=tokenizer, device=str(next(hf_model.parameters()).device))
+    bridge = TransformerBridge.boot_transformers(
+        name, hf_model=hf_model, tokenizer=tokenizer, device=str(next(hf_model.parameters()).device)
+    )
     bridge.eval()
     return bridge
 
@@ -101,7 +105,12 @@ class MiniatureSource:
         return self.run.vocab_size
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "config": self.run.config, "tokens": fingerprint(self.run.tokens), "losses": self.run.losses}
+        return {
+            "kind": self.kind,
+            "config": self.run.config,
+            "tokens": fingerprint(self.run.tokens),
+            "losses": self.run.losses,
+        }
 
     def _tokenizer(self):
         from mechbook.pythia.miniature import hf_tokenizer
@@ -168,7 +177,13 @@ class PythiaSource:
         return len(self._tokenizer())
 
     def identity(self) -> dict[str, Any]:
-        return {"kind": self.kind, "size": self.size, "deduped": self.deduped, "steps": self.steps, "tokens": fingerprint(self.tokens)}
+        return {
+            "kind": self.kind,
+            "size": self.size,
+            "deduped": self.deduped,
+            "steps": self.steps,
+            "tokens": fingerprint(self.tokens),
+        }
 
     def load(self, step: int):
         from mechbook.pythia.hub import load_pythia
@@ -178,7 +193,9 @@ class PythiaSource:
     def random_init(self, seed: int):
         from mechbook.pythia.hub import pythia_config
 
-        return _bridge(_random_model(pythia_config(self.size, self.deduped), seed), self._tokenizer(), "pythia-random-init")
+        return _bridge(
+            _random_model(pythia_config(self.size, self.deduped), seed), self._tokenizer(), "pythia-random-init"
+        )
 
     def decode(self, token_id: int) -> str:
         return self._tokenizer().decode([int(token_id)])
@@ -217,7 +234,9 @@ def controls(source: CheckpointSource, features: LeadingFeatures, seed: int = 1)
     def compute() -> pd.DataFrame:
         random_model = source.random_init(seed)
         random_rows = analysis.checkpoint_similarity(random_model, features)
-        shuffled_rows = analysis.checkpoint_similarity(source.load(source.steps[-1]), analysis.shuffled_features(features, seed))
+        shuffled_rows = analysis.checkpoint_similarity(
+            source.load(source.steps[-1]), analysis.shuffled_features(features, seed)
+        )
         random_rows.insert(0, "control", "random_init")
         shuffled_rows.insert(0, "control", "shuffled_tokens")
         synthetic = analysis.synthetic_controls(features, random_model.cfg.d_model, seed)

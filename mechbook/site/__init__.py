@@ -72,8 +72,13 @@ def book_version(root: Path | None = None) -> str:
     """``git describe --always --dirty`` of the checkout at ``root`` (default: the one holding
     this package); "unknown" outside git."""
     try:
-        out = subprocess.run(["git", "-C", str(root or ROOT), "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, timeout=30, check=True)
+        out = subprocess.run(
+            ["git", "-C", str(root or ROOT), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
@@ -144,8 +149,10 @@ def light_fallbacks(body: str, write: Any, url: Any) -> str:
             alt = json.loads(match.group(3)).get("description") or "chart"
         except ValueError:
             alt = "chart"
-        return (f'<div class="mechbook-fallback"><noscript><img src="{html.escape(url(name))}" '
-                f'alt="{html.escape(alt)}" loading="lazy"></noscript></div>{match.group(2)}')
+        return (
+            f'<div class="mechbook-fallback"><noscript><img src="{html.escape(url(name))}" '
+            f'alt="{html.escape(alt)}" loading="lazy"></noscript></div>{match.group(2)}'
+        )
 
     return FALLBACK.sub(swap, body)
 
@@ -229,8 +236,12 @@ def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict
     shutil.copy2(source, folder / f"{stem}.executed.ipynb")
     parameters = dict(executed.metadata.get("papermill", {}).get("parameters", {}))
     url = context["pathto"]
-    note = downloads_note(url(f"{DOWNLOADS}/{pagename}.ipynb", 1), url(f"{DOWNLOADS}/{pagename}.executed.ipynb", 1),
-                          parameters, f"{pagename}.ipynb")
+    note = downloads_note(
+        url(f"{DOWNLOADS}/{pagename}.ipynb", 1),
+        url(f"{DOWNLOADS}/{pagename}.executed.ipynb", 1),
+        parameters,
+        f"{pagename}.ipynb",
+    )
     body = context["body"]
     end = body.find("</h1>")
     context["body"] = body[: end + 5] + note + body[end + 5 :] if end >= 0 else note + body

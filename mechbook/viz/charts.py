@@ -9,7 +9,8 @@ curves in 8 and 11, sweep curves in 11, similarity curves in 6).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -94,8 +95,12 @@ def attention_heatmap(
     cells = base.mark_rect().encode(
         **axes,
         color=alt.Color(f"{weight}:Q", title="attention", scale=alt.Scale(domain=[0, 1], scheme=ATTENTION_SCHEME)),
-        tooltip=[alt.Tooltip(f"{query}:N", title="query"), alt.Tooltip(f"{key}:N", title="key"),
-                 alt.Tooltip(f"{weight}:Q", title="attention", format=".3f"), *tooltip],
+        tooltip=[
+            alt.Tooltip(f"{query}:N", title="query"),
+            alt.Tooltip(f"{key}:N", title="key"),
+            alt.Tooltip(f"{weight}:Q", title="attention", format=".3f"),
+            *tooltip,
+        ],
     )
     layers = [cells]
     if highlight is not None:
@@ -149,21 +154,40 @@ def signed_heatmap(
         peak = np.nanmax(np.abs(matrix)) if np.isfinite(matrix).any() else 0.0
         scaled = matrix / peak if normalise and peak > 0 else matrix
         i, j = np.nonzero(np.isfinite(matrix))
-        frames.append(pd.DataFrame({"panel": name, "row": [r[k] for k in i], "col": [c[k] for k in j],
-                                    "value": scaled[i, j], "raw": matrix[i, j]}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "panel": name,
+                    "row": [r[k] for k in i],
+                    "col": [c[k] for k in j],
+                    "value": scaled[i, j],
+                    "raw": matrix[i, j],
+                }
+            )
+        )
     frame = pd.concat(frames, ignore_index=True)
     m = float(frame["value"].abs().max()) if len(frame) else 1.0
     m = m if m > 0 else 1.0
     row_order = list(rows) if rows is not None else sorted(frame["row"].unique().tolist())
     col_order = list(cols) if cols is not None else sorted(frame["col"].unique().tolist())
     shown_title = f"{value_title} / max |entry|" if normalise else value_title
-    chart = alt.Chart(frame).mark_rect().encode(
-        x=alt.X("col:O", sort=col_order, title=col_title),
-        y=alt.Y("row:O", sort=row_order, title=row_title),
-        color=alt.Color("value:Q", title=shown_title,
-                        scale=alt.Scale(scheme=SIGNED_SCHEME, reverse=True, domain=[-m, m], domainMid=0)),
-        tooltip=[alt.Tooltip("row:O", title=row_title), alt.Tooltip("col:O", title=col_title),
-                 alt.Tooltip("raw:Q", title=value_title, format=".3g")],
+    chart = (
+        alt.Chart(frame)
+        .mark_rect()
+        .encode(
+            x=alt.X("col:O", sort=col_order, title=col_title),
+            y=alt.Y("row:O", sort=row_order, title=row_title),
+            color=alt.Color(
+                "value:Q",
+                title=shown_title,
+                scale=alt.Scale(scheme=SIGNED_SCHEME, reverse=True, domain=[-m, m], domainMid=0),
+            ),
+            tooltip=[
+                alt.Tooltip("row:O", title=row_title),
+                alt.Tooltip("col:O", title=col_title),
+                alt.Tooltip("raw:Q", title=value_title, format=".3g"),
+            ],
+        )
     )
     if len(named) == 1:
         return _titled(_sized(chart, width, height), title)
@@ -216,18 +240,23 @@ def highlight_lines(
     test = f"!length({store}) || vlSelectionTest('{pick.name}_store', datum)"
     if keyboard:
         focus = alt.param(
-            name=_param_name("focus_", series), value="",
-            bind=alt.binding_select(options=["", *[str(v) for v in values]], labels=["all", *[str(v) for v in values]],
-                                    name="highlight "),
+            name=_param_name("focus_", series),
+            value="",
+            bind=alt.binding_select(
+                options=["", *[str(v) for v in values]], labels=["all", *[str(v) for v in values]], name="highlight "
+            ),
         )
         params.append(focus)
         test = f"{focus.name} == '' ? ({test}) : toString(datum[{series!r}]) == {focus.name}"
     color_scale = alt.Scale(domain=list(colors), range=list(colors.values())) if colors else alt.Undefined
     encoding: dict[str, Any] = dict(
         x=alt.X(f"{x}:Q", title=x_title, scale=x_scale if x_scale is not None else alt.Undefined),
-        y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(domain=list(y_domain)) if y_domain is not None else alt.Undefined),
-        color=alt.Color(f"{series}:N", title=f"{series_title or series} (click to highlight)", sort=values,
-                        scale=color_scale),
+        y=alt.Y(
+            f"{y}:Q", title=y_title, scale=alt.Scale(domain=list(y_domain)) if y_domain is not None else alt.Undefined
+        ),
+        color=alt.Color(
+            f"{series}:N", title=f"{series_title or series} (click to highlight)", sort=values, scale=color_scale
+        ),
         opacity=alt.condition(test, alt.value(1.0), alt.value(DIM_OPACITY)),
         tooltip=[f"{series}:N", alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{y}:Q", format=".3f"), *tooltip],
     )

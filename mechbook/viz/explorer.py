@@ -9,8 +9,9 @@ import html
 import itertools
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd

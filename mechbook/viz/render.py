@@ -57,7 +57,13 @@ def theme() -> alt.theme.ThemeConfig:
                     "layout": {"bottom": {"anchor": "start", "direction": "vertical", "margin": 6}},
                 },
                 "header": {"labelFontSize": 13, "titleFontSize": 14},
-                "title": {"fontSize": 16, "subtitleFontSize": 13, "anchor": "start", "offset": 10, "limit": COLUMN_WIDTH},
+                "title": {
+                    "fontSize": 16,
+                    "subtitleFontSize": 13,
+                    "anchor": "start",
+                    "offset": 10,
+                    "limit": COLUMN_WIDTH,
+                },
                 "facet": {"columns": 2},
                 "concat": {"columns": 2},
             }
