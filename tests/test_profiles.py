@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import doctest
-from typing import Literal
+from typing import Literal, Optional
 
 import pytest
 from hypothesis import given
@@ -36,7 +36,7 @@ class Cfg:
     steps: int
     width: int = 8
     name: str = "x"
-    limit: int | None = None
+    limit: Optional[int] = None  # noqa: UP045 (the typing.Optional spelling is what this field tests)
     ratio: float | None = 0.5
     train: Train = Train(5)
 
