@@ -80,6 +80,11 @@ def test_claim_reading_branches():
     assert "before the paper's step count is reached" in ch.claim_reading(TARGET, TARGET.eta_s / 2, bad)
     at = ch.claim_reading(TARGET, TARGET.eta_s, bad)
     assert "does not hold" in at and "W vs Q (natural" in at and "cased BPE)" not in at.split("does not hold")[1]
+    assert "batches of" not in at and "batches of" not in ch.claim_reading(TARGET, TARGET.eta_s, bad, TARGET.batch_size)
+    small = ch.claim_reading(TARGET, TARGET.eta_s, bad, 16)
+    assert (
+        small.startswith(at) and "batches of 16 sequences where the paper took 2,048" in small and "128 times" in small
+    )
 
 
 def test_records_of_a_trained_run_pass_and_of_untrained_or_broken_runs_fail_the_smoke_bounds():

@@ -339,9 +339,13 @@ def target_markdown(target: PaperTarget) -> str:
     )
 
 
-def claim_reading(target: PaperTarget, reached: float, cosines: dict[str, dict[str, float]]) -> str:
+def claim_reading(
+    target: PaperTarget, reached: float, cosines: dict[str, dict[str, float]], batch_size: int | None = None
+) -> str:
     """Whether the paper's claim (V and W keep cosine > 0.99 with their terms at the paper's η·s)
-    holds, from the claim runs' lowest final cosines per tokenizer and kind."""
+    holds, from the claim runs' lowest final cosines per tokenizer and kind; ``batch_size``, the
+    claim runs' batch, adds what a batch smaller than the paper's changes (the leading terms are
+    those of the full-batch gradient, and a batch of b sequences has gradient-noise variance ∝ 1/b)."""
     short = reached < target.eta_s - 1e-9
     parts = []
     for name, cos in cosines.items():
@@ -374,6 +378,13 @@ def claim_reading(target: PaperTarget, reached: float, cosines: dict[str, dict[s
         )
     else:
         verdict = f"The claim does not hold on this corpus: at the paper's step count {', '.join(failing)} are at 0.99 or below."
+    if batch_size is not None and batch_size != target.batch_size:
+        verdict += (
+            f" These runs take batches of {batch_size:,} sequences where the paper took {target.batch_size:,}, to reach"
+            " its η·s on a CPU: the leading terms describe the full-batch gradient, so the paper's run had"
+            f" {target.batch_size / batch_size:.0f} times less gradient-noise variance than these, and the verdict is"
+            " about this training, not a measurement of the paper's."
+        )
     return where + " " + verdict
 
 
