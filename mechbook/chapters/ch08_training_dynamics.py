@@ -23,6 +23,7 @@ from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
 from mechbook.cache import cached
+from mechbook.chapters.ch11_how_much_data import CPU_RUN
 
 POOL_TYPE = {
     "train": "train",
@@ -101,18 +102,6 @@ SMOKE_SEED_RUN = TrainConfig(
     model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
 )
 """Smoke's seed runs: tiny, they only exercise the multi-seed machinery."""
-CPU_SEED_RUN = TrainConfig(
-    steps=8000,
-    batch_size=256,
-    lr=3e-3,
-    eval_every=250,
-    eval_per_pool=256,
-    keep_every=500,
-    resume_every=500,
-    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
-)
-"""cpu's seed runs: chapter 11's cpu run size (d_model 64, batch 256, lr 3e-3, 8,000 steps), whose
-pilot bound variables within a few thousand steps; five of them train as one stack."""
 
 CONFIGS: dict[str, DynamicsChapterConfig] = {
     "smoke": DynamicsChapterConfig(
@@ -129,7 +118,7 @@ CONFIGS: dict[str, DynamicsChapterConfig] = {
         MeasureConfig(n_sequences=512),
         window=1000,
         seeds=(42, 1, 2, 3, 4),
-        seed_train=CPU_SEED_RUN,
+        seed_train=CPU_RUN,  # chapter 11's cpu run size: five seeds train as one stack
     ),
     "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }

@@ -62,7 +62,7 @@ _SMOKE_RUN = TrainConfig(
     resume_every=60,
     model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
 )
-_CPU_RUN = TrainConfig(
+CPU_RUN = TrainConfig(
     steps=8000,
     batch_size=256,
     lr=3e-3,
@@ -72,12 +72,13 @@ _CPU_RUN = TrainConfig(
     resume_every=500,
     model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
 )
+"""The size of a cpu sweep run (f points; r points train twice as long), also chapter 8's seed runs."""
 
 CONFIGS: dict[str, SweepChapterConfig] = {
     "smoke": SweepChapterConfig(f_train=_SMOKE_RUN, r_train=_SMOKE_RUN, f_values=(0.3, 0.9), r_values=(0.1, 0.9)),
     "cpu": SweepChapterConfig(
-        f_train=_CPU_RUN,
-        r_train=dataclasses.replace(_CPU_RUN, steps=16_000),
+        f_train=CPU_RUN,
+        r_train=dataclasses.replace(CPU_RUN, steps=16_000),
         f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),
         r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),
     ),

@@ -169,7 +169,35 @@ class NaturalTokenizer:
         return f"NaturalTokenizer(vocab_size={self.vocab_size}, unk={self.unk_id is not None})"
 
 
-class BPETokenizer:
+class _TrainedBPE:
+    """What the two BPE tokenizers share: a ``tokenizers.Tokenizer`` and its vocabulary as
+    ``id_to_token`` / ``token_to_id`` / ``vocab_size``."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tok = tokenizer
+        vocab = tokenizer.get_vocab()
+        self.id_to_token = [""] * len(vocab)
+        for tok, i in vocab.items():
+            self.id_to_token[i] = tok
+        self.token_to_id = dict(vocab)
+        self.vocab_size = len(self.id_to_token)
+
+    def lookup(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (int64); never -1 (byte-level BPE spells any text, the cased BPE
+        maps unseen characters to ``[UNK]``)."""
+        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        return self._tok.encode(text).ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text the ids spell: exact for byte-level BPE; the cased BPE joins its tokens with
+        spaces (its pre-splitting drops where the spaces were)."""
+        return self._tok.decode([int(i) for i in ids])
+
+
+class BPETokenizer(_TrainedBPE):
     """Byte-level BPE trained locally with ``tokenizers`` (the paper's BPE variant, chapter 1).
 
     Text is lowercased first when ``lowercase`` (as the natural tokenizer does), so
@@ -178,14 +206,8 @@ class BPETokenizer:
     """
 
     def __init__(self, tokenizer, lowercase: bool):
-        self._tok = tokenizer
+        super().__init__(tokenizer)
         self.lowercase = lowercase
-        vocab = tokenizer.get_vocab()
-        self.id_to_token = [""] * len(vocab)
-        for tok, i in vocab.items():
-            self.id_to_token[i] = tok
-        self.token_to_id = dict(vocab)
-        self.vocab_size = len(self.id_to_token)
         self.unk_id = None
 
     @classmethod
@@ -220,18 +242,6 @@ class BPETokenizer:
             )
         return cls(tok, lowercase)
 
-    def lookup(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` (int64); never -1, byte-level BPE has no unknown tokens."""
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``."""
-        return self._tok.encode(text).ids
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """The text the ids spell (exact: byte-level decoding)."""
-        return self._tok.decode([int(i) for i in ids])
-
     def __getstate__(self) -> dict:
         return {"json": self._tok.to_str(), "lowercase": self.lowercase}
 
@@ -244,7 +254,7 @@ class BPETokenizer:
         return f"BPETokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
 
-class CasedBPETokenizer:
+class CasedBPETokenizer(_TrainedBPE):
     """The paper's BPE variant (chapter 3): case kept, text pre-split by ``tokenizers``'
     ``Whitespace`` pre-tokenizer (runs of word characters, runs of other non-space characters),
     merges learnt on the characters of the fitting text. ``vocab_size`` counts the characters, the
@@ -253,13 +263,7 @@ class CasedBPETokenizer:
     UNK = "[UNK]"
 
     def __init__(self, tokenizer) -> None:
-        self._tok = tokenizer
-        vocab = tokenizer.get_vocab()
-        self.id_to_token = [""] * len(vocab)
-        for tok, i in vocab.items():
-            self.id_to_token[i] = tok
-        self.token_to_id = dict(vocab)
-        self.vocab_size = len(self.id_to_token)
+        super().__init__(tokenizer)
         self.unk_id = self.token_to_id[self.UNK]
 
     @classmethod
@@ -285,18 +289,6 @@ class CasedBPETokenizer:
                 f"use vocab_size <= {got} or a larger corpus"
             )
         return cls(tok)
-
-    def lookup(self, text: str) -> np.ndarray:
-        """Token ids of ``text`` (int64); unseen characters are ``[UNK]``, never -1."""
-        return np.asarray(self._tok.encode(text).ids, dtype=np.int64)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``."""
-        return self._tok.encode(text).ids
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """The tokens of ``ids`` joined with spaces (pre-splitting drops where the spaces were)."""
-        return self._tok.decode([int(i) for i in ids])
 
     def counts(self, stories: Sequence[str]) -> np.ndarray:
         """How often each token id occurs in ``stories`` (int64, length ``vocab_size``)."""
