@@ -5,9 +5,18 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mechbook.assign_add.model import ModelConfig
-from mechbook.assign_add.stacked import _draw_stream, check_stackable, load_or_train_stacked, train_stacked
+from mechbook.assign_add.stacked import (
+    _draw_stream,
+    check_stackable,
+    groups_of,
+    load_or_train_stacked,
+    train_groups,
+    train_stacked,
+)
 from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import TrainConfig, train, with_overrides
 
@@ -99,3 +108,38 @@ def test_default_workers_use_spare_cores_on_a_gpu_only(monkeypatch):
     assert stacked.default_workers(3, "cuda:0") == 3
     monkeypatch.setattr(stacked.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert stacked.default_workers(20, "cuda") == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), size=st.integers(1, 8))
+def test_groups_cut_the_runs_in_order_into_near_equal_stacks(n, size):
+    runs = list(range(n))
+    groups = groups_of(runs, size)
+    assert [r for g in groups for r in g] == runs
+    assert len(groups) == -(-n // size)
+    assert max(map(len, groups)) <= size
+    assert max(map(len, groups)) - min(map(len, groups)) <= 1
+
+
+def test_stacks_in_parallel_processes_equal_the_same_stacks_trained_here():
+    runs = [*RUNS, with_overrides(BASE, seed=5, model__seed=5)]
+    parallel = train_groups(runs, device="cpu", processes=2)
+    here = [r for g in groups_of(runs) for r in train_stacked(g, device="cpu")]
+    assert [r.config for r in parallel] == runs
+    for a, b in zip(parallel, here):
+        assert a.history.equals(b.history)
+        for name in a.final_state:
+            assert torch.equal(a.final_state[name], b.final_state[name])
+
+
+def test_kept_checkpoints_are_those_of_the_run_trained_alone():
+    cfg = with_overrides(BASE, keep_every=16, keep_change=0.0)
+    (got,) = train_stacked([cfg], device="cpu", keep=True)
+    alone = train(cfg, device="cpu")
+    assert sorted(got.checkpoints) == sorted(alone.checkpoints)
+    assert len(got.checkpoints) > 1
+    for step, state in alone.checkpoints.items():
+        for name, w in state.items():
+            torch.testing.assert_close(got.checkpoints[step][name], w, rtol=2e-3, atol=2e-3)
+    (plain,) = train_stacked([cfg], device="cpu")
+    assert list(plain.checkpoints) == [cfg.steps]

@@ -122,5 +122,5 @@ def test_checkpoint_schedule_is_dense_where_a_curve_moves():
         for p in POOL_NAMES
         for s, a in zip(steps, jump)
     ]
-    keep = train_mod._keep_steps(pd.DataFrame(rows), cfg)
+    keep = train_mod.keep_steps(pd.DataFrame(rows), cfg)
     assert keep == [0, 1000, 1500, 1600, 1700, 2000, 3000]

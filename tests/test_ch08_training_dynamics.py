@@ -17,10 +17,12 @@ from mechbook.assign_add.measures import measures_over_training
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.scores import pool_scores
+from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.chapters.ch11_how_much_data import CPU_RUN
 
 RULES = PhaseRules()
 
@@ -52,24 +54,27 @@ def fake_measures(steps: list[int], value: float = 0.5) -> pd.DataFrame:
     return pd.DataFrame([{"step": s, "measure": m, "value": value * s / steps[-1]} for s in steps for m in names])
 
 
-def test_the_training_runs_are_the_shared_profiles():
-    for profile, cfg in ch08.CONFIGS.items():
-        assert cfg.train is TRAIN_PROFILES[profile]
+def test_the_seed_runs_are_sized_per_profile():
+    assert ch08.CONFIGS["smoke"].train is TRAIN_PROFILES["smoke"]
+    assert ch08.CONFIGS["paper"].train is TRAIN_PROFILES["paper"]
+    assert ch08.CONFIGS["cpu"].train is CPU_RUN
+    assert all(cfg.rules is cfg.runs.rules for cfg in ch08.CONFIGS.values())
     sizes = [ch08.CONFIGS[p].measures.n_sequences for p in ("smoke", "cpu", "paper")]
     assert sizes == sorted(sizes)
 
 
-def test_knobs_reach_the_training_run():
+def test_knobs_reach_the_seed_runs():
     cfg = ch08.resolve("smoke", steps=120, seed=7, measure_sequences=64)
-    assert (cfg.train.steps, cfg.train.seed, cfg.train.model.seed, cfg.measures.n_sequences) == (120, 7, 7, 64)
+    assert (cfg.train.steps, cfg.runs.pick, cfg.measures.n_sequences) == (120, 7, 64)
     assert cfg.train.batch_size == TRAIN_PROFILES["smoke"].batch_size
+    assert cfg.runs.seeds == ch08.CONFIGS["smoke"].runs.seeds
     assert ch08.resolve("smoke") is ch08.CONFIGS["smoke"]
 
 
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="window"):
-        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=0)
-    with pytest.raises(TypeError, match="TrainConfig"):
+        ch08.DynamicsChapterConfig(ch08.CONFIGS["smoke"].runs, ch08.CONFIGS["smoke"].measures, window=0)
+    with pytest.raises(TypeError, match="SeedRuns"):
         ch08.DynamicsChapterConfig("smoke", ch08.CONFIGS["smoke"].measures, window=10)
 
 
@@ -206,7 +211,7 @@ def test_record_all_covers_the_thresholds(monkeypatch):
 def test_release_config_is_checked():
     with pytest.raises(ValueError, match="not released checkpoints"):
         ch08.DynamicsChapterConfig(
-            TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150)
+            ch08.CONFIGS["smoke"].runs, ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150)
         )
     assert set(ch08.SMOKE_RELEASE_STEPS) <= set(ch08.release.RELEASE_STEPS)
 
@@ -262,24 +267,30 @@ def _summary(phase2: list[float | None]) -> pd.DataFrame:
 
 def test_seeds_are_checked():
     with pytest.raises(ValueError, match="at least 4 distinct seeds"):
-        ch08.DynamicsChapterConfig(
-            TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10, seeds=(1, 2, 2, 3)
-        )
+        SeedRuns(TRAIN_PROFILES["smoke"], seeds=(1, 2, 2, 3))
+    with pytest.raises(TypeError, match="runs must be a SeedRuns"):
+        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10)
+
+
+def _dissected(phase2: list[float | None], example: int, opened: int, steps: int = 20000) -> Dissected:
+    run = fake_result([0.5, 0.9])
+    run.config = dataclasses.replace(TRAIN_PROFILES["smoke"], seed=opened, steps=steps)
+    return Dissected([], _summary(phase2), example, run)
 
 
 @pytest.mark.parametrize(
-    "same_run, example, words",
+    "example, opened, words",
     [
-        (True, 42, "the run this chapter dissects"),
-        (True, 3, "while this chapter dissects seed 42"),
-        (False, 3, "shown, not applied"),
+        (3, 3, "the run that this chapter and chapters 9 and 10 open"),
+        (3, 42, "this page opens seed 42 instead, as the reader asked"),
     ],
 )
-def test_seeds_prose(same_run, example, words):
-    text = ch08.seeds_prose(_summary([2800.0, None, 400.0, 9000.0]), example, 42, 20000, same_run)
+def test_seeds_prose(example, opened, words):
+    text = ch08.seeds_prose(_dissected([2800.0, None, 400.0, 9000.0], example, opened))
+    assert "Over 4 seeds of 20,000 steps" in text
     assert "binding jump came at steps 400, 2,800, 9,000" in text and "0 of 4 show all three" in text
-    assert "(the median binding jump)" in text and words in text
-    unbound = ch08.seeds_prose(_summary([None] * 4), 1, 42, 100, False)
+    assert f"picks seed {example}" in text and "(the median binding jump)" in text and words in text
+    unbound = ch08.seeds_prose(_dissected([None] * 4, 1, 1, 100))
     assert "no seed reached the binding jump" in unbound and "median final 1-var training accuracy" in unbound
 
 
@@ -294,9 +305,10 @@ def test_seed_frame_and_chart_with_the_release_marked():
 def test_record_seeds(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    values = ch08.record_seeds(_summary([2800.0, None, 400.0, 9000.0]), 0)
+    values = ch08.record_seeds(_dissected([2800.0, None, 400.0, 9000.0], 0, 2))
     assert values["seeds_bound"] == 3 and values["seeds_phase2_steps"] == [2800, 400, 9000]
     assert values["seeds_min_final_2var_union"] == 0.5 and values["example_seed"] == 0
+    assert values["dissected_seed"] == 2
 
 
 needs_release = pytest.mark.skipif(

@@ -30,13 +30,13 @@ def model():
 
 def test_chapter_9_opens_chapter_8s_run():
     for profile, cfg in ch09.CONFIGS.items():
-        assert cfg.train is ch08.CONFIGS[profile].train
+        assert cfg.runs is ch08.CONFIGS[profile].runs
 
 
 def test_knobs_reach_the_nested_configs():
     cfg = ch09.resolve("smoke", seed=5, probe_steps=17, n_patch=9)
-    assert (cfg.train.seed, cfg.probe.steps, cfg.n_patch) == (5, 17, 9)
-    assert cfg.train.steps == ch08.CONFIGS["smoke"].train.steps
+    assert (cfg.runs.pick, cfg.probe.steps, cfg.n_patch) == (5, 17, 9)
+    assert cfg.runs.train is ch08.CONFIGS["smoke"].train
     with pytest.raises(ValueError, match="n_patch"):
         ch09.resolve("smoke", n_patch=0)
 
@@ -192,7 +192,7 @@ needs_release = pytest.mark.skipif(
 def smoke_headline(model: torch.nn.Module, prefix: str = "") -> dict[str, object]:
     """The smoke records the notebook takes of ``model`` (:func:`ch09.readings` on its pools)."""
     cfg = ch09.CONFIGS["smoke"]
-    task = Task(cfg.train.task)
+    task = Task(cfg.runs.train.task)
     return ch09.record_all(ch09.readings(model, task, cfg, task.eval_pools(cfg.per_pool, seed=ch09.POOL_SEED)), prefix)
 
 

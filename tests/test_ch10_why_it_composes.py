@@ -34,9 +34,9 @@ def model():
 
 def test_chapter_10_reads_chapter_8s_run_and_its_seed():
     for profile, cfg in ch10.CONFIGS.items():
-        assert cfg.train is ch08.CONFIGS[profile].train
+        assert cfg.runs is ch08.CONFIGS[profile].runs
     cfg = ch10.resolve("smoke", seed=3, per_pool=10)
-    assert (cfg.train.seed, cfg.per_pool) == (3, 10)
+    assert (cfg.runs.pick, cfg.per_pool) == (3, 10)
     with pytest.raises(ValueError, match="per_pool"):
         ch10.resolve("smoke", per_pool=0)
 
@@ -184,7 +184,7 @@ def smoke_batch(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
 def untrained_result(model_seed: int) -> TrainResult:
     """Smoke's run as if it never stepped: the initial model (of ``model_seed``) scored on the
     run's pools at every evaluation and kept at every checkpoint step."""
-    train = ch10.CONFIGS["smoke"].train
+    train = ch10.CONFIGS["smoke"].runs.train
     train = dataclasses.replace(train, model=dataclasses.replace(train.model, seed=model_seed))
     model = AssignAddModel(train.model)
     scored = pool_scores(model, Task(train.task).eval_pools(train.eval_per_pool, seed=train.eval_seed))
@@ -233,7 +233,7 @@ def test_release_bound_rejects_the_released_run_cut_before_binding():
     jump to find, the reading falls on the last of them, not on step 5,301."""
     early = tuple(s for s in release.available_steps() if s < 5000)[:16]
     cfg = dataclasses.replace(ch10.CONFIGS["smoke"], release_steps=early)
-    task = Task(cfg.train.task)
+    task = Task(cfg.runs.train.task)
     records = ch10.record_release(ch10.release_reading(cfg, task.cfg, *smoke_batch(task)))
     bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_")}
     assert [p.split()[0] for p in check_thresholds(records, bounds)] == ["release_gradient_checkpoint_step"]

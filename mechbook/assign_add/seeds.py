@@ -11,11 +11,16 @@ in advance, never by its result:
     among the seeds whose binding jump (phase 2) was detected, the one at the median jump step
     (the lower median for an even count; of several seeds at that step, the smallest); if no
     seed binds, the seed at the median final ``1var_train`` accuracy (same rules).
+
+:class:`SeedRuns` holds what chapters 8-10 share (the run's config, the seeds, the rules) and
+:func:`dissect` gives the run they open: the picked seed's own run out of the stack, with its
+kept checkpoints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -23,7 +28,7 @@ from mechbook.assign_add.phases import PhaseRules, detect_phases
 from mechbook.assign_add.stacked import load_or_train_stacked
 from mechbook.assign_add.sweeps import final_accuracies
 from mechbook.assign_add.task import Task, union_accuracy
-from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
+from mechbook.assign_add.train import TrainConfig, TrainResult, load_or_train, with_overrides
 
 
 def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
@@ -33,9 +38,12 @@ def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
     return [with_overrides(base, seed=int(s), model__seed=int(s)) for s in seeds]
 
 
-def train_seeds(base: TrainConfig, seeds: Sequence[int], device: str | None = None) -> list[TrainResult]:
-    """The runs of ``base`` for every seed, trained as one stacked model and cached as a whole."""
-    return load_or_train_stacked(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds at once")
+def train_seeds(
+    base: TrainConfig, seeds: Sequence[int], device: str | None = None, keep: bool = False
+) -> list[TrainResult]:
+    """The runs of ``base`` for every seed, trained as stacked models and cached as a whole; with
+    ``keep``, each keeps the checkpoints a run trained alone keeps."""
+    return load_or_train_stacked(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds", keep=keep)
 
 
 def seed_summary(results: Sequence[TrainResult], rules: PhaseRules | None = None) -> pd.DataFrame:
@@ -75,3 +83,51 @@ def example_seed(summary: pd.DataFrame) -> int:
     values = sorted(runs[column])
     median = values[(len(values) - 1) // 2]
     return int(runs.loc[runs[column] == median, "seed"].min())
+
+
+@dataclass(frozen=True)
+class SeedRuns:
+    """The runs chapters 8-10 share: ``train`` once per seed of ``seeds``, phases detected by
+    ``rules``. The run they dissect is the rule's pick (:func:`example_seed`), or seed ``pick``
+    when a reader sets one (trained alone when it is not among ``seeds``)."""
+
+    train: TrainConfig
+    seeds: tuple[int, ...] = (42, 1, 2, 3)
+    rules: PhaseRules = field(default_factory=PhaseRules)
+    pick: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.train, TrainConfig):
+            raise TypeError(f"train must be a TrainConfig, got {type(self.train).__name__}")
+        if len(self.seeds) < 4 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(
+                f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}"
+            )
+
+
+@dataclass
+class Dissected:
+    """What :func:`dissect` returns: every seed's run (in ``seeds`` order), their
+    :func:`seed_summary`, the rule's pick ``example``, and ``run``, the run the chapters open."""
+
+    results: list[TrainResult]
+    summary: pd.DataFrame
+    example: int
+    run: TrainResult
+
+    @property
+    def picked_by_rule(self) -> bool:
+        """Whether the opened run is the rule's pick (not a seed the reader chose)."""
+        return self.run.config.seed == self.example
+
+
+def dissect(runs: SeedRuns, device: str | None = None) -> Dissected:
+    """Train (or load) every seed of ``runs`` with its checkpoints, pick the example by the rule,
+    and return the run to open: the example's, or ``runs.pick``'s (chapters 8-10)."""
+    results = train_seeds(runs.train, runs.seeds, device, keep=True)
+    summary = seed_summary(results, runs.rules)
+    example = example_seed(summary)
+    chosen = example if runs.pick is None else runs.pick
+    by_seed = {r.config.seed: r for r in results}
+    run = by_seed.get(chosen) or load_or_train(seed_configs(runs.train, [chosen])[0], device)
+    return Dissected(results, summary, example, run)

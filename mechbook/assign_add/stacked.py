@@ -1,4 +1,5 @@
-"""Training several Assign-and-Add runs at once, as one stacked model (chapter 11's sweeps).
+"""Training several Assign-and-Add runs at once, as one stacked model (chapter 8's seeds,
+chapter 11's sweeps).
 
 A sweep trains one small model per knob value. Alone, each such model leaves most of a CPU's or a
 GPU's arithmetic idle (a step is a few small matrix products). :func:`train_stacked` trains K runs
@@ -17,6 +18,13 @@ kernels round differently, and AdamW's normalised steps carry the difference for
 Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' streams are drawn in
 a pool of (spawned, CUDA-free) processes while the previous chunk trains, which is what keeps a GPU
 busy; the streams, hence the results, are the same for any number of workers.
+
+:func:`load_or_train_stacked` cuts the runs into stacks of at most :data:`GROUP_SIZE` and, on a
+CPU, trains those stacks in parallel processes, one per core (each process on one thread, as
+:func:`~mechbook.determinism.deterministic` asks): a step of a small stack already keeps one core
+busy, so the second core is where a CPU's speed-up lies. The cut depends on the runs alone, never
+on the cores, so the results do not depend on the machine's core count. On a GPU all the runs
+form one stack.
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ import dataclasses
 import multiprocessing
 import os
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 
 import numpy as np
 import pandas as pd
@@ -36,14 +44,18 @@ from torch.func import functional_call, vmap
 
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
-from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult
+from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, keep_steps
 from mechbook.cache import cached
 from mechbook.determinism import deterministic
 from mechbook.device import default_device
-from mechbook.progress import progress
+from mechbook.progress import PROGRESS_ENV, progress
 
 SHARED_FIELDS = ("steps", "batch_size", "lr", "betas", "weight_decay", "eval_every", "eval_per_pool", "eval_seed")
 """TrainConfig fields every stacked run must share (the model's shape too, all but its seed)."""
+
+GROUP_SIZE = 3
+"""The most runs :func:`load_or_train_stacked` trains in one stack (so five seeds train as stacks of
+3 and 2, and a CPU's two cores train both at once)."""
 
 
 def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
@@ -136,14 +148,18 @@ class _Streams:
             self.pool.shutdown(cancel_futures=True)
 
 
+def available_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_workers(n_runs: int, device: str) -> int:
     """Processes drawing batches: one per run up to the cores this process may use, less one, on a
     GPU machine (the GPU outpaces one core drawing K batches); 1 (in-process) on a CPU, where the
     steps are the cost, or where only one core is available."""
     if not str(device).startswith("cuda"):
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(n_runs, cores - 1))
+    return max(1, min(n_runs, available_cores() - 1))
 
 
 @deterministic()
@@ -153,14 +169,18 @@ def train_stacked(
     chunk: int = 200,
     workers: int | None = None,
     desc: str = "stacked training",
+    keep: bool = False,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[TrainResult]:
     """Train every config of ``cfgs`` for their shared ``steps`` at once; one :class:`TrainResult`
     per config, in order.
 
     Each result has the history of :func:`~mechbook.assign_add.train.train` (nine pools every
-    ``eval_every`` steps and the ``train`` rows) and its final weights; ``checkpoints`` holds the
-    final step only (a sweep reads final accuracies; K runs' intermediate weights would not fit
-    in memory at the paper's size).
+    ``eval_every`` steps and the ``train`` rows) and its final weights. ``checkpoints`` holds the
+    final step only (a sweep reads final accuracies), or with ``keep`` the steps that ``train``
+    keeps (:func:`~mechbook.assign_add.train.keep_steps`: every ``keep_every`` and densely where
+    a pool moved), as float16, for runs a chapter dissects. ``on_step`` is called with the number
+    of steps done after each step.
     """
     check_stackable(cfgs)
     cfg0 = cfgs[0]
@@ -187,6 +207,7 @@ def train_stacked(
     sizes = [len(pools[0][n][1]) for n in pool_names]
 
     rows: list[list[dict]] = [[] for _ in cfgs]
+    saved: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in cfgs]
 
     @torch.no_grad()
     def log_eval(step: int, train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
@@ -202,6 +223,8 @@ def train_stacked(
                 rows[k].append(
                     {"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])}
                 )
+            if keep:
+                saved[k][step] = {n: p[k].detach().to("cpu", torch.float16).clone() for n, p in params.items()}
 
     log_eval(0, None, None)
     streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
@@ -233,6 +256,8 @@ def train_stacked(
                     last = [r for r in rows[0][-10:] if r["pool"] in POOL_SHORT]
                     bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
                 bar.update(1)
+                if on_step is not None:
+                    on_step(step)
     finally:
         streams.close()
         bar.close()
@@ -240,10 +265,12 @@ def train_stacked(
     results = []
     for k, cfg in enumerate(cfgs):
         final = {n: p[k].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
+        history = pd.DataFrame(rows[k])
+        kept = {s: saved[k][s] for s in keep_steps(history, cfg)} if keep else {}
         results.append(
             TrainResult(
-                history=pd.DataFrame(rows[k]),
-                checkpoints={steps: {n: v.to(torch.float16) for n, v in final.items()}},
+                history=history,
+                checkpoints=kept or {steps: {n: v.to(torch.float16) for n, v in final.items()}},
                 final_state=final,
                 config=cfg,
                 train_seconds=seconds / K,
@@ -252,12 +279,86 @@ def train_stacked(
     return results
 
 
-def load_or_train_stacked(
-    cfgs: Sequence[TrainConfig], device: str | None = None, workers: int | None = None, desc: str = "stacked training"
+_DONE = None
+"""In a worker process of :func:`train_groups`: the shared array of steps done per group."""
+
+
+def _init_worker(done) -> None:
+    """Worker set-up: the shared step counters; no bars of its own (the parent shows one)."""
+    global _DONE
+    _DONE = done
+    os.environ.pop(PROGRESS_ENV, None)
+    os.environ["MECHBOOK_QUIET"] = "1"
+
+
+def _train_group(index: int, cfgs: list[TrainConfig], device: str, keep: bool) -> list[TrainResult]:
+    def tick(step: int) -> None:
+        _DONE[index] = step
+
+    return train_stacked(cfgs, device, workers=1, keep=keep, on_step=tick)
+
+
+def groups_of(cfgs: Sequence[TrainConfig], size: int = GROUP_SIZE) -> list[list[TrainConfig]]:
+    """``cfgs`` cut, in order, into ``ceil(len / size)`` stacks as equal as possible (5 runs at
+    size 3: 3 and 2)."""
+    if size < 1:
+        raise ValueError(f"a stack holds at least one run, got size {size}")
+    n = -(-len(cfgs) // size)
+    bounds = [round(i * len(cfgs) / n) for i in range(n + 1)]
+    return [list(cfgs[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def train_groups(
+    cfgs: Sequence[TrainConfig],
+    device: str | None = None,
+    workers: int | None = None,
+    desc: str = "stacked training",
+    keep: bool = False,
+    processes: int | None = None,
 ) -> list[TrainResult]:
-    """The cached results of :func:`train_stacked` for ``cfgs`` (key: every config and the device;
-    ``workers`` does not change results).
-    Chapter 11 trains each sweep this way."""
+    """:func:`train_stacked` of ``cfgs``, one result per config in order. On a GPU, one stack of
+    them all (a GPU is busiest with the widest stack). On a CPU, the stacks of :func:`groups_of`,
+    trained in ``processes`` spawned processes (None: one per available core, at most one per
+    stack) behind one bar that counts the steps of every run."""
+    check_stackable(cfgs)
     device = device or default_device()
-    key = {"cfgs": list(cfgs), "device": device}
-    return cached("assign_add/stacked", key, lambda: train_stacked(cfgs, device, workers=workers, desc=desc))
+    if str(device).startswith("cuda"):
+        return train_stacked(cfgs, device, workers=workers, keep=keep, desc=desc)
+    groups = groups_of(cfgs)
+    processes = min(len(groups), processes or available_cores())
+    if processes <= 1:
+        return [
+            r
+            for i, g in enumerate(groups)
+            for r in train_stacked(g, device, workers=workers, keep=keep, desc=f"{desc}, stack {i + 1}/{len(groups)}")
+        ]
+    ctx = multiprocessing.get_context("spawn")
+    done = ctx.Array("q", len(groups), lock=False)
+    sizes = [len(g) for g in groups]
+    bar = progress(
+        total=cfgs[0].steps * len(cfgs), desc=f"{desc} ({len(groups)} stacks on {processes} cores)", unit="run-step"
+    )
+    with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_init_worker, initargs=(done,)) as pool:
+        futures = [pool.submit(_train_group, i, g, device, keep) for i, g in enumerate(groups)]
+        try:
+            while wait(futures, timeout=0.5).not_done:
+                bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
+            bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
+        finally:
+            bar.close()
+        return [r for f in futures for r in f.result()]
+
+
+def load_or_train_stacked(
+    cfgs: Sequence[TrainConfig],
+    device: str | None = None,
+    workers: int | None = None,
+    desc: str = "stacked training",
+    keep: bool = False,
+) -> list[TrainResult]:
+    """The cached results of :func:`train_groups` for ``cfgs`` (key: every config, the device and
+    ``keep``; ``workers`` and the number of processes do not change results).
+    Chapter 8 trains its seeds this way (with ``keep``), chapter 11 each sweep."""
+    device = device or default_device()
+    key = {"cfgs": list(cfgs), "device": device, "keep": keep}
+    return cached("assign_add/stacked", key, lambda: train_groups(cfgs, device, workers=workers, desc=desc, keep=keep))

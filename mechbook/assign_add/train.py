@@ -133,7 +133,7 @@ def evaluate(
     return out
 
 
-def _keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
+def keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
     """Steps whose checkpoints are kept: multiples of ``keep_every``, the last, and each eval step
     where some pool's accuracy moved by >= ``keep_change`` from the previous eval or to the next."""
     acc = history[history.pool != "train"].pivot(index="step", columns="pool", values="accuracy").sort_index()
@@ -227,7 +227,7 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | 
         bar.update(1)
     bar.close()
     history = pd.DataFrame(rows)
-    keep = _keep_steps(history, cfg)
+    keep = keep_steps(history, cfg)
     return TrainResult(
         history=history,
         checkpoints={s: checkpoints[s] for s in keep},

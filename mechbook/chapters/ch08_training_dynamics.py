@@ -1,14 +1,16 @@
 """Chapter 8, "Training dynamics: nine curves, three phases": configs, charts and computed prose.
 
-The training run of each profile (``CONFIGS[profile].train``) is the very object chapters 9 and 10
-hold, so all three open the same cached model. Phases come from
+The seed runs of each profile (``CONFIGS[profile].runs``, a
+:class:`~mechbook.assign_add.seeds.SeedRuns`) are the very object chapters 9 and 10 hold, so all
+three open the same cached run: the seed that the stated rule picks
+(:func:`mechbook.assign_add.seeds.dissect`). Phases come from
 :func:`mechbook.assign_add.phases.detect_phases`, progress measures from
 :func:`mechbook.assign_add.measures.measures_over_training`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import altair as alt
 import numpy as np
@@ -18,8 +20,9 @@ import mechbook
 from mechbook import viz
 from mechbook.assign_add import release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
-from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
+from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
 from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
 from mechbook.cache import cached
@@ -40,36 +43,38 @@ BOUND_LEVEL = 0.95
 
 @dataclass(frozen=True)
 class DynamicsChapterConfig:
-    """Chapter 8: the training run (shared with chapters 9-10), the progress measures' batch, the
-    phase rules, the steps shown either side of phase 2 in the attention slider, and how the
-    authors' released run is read: sequences per pool, which checkpoints (None: all present
-    locally), and whether its final model is scored on the exactly enumerated pools; the seeds
-    trained together to show the spread of the phases, from ``seed_train`` (None: ``train``)."""
+    """Chapter 8: the seed runs (shared with chapters 9-10; their config, seeds and phase rules),
+    the progress measures' batch, the steps shown either side of phase 2 in the attention slider,
+    and how the authors' released run is read: sequences per pool, which checkpoints (None: all
+    present locally), and whether its final model is scored on the exactly enumerated pools."""
 
-    train: TrainConfig
+    runs: SeedRuns
     measures: MeasureConfig
     window: int
-    rules: PhaseRules = field(default_factory=PhaseRules)
     release_per_pool: int = 512
     release_steps: tuple[int, ...] | None = None
     release_exact: bool = True
-    seeds: tuple[int, ...] = (42, 1, 2, 3)
-    seed_train: TrainConfig | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.train, TrainConfig) or not isinstance(self.measures, MeasureConfig):
-            raise TypeError("train must be a TrainConfig and measures a MeasureConfig")
+        if not isinstance(self.runs, SeedRuns) or not isinstance(self.measures, MeasureConfig):
+            raise TypeError("runs must be a SeedRuns and measures a MeasureConfig")
         if self.window < 1:
             raise ValueError(f"window must be a positive number of steps, got {self.window}")
         if self.release_per_pool < 1:
             raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
-        if len(self.seeds) < 4 or len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(
-                f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}"
-            )
         bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
         if bad:
             raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
+
+    @property
+    def train(self) -> TrainConfig:
+        """The seed runs' shared config (each seed sets ``seed`` and ``model.seed``)."""
+        return self.runs.train
+
+    @property
+    def rules(self) -> PhaseRules:
+        """The phase rules."""
+        return self.runs.rules
 
 
 SMOKE_RELEASE_STEPS = (
@@ -92,50 +97,33 @@ SMOKE_RELEASE_STEPS = (
 )
 """The released checkpoints smoke reads: enough around each of the paper's phases to find them."""
 
-SMOKE_SEED_RUN = TrainConfig(
-    steps=100,
-    batch_size=64,
-    eval_every=50,
-    eval_per_pool=64,
-    keep_every=100,
-    resume_every=100,
-    model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
-)
-"""Smoke's seed runs: tiny, they only exercise the multi-seed machinery."""
-
 CONFIGS: dict[str, DynamicsChapterConfig] = {
     "smoke": DynamicsChapterConfig(
-        TRAIN_PROFILES["smoke"],
+        SeedRuns(TRAIN_PROFILES["smoke"]),
         MeasureConfig(n_sequences=128),
         window=150,
         release_per_pool=128,
         release_steps=SMOKE_RELEASE_STEPS,
         release_exact=False,
-        seed_train=SMOKE_SEED_RUN,
     ),
     "cpu": DynamicsChapterConfig(
-        TRAIN_PROFILES["cpu"],
-        MeasureConfig(n_sequences=512),
-        window=1000,
-        seeds=(42, 1, 2, 3, 4),
-        seed_train=CPU_RUN,  # chapter 11's cpu run size: five seeds train as one stack
+        SeedRuns(CPU_RUN, seeds=(42, 1, 2, 3, 4)), MeasureConfig(n_sequences=512), window=1000
     ),
-    "paper": DynamicsChapterConfig(TRAIN_PROFILES["paper"], MeasureConfig(n_sequences=1024), window=1000),
+    "paper": DynamicsChapterConfig(SeedRuns(TRAIN_PROFILES["paper"]), MeasureConfig(n_sequences=1024), window=1000),
 }
+"""Per profile: ``cpu`` trains five seeds of chapter 11's cpu run size (d_model 64, batch 256,
+lr 3e-3, 8,000 steps; README: what the pilot seeds showed), ``paper`` four seeds of the paper's
+configuration, ``smoke`` four seeds of a few hundred steps."""
 
 
 def resolve(
     profile: str, steps: int | None = None, seed: int | None = None, measure_sequences: int | None = None
 ) -> DynamicsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
-    ``steps`` and ``seed`` of the training run, sequences of the progress measures."""
+    ``steps`` of every seed run, ``seed`` of the run to dissect instead of the rule's pick,
+    sequences of the progress measures."""
     return mechbook.resolve_profile(
-        CONFIGS,
-        profile,
-        train__steps=steps,
-        train__seed=seed,
-        train__model__seed=seed,
-        measures__n_sequences=measure_sequences,
+        CONFIGS, profile, runs__train__steps=steps, runs__pick=seed, measures__n_sequences=measure_sequences
     )
 
 
@@ -567,10 +555,10 @@ def seeds_chart(summary: pd.DataFrame, release_phases: Phases) -> alt.LayerChart
     )
 
 
-def seeds_prose(summary: pd.DataFrame, example: int, dissected: int, steps: int, same_run: bool) -> str:
+def seeds_prose(dissected: Dissected) -> str:
     """How the phases spread over seeds, which seed the rule picks (the median binding jump, or
-    the median final 1-var training accuracy when no seed binds), and how that relates to the
-    run the chapter dissects (``same_run``: the seed runs have that run's configuration)."""
+    the median final 1-var training accuracy when no seed binds), and which run the chapters open."""
+    summary, example = dissected.summary, dissected.example
     n = len(summary)
     jumps = summary["phase2"].dropna().astype(int).sort_values()
     three = int(summary["three_phases"].sum())
@@ -578,28 +566,28 @@ def seeds_prose(summary: pd.DataFrame, example: int, dissected: int, steps: int,
         spread, rule = f"the binding jump came at steps {', '.join(f'{s:,}' for s in jumps)}", "the median binding jump"
     else:
         spread, rule = "no seed reached the binding jump", "no seed bound, so the median final 1-var training accuracy"
-    if not same_run:
-        relation = "these seed runs are smaller than the dissected run, so the pick is shown, not applied"
-    elif example == dissected:
-        relation = "the run this chapter dissects"
+    if dissected.picked_by_rule:
+        relation = "the run that this chapter and chapters 9 and 10 open"
     else:
-        relation = f"while this chapter dissects seed {dissected}, its configured run"
+        relation = f"this page opens seed {dissected.run.config.seed} instead, as the reader asked"
     return (
-        f"Over {n} seeds of {steps:,} steps, {spread}; {three} of {n} show all three phases. Final 2-var union "
-        f"(paper-weighted) from {summary['final_2var_union'].min():.3f} to {summary['final_2var_union'].max():.3f}. "
-        f"The rule ({rule}) picks seed {example}: {relation}."
+        f"Over {n} seeds of {dissected.run.config.steps:,} steps, {spread}; {three} of {n} show all three phases. "
+        f"Final 2-var union (paper-weighted) from {summary['final_2var_union'].min():.3f} to "
+        f"{summary['final_2var_union'].max():.3f}. The rule ({rule}) picks seed {example}: {relation}."
     )
 
 
-def record_seeds(summary: pd.DataFrame, example: int) -> dict[str, object]:
+def record_seeds(dissected: Dissected) -> dict[str, object]:
     """Record the multi-seed numbers."""
+    summary = dissected.summary
     values = {
         "seeds_n": len(summary),
         "seeds_bound": int(summary["phase2"].notna().sum()),
         "seeds_three_phases": int(summary["three_phases"].sum()),
         "seeds_phase2_steps": [int(s) for s in summary["phase2"].dropna()],
         "seeds_min_final_2var_union": float(summary["final_2var_union"].min()),
-        "example_seed": example,
+        "example_seed": dissected.example,
+        "dissected_seed": dissected.run.config.seed,
     }
     return {name: mechbook.record(name, value) for name, value in values.items()}
 

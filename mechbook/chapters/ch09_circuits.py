@@ -1,5 +1,5 @@
 """Chapter 9, "The circuits": configs, the readings it computes from a trained model, its charts
-and computed prose. The model is chapter 8's (``CONFIGS[profile].train`` is the same object as
+and computed prose. The model is chapter 8's (``CONFIGS[profile].runs`` is the same object as in
 :data:`mechbook.chapters.ch08_training_dynamics.CONFIGS`), so the cached run is reused.
 """
 
@@ -17,8 +17,9 @@ import mechbook
 from mechbook import viz
 from mechbook.assign_add import circuits, fourier, patching
 from mechbook.assign_add.probes import ProbeConfig, cached_probe_table
+from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainConfig, TrainResult
+from mechbook.assign_add.train import TrainResult
 from mechbook.chapters import ch08_training_dynamics as ch08
 
 LIVE_STD = 1e-3
@@ -32,11 +33,11 @@ POOL_SEED, PATCH_SEED = 2, 3
 
 @dataclass(frozen=True)
 class CircuitsChapterConfig:
-    """Chapter 9: the training run whose model it opens (chapter 8's), sequences per evaluation
+    """Chapter 9: the seed runs whose dissected model it opens (chapter 8's), sequences per evaluation
     pool for attention statistics and probes, the probes' training, clean/source pairs for
     patching, and neurons shown in the Fourier gallery."""
 
-    train: TrainConfig
+    runs: SeedRuns
     per_pool: int
     probe: ProbeConfig
     n_patch: int
@@ -50,13 +51,13 @@ class CircuitsChapterConfig:
 
 CONFIGS: dict[str, CircuitsChapterConfig] = {
     "smoke": CircuitsChapterConfig(
-        ch08.CONFIGS["smoke"].train, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4
+        ch08.CONFIGS["smoke"].runs, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4
     ),
     "cpu": CircuitsChapterConfig(
-        ch08.CONFIGS["cpu"].train, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6
+        ch08.CONFIGS["cpu"].runs, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6
     ),
     "paper": CircuitsChapterConfig(
-        ch08.CONFIGS["paper"].train, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6
+        ch08.CONFIGS["paper"].runs, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6
     ),
 }
 
@@ -69,12 +70,11 @@ def resolve(
     n_patch: int | None = None,
 ) -> CircuitsChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
-    ``seed`` is chapter 8's training seed, so the model opened is that run's."""
+    ``seed`` opens that seed's run of chapter 8 instead of the rule's pick."""
     return mechbook.resolve_profile(
         CONFIGS,
         profile,
-        train__seed=seed,
-        train__model__seed=seed,
+        runs__pick=seed,
         per_pool=per_pool,
         probe__steps=probe_steps,
         n_patch=n_patch,

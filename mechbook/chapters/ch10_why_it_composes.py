@@ -1,7 +1,7 @@
 """Chapter 10, "Why it composes": configs, the gradient blocks it compares, the premise it
 measures (how distinct the variable directions are), its charts and computed prose.
 
-The run is chapter 8's (``CONFIGS[profile].train`` is the same object), read at the last kept
+The run is chapter 8's dissected run (``CONFIGS[profile].runs`` is the same object), read at the last kept
 checkpoint before the binding jump (:func:`mechbook.assign_add.theory.after_phase1_step`).
 """
 
@@ -18,8 +18,9 @@ import mechbook
 from mechbook import viz
 from mechbook.assign_add import circuits, release, scores, theory
 from mechbook.assign_add.phases import Phases
+from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import TaskConfig
-from mechbook.assign_add.train import TrainConfig, TrainResult
+from mechbook.assign_add.train import TrainResult
 from mechbook.chapters import ch08_training_dynamics as ch08
 
 GRADIENT = "gradient at uniform attention"
@@ -41,10 +42,10 @@ FORM_HOLDS, FORM_LOOSE = 0.9, 0.5
 
 @dataclass(frozen=True)
 class TheoryChapterConfig:
-    """Chapter 10: the training run whose checkpoints it reads (chapter 8's) and the number of
+    """Chapter 10: the seed runs whose dissected run's checkpoints it reads (chapter 8's) and the number of
     sequences per pool (1-var and 2-var training pools) in the batch the gradient is averaged over."""
 
-    train: TrainConfig
+    runs: SeedRuns
     per_pool: int
     release_per_pool: int = 512
     release_steps: tuple[int, ...] | None = None
@@ -56,7 +57,7 @@ class TheoryChapterConfig:
 
 def _config(profile: str, per_pool: int) -> TheoryChapterConfig:
     dynamics = ch08.CONFIGS[profile]
-    return TheoryChapterConfig(dynamics.train, per_pool, dynamics.release_per_pool, dynamics.release_steps)
+    return TheoryChapterConfig(dynamics.runs, per_pool, dynamics.release_per_pool, dynamics.release_steps)
 
 
 CONFIGS: dict[str, TheoryChapterConfig] = {
@@ -70,8 +71,8 @@ is shared)."""
 
 def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) -> TheoryChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
-    ``seed`` is chapter 8's training seed."""
-    return mechbook.resolve_profile(CONFIGS, profile, train__seed=seed, train__model__seed=seed, per_pool=per_pool)
+    ``seed`` opens that seed's run of chapter 8 instead of the rule's pick."""
+    return mechbook.resolve_profile(CONFIGS, profile, runs__pick=seed, per_pool=per_pool)
 
 
 def checkpoint_prose(result: TrainResult, phases: Phases, step: int, n_sequences: int) -> str:
