@@ -44,7 +44,7 @@ def _positive(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class CorpusMapsConfig:
-    """Chapter 1: the ``corpus`` (tokenizer, |V|, T, vocabulary policy, stories) and how much of
+    """Chapter 1: the ``corpus`` (tokenizer, :math:`|V|`, T, vocabulary policy, stories) and how much of
     each map the tables show: ``table_k`` tokens per row, ``n_adjectives`` rows of the B table,
     ``n_per_class`` lexicon words per class in the Σ_B table and ``block_per_class`` in the heatmap's
     Σ_B block, ``successors_k`` strongest successors counted per adjective, ``purity_k`` neighbours
@@ -65,6 +65,8 @@ class CorpusMapsConfig:
             _positive(name, getattr(self, name))
 
 
+#: The chapter's config per profile, one per corpus of ``MAPS_PROFILES`` (larger vocabularies than
+#: chapters 2-5 use).
 CONFIGS: dict[str, CorpusMapsConfig] = {profile: CorpusMapsConfig(corpus) for profile, corpus in MAPS_PROFILES.items()}
 
 

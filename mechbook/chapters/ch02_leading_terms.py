@@ -51,6 +51,7 @@ class Chapter2Config:
         return CheckConfig(lrs=self.sweep_lrs, steps=self.sweep_steps, n_layers=self.n_layers)
 
 
+#: The chapter's config per profile: its corpus, the check's and the sweep's learning rates and steps.
 CONFIGS: dict[str, Chapter2Config] = {
     "smoke": Chapter2Config(
         CORPUS_PROFILES["smoke"],
@@ -102,6 +103,8 @@ def compute(cfg: Chapter2Config) -> Chapter2Data:
 
 
 def setup_markdown(profile: str, cfg: Chapter2Config, data: Chapter2Data) -> str:
+    """The setup sentence: the profile, how many sequences of how many predictions, the vocabulary size
+    and the model's depth."""
     return (
         f"Profile **{profile}**: the first **{len(data.tokens)}** TinyStories sequences of T = {data.tokens.shape[1] - 1} "
         f"predictions, vocabulary |V| = {data.vocab_size}, a model of **{cfg.n_layers} layers** trained full-batch in float64."
@@ -123,7 +126,7 @@ def _compared(check: pd.DataFrame) -> pd.DataFrame:
 
 
 def check_summary(check: pd.DataFrame) -> tuple[float, float]:
-    """(lowest cosine, largest |ratio - 1|) at the smallest learning rate, over every matrix and step
+    r"""(lowest cosine, largest :math:`|\mathrm{ratio} - 1|`) at the smallest learning rate, over every matrix and step
     with a non-zero prediction."""
     compared = _compared(check)
     small = compared[compared["lr"] == compared["lr"].min()]

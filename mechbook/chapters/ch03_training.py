@@ -35,7 +35,7 @@ WIDTH = 680
 
 @dataclass(frozen=True)
 class ClaimConfig:
-    """The paper's claim at its step count. ``paper_corpus``: the paper's corpus (|V| 3000,
+    """The paper's claim at its step count. ``paper_corpus``: the paper's corpus (:math:`|V|` 3000,
     T 200, its drop filter), read to count the sequences it keeps; ``paper_epochs``,
     ``paper_batch``, ``lr``: the paper's run. The chapter's runs towards that η·s use
     ``batch_size`` and stop at ``max_steps`` (None: no cap); ``bpe_corpus`` is the second
@@ -76,6 +76,7 @@ class Chapter3Config:
 
 _SAMPLE_PAPER_CORPUS = CorpusConfig(vocab_size=3000, context=200, policy="drop")
 
+#: The chapter's config per profile: the shared runs (chapters 4 and 5 read them too) and the claim runs.
 CONFIGS: dict[str, Chapter3Config] = {
     "smoke": Chapter3Config(
         RunsConfig(CORPUS_PROFILES["smoke"], lrs=(0.005, 0.1), steps=100, batch_size=64, log_every=20),

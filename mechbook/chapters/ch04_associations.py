@@ -57,6 +57,7 @@ class AssociationsConfig:
             )
 
 
+#: The chapter's config per profile: chapter 3's runs of that profile, read from the cache.
 CONFIGS: dict[str, AssociationsConfig] = {
     profile: AssociationsConfig(c.runs) for profile, c in TRAINING_CONFIGS.items()
 }
@@ -204,8 +205,8 @@ def explorer_panels(a: Associations) -> dict[str, Callable[[float], np.ndarray]]
 
 
 def word_panels(a: Associations, word: str, lr: float) -> pd.DataFrame:
-    """One word's top tokens in every explorer panel, each panel's scores divided by its largest
-    |score| (column ``relative``)."""
+    r"""One word's top tokens in every explorer panel, each panel's scores divided by its largest
+    :math:`|\mathrm{score}|` (column ``relative``)."""
     frames = []
     for panel, get in explorer_panels(a).items():
         t = top_k(

@@ -50,6 +50,8 @@ class CooperationConfig:
             )
 
 
+#: The chapter's config per profile: chapter 3's runs of that profile and how many training sequences
+#: its losses and path averages use.
 CONFIGS: dict[str, CooperationConfig] = {
     "smoke": CooperationConfig(TRAINING_CONFIGS["smoke"].runs, n_eval=256),
     "cpu": CooperationConfig(TRAINING_CONFIGS["cpu"].runs, n_eval=1024),
@@ -132,7 +134,7 @@ def path_explorer(c: Cooperation) -> Any:
 def path_means(c: Cooperation) -> pd.DataFrame:
     """Per learning rate, the mean over every evaluation position of the residual path's and of
     all attention paths' (summed) centred logit of the next token, and the attention share
-    attention / (|attention| + |residual|) (negative when the attention paths lower the right token)."""
+    :math:`a / (|a| + |r|)` for attention a and residual r (negative when the attention paths lower the right token)."""
     rows = {}
     for lr in c.lrs:
         frame = logit_paths(c.models[lr], c.evaluation)
@@ -235,9 +237,9 @@ def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
 
 
 def headline(c: Cooperation, table: pd.DataFrame, means: pd.DataFrame) -> dict[str, Any]:
-    """The recorded numbers per run (``*_paper_lr``, ``*_large_lr``): mean residual and attention
+    r"""The recorded numbers per run (``*_paper_lr``, ``*_large_lr``): mean residual and attention
     contributions, loss of the full model, with every leading term removed and with W_O's removed,
-    the largest single-removal increase and its matrix; and the zero model's loss (log |V|)."""
+    the largest single-removal increase and its matrix; and the zero model's loss (:math:`\log |V|`)."""
     labels = run_labels(c.lrs)
     worst = _costliest(table)
     numbers: dict[str, Any] = {}

@@ -117,6 +117,8 @@ _CPU_PYTHIA_STEPS = (
     143000,
 )
 
+#: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m-deduped, or a miniature
+#: when the Hub does not answer; ``paper``: pythia-1.4b-deduped).
 CONFIGS: dict[str, Chapter6Config] = {
     "smoke": Chapter6Config(
         source="miniature",

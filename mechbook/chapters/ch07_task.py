@@ -43,6 +43,7 @@ class TaskChapterConfig:
             raise TypeError(f"task must be a TaskConfig, got {type(self.task).__name__}")
 
 
+#: The chapter's config per profile: the task, how many sequences each pool draws and the seed.
 CONFIGS: dict[str, TaskChapterConfig] = {
     "smoke": TaskChapterConfig(n_per_pool=200, seed=0),
     "cpu": TaskChapterConfig(n_per_pool=2000, seed=0),

@@ -20,7 +20,7 @@ import pandas as pd
 
 WORD = re.compile(r"[a-z']+")
 PAPER_VOCAB = 3000
-"""|V| of the paper's experiment in Part I (Im et al., 2026)."""
+""":math:`|V|` of the paper's experiment in Part I (Im et al., 2026)."""
 COLUMN_WIDTH = 520
 """Plot-area width (px) of the introduction's charts: with their axes they fit the ~680 px text column."""
 COVERAGE_SIZES = (1000, PAPER_VOCAB)
@@ -66,6 +66,8 @@ class OverviewConfig:
 
 
 _SLIDER = tuple(range(250, 3001, 250))
+#: The chapter's config per profile: ``smoke`` reads the first ``max_stories`` stories, ``cpu`` and
+#: ``paper`` all of them.
 CONFIGS: dict[str, OverviewConfig] = {
     "smoke": OverviewConfig(max_stories=1000, chart_stories=300, vocab_sizes=_SLIDER),
     "cpu": OverviewConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
