@@ -35,7 +35,7 @@ STAT_NAMES = {
     "similarity": "correlation with the gradient",
 }
 IDENTITY_RATIO = 5.0
-"""Diagonal mean over mean |off-diagonal| from which a block counts as identity-like."""
+"""Diagonal mean over mean :math:`|\\text{off-diagonal}|` from which a block counts as identity-like."""
 FORM_HOLDS, FORM_LOOSE = 0.9, 0.5
 """Correlations with (U Uᵀ)² from which the gradient has the predicted form (loosely)."""
 
@@ -270,8 +270,9 @@ def checks_table(stats: pd.DataFrame, split_stats: pd.DataFrame) -> pd.DataFrame
 
 
 def direction_spread(model: torch.nn.Module, task_cfg: TaskConfig) -> dict[str, float]:
-    """How distinct the variable directions u_v = E_v OV₁ are: the mean |cos(u_v, u_w)| over
-    pairs of different variables, and the longest over the shortest |u_v|."""
+    """How distinct the variable directions :math:`u_v = E_v OV_1` are: the mean
+    :math:`|\\cos(u_v, u_w)|` over pairs of different variables, and the longest over the shortest
+    :math:`|u_v|`."""
     u = circuits.variable_directions(model, task_cfg).double().numpy()
     norms = np.linalg.norm(u, axis=1)
     cos = (u @ u.T) / np.outer(norms, norms)
