@@ -1,6 +1,7 @@
 """The command line: ``python -m mechbook execute|build|check|bench`` (see README.md).
 
-- ``execute --profile P [--only STEM ...] [--force]``: run chapters with papermill.
+- ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
+  (the book's parts side by side in N processes; default one per core).
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
 - ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, and
   those bounds vs the measured seed spreads.
@@ -49,6 +50,17 @@ def _parser() -> argparse.ArgumentParser:
         )
         if name == "spread":
             cmd.add_argument("--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)")
+        if name in ("execute", "build"):
+            cmd.add_argument(
+                "--lanes",
+                type=int,
+                default=None,
+                metavar="N",
+                help="run the book's parts side by side in up to N processes (default: one per core; 1: in order)",
+            )
+            cmd.add_argument("--lane", default=None, help=argparse.SUPPRESS)
+            cmd.add_argument("--results", default=None, help=argparse.SUPPRESS)
+            cmd.add_argument("--root", default=None, help=argparse.SUPPRESS)
         if name != "check":
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
@@ -81,14 +93,21 @@ def main(argv: list[str] | None = None) -> int:
 
         return cache_main(args.args)
 
+    from pathlib import Path
+
     from mechbook.book import checks, run, site
     from mechbook.book.config import ExecuteConfig
+    from mechbook.device import available_cores
 
+    lanes = getattr(args, "lanes", None)
     cfg = ExecuteConfig(
         profile=args.profile,
         only=tuple(args.only),
         force=getattr(args, "force", False),
         knobs=tuple(getattr(args, "knob", [])),
+        lanes=available_cores() if lanes is None else lanes,
+        lane=getattr(args, "lane", None),
+        **({"root": Path(args.root)} if getattr(args, "root", None) else {}),
     )
     if args.command == "check":
         problems = checks.check_book(cfg)
@@ -103,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in failed:
             print(f"FAILED {line}", file=sys.stderr)
         return 1 if failed else 0
-    failed = run.failures(run.execute_book(cfg))
+    results = run.execute_book(cfg)
+    if getattr(args, "results", None):
+        run.write_results(Path(args.results), results)
+    failed = run.failures(results)
     if args.command == "build":
         html = site.build_site(cfg)
         print(f"site: {html / 'index.html'} (serve it with: python -m http.server -d {html})")

@@ -1,4 +1,4 @@
-"""Where tensors live: CUDA when present, otherwise the CPU (every chapter)."""
+"""Where tensors live: CUDA when present, otherwise the CPU (every chapter); how many cores there are."""
 
 from __future__ import annotations
 
@@ -17,3 +17,8 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (the book's lanes, the stacks of chapters 8 and 11)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

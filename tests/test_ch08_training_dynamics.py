@@ -79,9 +79,9 @@ def test_bad_config_is_refused():
 
 
 def test_setup_prose_counts_the_parameters():
-    n = sum(p.numel() for p in AssignAddModel(TRAIN_PROFILES["cpu"].model).parameters())
-    text = ch08.setup_prose(TRAIN_PROFILES["cpu"])
-    assert f"{n:,} parameters" in text and "20,000 steps" in text and "seed 42" in text
+    n = sum(p.numel() for p in AssignAddModel(CPU_RUN.model).parameters())
+    text = ch08.setup_prose(CPU_RUN)
+    assert f"{n:,} parameters" in text and "8,000 steps" in text and "seed 42" in text
 
 
 @pytest.mark.parametrize("status", ["detected", "plateau without rise", "absent"])

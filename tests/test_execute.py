@@ -582,3 +582,66 @@ def test_a_cell_timeout_is_a_failure_at_that_cell(tmp_path):
     assert result.status == "failed"
     assert result.failure.startswith("code cell 3 ('import time'): CellTimeoutError: A cell timed out")
     assert "\n" not in result.failure, "one line"
+
+
+def _two_part_repo(tmp: Path) -> Path:
+    """A repository of two parts with one chapter each; each records when it started and ended
+    a 6 s wait; the second then fails."""
+    repo = _tiny_repo(tmp)
+    (repo / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n  - caption: 'Part A: first'\n    chapters:\n"
+        "      - file: book/a/01_a\n  - caption: 'Part B: second'\n    chapters:\n      - file: book/b/02_b\n"
+    )
+    timed = "import time, mechbook\nstart = time.time()\ntime.sleep(6)\nmechbook.record('window', [start, time.time()])"
+    make_notebook(repo / "book" / "a" / "01_a.ipynb", [("code", timed)])
+    make_notebook(repo / "book" / "b" / "02_b.ipynb", [("code", timed), ("code", "raise ValueError('b fails')")])
+    return repo
+
+
+def test_toc_parts_group_the_chapters_with_the_root_in_the_first_part(root):
+    parts = toc.toc_parts(root)
+    assert [name for name, _ in parts] == ["Part I", "Part II"]
+    assert parts[0][1][0] == Path("book/intro.ipynb")
+    assert [p for _, part in parts for p in part] == toc.toc_notebooks(root)
+
+
+def test_lanes_run_the_parts_at_once_and_report_in_book_order(tmp_path, capfd):
+    repo = _two_part_repo(tmp_path)
+    results = execute_book(ExecuteConfig(profile="smoke", root=repo, lanes=2, cell_timeout=120))
+    assert [(r.source.stem, r.status) for r in results] == [("01_a", "executed"), ("02_b", "failed")]
+    assert "b fails" in results[1].failure and failures(results) == [f"{results[1].source}: {results[1].failure}"]
+    (a0, a1), (b0, b1) = (read_records(r.output)["window"] for r in results)
+    assert a0 < b1 and b0 < a1, "the two parts' chapters did not run at the same time"
+    printed = capfd.readouterr().out
+    assert "ETA: unknown" in printed
+    assert "Part A: 1 chapter(s) in their own process" in printed and "Part B [1/1]" in printed
+
+
+def test_the_eta_of_parts_at_once_is_that_of_the_longest_part(tmp_path):
+    from mechbook.book import costs
+    from mechbook.book.run import lanes_of, plan_lines
+
+    repo = _two_part_repo(tmp_path)
+    cfg = ExecuteConfig(profile="smoke", root=repo, lanes=2)
+    chosen = toc.toc_notebooks(repo)
+    groups = lanes_of(cfg, chosen)
+    assert [(name, [p.stem for p in part]) for name, part in groups] == [("Part A", ["01_a"]), ("Part B", ["02_b"])]
+    assert lanes_of(dataclasses.replace(cfg, lanes=1), chosen) == [("book", chosen)]
+    costs.save_costs(repo, "smoke", {"01_a": 100.0, "02_b": 40.0})
+    lines = plan_lines(cfg, [(p, True) for p in chosen], groups)
+    assert lines[-1] == "ETA: 1 min 40 s with the parts at once (Part A ~1 min 40 s, Part B ~40 s)"
+    assert plan_lines(cfg, [(p, True) for p in chosen])[-1] == "ETA: 2 min 20 s"
+
+
+def test_costs_saved_at_once_by_several_writers_are_all_kept(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mechbook.book import costs
+
+    def save(i: int) -> None:
+        for j in range(25):
+            costs.save_costs(tmp_path, "cpu", {f"w{i}_{j}": float(j)})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(save, range(8)))
+    assert len(costs.load_costs(tmp_path)["cpu"]) == 8 * 25

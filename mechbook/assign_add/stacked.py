@@ -47,7 +47,7 @@ from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, keep_steps
 from mechbook.cache import cached
 from mechbook.determinism import deterministic
-from mechbook.device import default_device
+from mechbook.device import available_cores, default_device
 from mechbook.progress import PROGRESS_ENV, progress
 
 SHARED_FIELDS = ("steps", "batch_size", "lr", "betas", "weight_decay", "eval_every", "eval_per_pool", "eval_seed")
@@ -146,11 +146,6 @@ class _Streams:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
-
-
-def available_cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def default_workers(n_runs: int, device: str) -> int:

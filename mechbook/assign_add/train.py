@@ -1,7 +1,7 @@
 """Training the Assign-and-Add model: AdamW, nine evaluation pools, checkpoints, resume, cache.
 
-Chapter 8 trains with :data:`TRAIN_PROFILES` and chapters 9-11 reuse the same cached runs through
-:func:`load_or_train`. The loop draws a batch of rows with replacement, lays out fresh contexts,
+Chapter 8's seed runs (:mod:`mechbook.assign_add.seeds`) start from :data:`TRAIN_PROFILES` in smoke
+and paper, and a run trained alone is cached by :func:`load_or_train`. The loop draws a batch of rows with replacement, lays out fresh contexts,
 and minimises the cross-entropy of the logits at '=' (position 15) over the N residues. Every
 ``eval_every`` steps it scores the nine pools (fixed sequences, so the curves move only when the
 model does) and keeps a float16 copy of the weights; at the end it keeps those every
@@ -110,11 +110,11 @@ class TrainResult:
 
 TRAIN_PROFILES: dict[str, TrainConfig] = {
     "smoke": TrainConfig(steps=300, batch_size=256, eval_every=50, eval_per_pool=256, keep_every=100, resume_every=100),
-    "cpu": TrainConfig(steps=20_000),
     "paper": TrainConfig(steps=40_000),
 }
-"""The runs of chapters 8-10: ``cpu`` is the paper's configuration cut at 20,000 steps (past the
-third phase in the paper's run), ``paper`` the full 40,000, ``smoke`` a few hundred steps."""
+"""The runs of chapters 8-10: ``paper`` is the paper's configuration (40,000 steps), ``smoke`` a
+few hundred steps of it; the cpu profile runs chapter 11's smaller
+:data:`~mechbook.chapters.ch11_how_much_data.CPU_RUN`."""
 
 
 def _compact(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -246,7 +246,8 @@ def resume_folder(cfg: TrainConfig, device: str | None = None) -> Path:
 
 def load_or_train(cfg: TrainConfig, device: str | None = None, refresh: bool = False) -> TrainResult:
     """The cached :class:`TrainResult` of ``cfg`` (key: config, device, and the code it reaches);
-    trains, resumably, when it is missing. Chapters 8-11 call this with :data:`TRAIN_PROFILES`."""
+    trains, resumably, when it is missing (chapters 8-10 for a seed the reader picks outside the
+    seed stack)."""
     device = device or default_device()
     folder = resume_folder(cfg, device)
     result = cached(

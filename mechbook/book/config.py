@@ -16,7 +16,9 @@ from mechbook.profiles import PROFILES
 class ExecuteConfig:
     """What to execute: a profile, optionally only some chapters (by notebook stem), and knobs
     injected into every chosen chapter's parameters cell (``(name, value)`` pairs). Executed
-    notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart)."""
+    notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart).
+    With ``lanes`` > 1 the parts of the book run at once, each in its own process, at most
+    ``lanes`` at a time; ``lane`` names the part such a process runs."""
 
     profile: str = "cpu"
     only: tuple[str, ...] = ()
@@ -25,10 +27,14 @@ class ExecuteConfig:
     cell_timeout: int | None = 3600
     knobs: tuple[tuple[str, Any], ...] = ()
     out_subdir: str = "executed"
+    lanes: int = 1
+    lane: str | None = None
 
     def __post_init__(self):
         if self.profile not in PROFILES:
             raise SystemExit(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
+        if self.lanes < 1:
+            raise SystemExit(f"--lanes must be at least 1, got {self.lanes}")
 
     def parameters(self) -> dict[str, Any]:
         """What papermill injects: ``profile`` and the knobs."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: The costs file, relative to the package folder ``mechbook/``.
@@ -43,20 +45,37 @@ def load_costs(root: Path) -> dict[str, dict[str, float]]:
     return table
 
 
+@contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` (where the platform has ``fcntl``)."""
+    with open(lock, "a", encoding="utf-8") as handle:
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def save_costs(root: Path, profile: str, measured: dict[str, float]) -> None:
     """Merge ``{stem: seconds}`` measured in ``profile`` into this machine's costs file
-    (atomically; a file that cannot be written is skipped with a note, the book is not stopped
-    for it)."""
+    (atomically, and under a lock, since the book's parts run side by side; a file that cannot be
+    written is skipped with a note, the book is not stopped for it)."""
     if not measured:
         return
     path = local_costs_path(root)
-    table = _read(path)
-    table.setdefault(profile, {}).update({k: round(v, 1) for k, v in measured.items()})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        with _locked(path.with_name(f".{path.name}.lock")):
+            table = _read(path)
+            table.setdefault(profile, {}).update({k: round(v, 1) for k, v in measured.items()})
+            tmp.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         print(f"note: could not record the chapters' costs in {path} ({exc})")

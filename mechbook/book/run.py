@@ -19,6 +19,11 @@ versions). Markdown cells are *not* part of the key: editing prose re-renders th
 stored outputs instead of re-running the chapter. A failed chapter is never reused, and an
 executed notebook that cannot be read counts as not executed.
 
+With ``lanes`` > 1 (``make book`` sets one per core), the parts of the book (:func:`toc_parts`:
+they share no cached computation) run at once, each part's chapters in order in its own
+``python -m mechbook execute --lane PART`` process, so a 2-core machine executes Part I and
+Part II side by side; the ETA is then that of the longest part.
+
 On a failing cell papermill stops that chapter and keeps the executed notebook, traceback
 included, as the report; the other chapters still run, and the command exits non-zero naming
 each failed chapter, its code cell (1-based among the chapter's code cells) and that cell's
@@ -30,6 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,7 +48,7 @@ from mechbook.book import costs
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
 from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
-from mechbook.book.toc import select, toc_notebooks
+from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import sha256_file
 
 KERNEL = "python3"
@@ -306,9 +314,23 @@ def plan(cfg: ExecuteConfig, chosen: list[Path], memo: DigestMemo) -> list[tuple
     return out
 
 
-def plan_lines(cfg: ExecuteConfig, planned: list[tuple[Path, bool]]) -> list[str]:
+def lanes_of(cfg: ExecuteConfig, chosen: list[Path]) -> list[tuple[str, list[Path]]]:
+    """The chosen chapters grouped by part (:func:`toc_parts`) when ``cfg.lanes`` > 1 and more
+    than one part has a chosen chapter; otherwise one group of them all."""
+    if cfg.lanes > 1 and cfg.lane is None:
+        groups = [(name, [p for p in part if p in chosen]) for name, part in toc_parts(cfg.root)]
+        groups = [(name, part) for name, part in groups if part]
+        if len(groups) > 1:
+            return groups
+    return [(cfg.lane or "book", chosen)]
+
+
+def plan_lines(
+    cfg: ExecuteConfig, planned: list[tuple[Path, bool]], groups: list[tuple[str, list[Path]]] | None = None
+) -> list[str]:
     """The lines printed before the work starts: which chapters run (with their last measured
-    cost), which come from cache, and the estimated total."""
+    cost), which come from cache, and the estimated total (with several ``groups`` running at
+    once, that of the longest)."""
     table = costs.load_costs(cfg.root)
     known = table.get(cfg.profile, {})
     to_run = [s.stem for s, runs in planned if runs]
@@ -323,25 +345,104 @@ def plan_lines(cfg: ExecuteConfig, planned: list[tuple[Path, bool]]) -> list[str
             cost = known.get(source.stem)
             lines.append(f"  run     {source}  ({'~' + format_seconds(cost) if cost is not None else 'unknown'})")
     seconds, unknown = costs.estimate(table, cfg.profile, to_run)
+    parallel = ""
+    if groups and len(groups) > 1:
+        per_part = [
+            (name, costs.estimate(table, cfg.profile, [p.stem for p in part if p.stem in to_run])[0])
+            for name, part in groups
+        ]
+        seconds = max(t for _, t in per_part)
+        parallel = " with the parts at once (" + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_part) + ")"
     if not to_run:
         lines.append("ETA: nothing to run")
     elif unknown and len(unknown) == len(to_run):
         lines.append("ETA: unknown (no measured cost for these chapters in this profile yet)")
     elif unknown:
         lines.append(
-            f"ETA: {format_seconds(seconds)} for {len(to_run) - len(unknown)} chapter(s), "
+            f"ETA: {format_seconds(seconds)}{parallel} for {len(to_run) - len(unknown)} chapter(s), "
             f"plus {len(unknown)} of unknown cost ({', '.join(unknown)})"
         )
     else:
-        lines.append(f"ETA: {format_seconds(seconds)}")
+        lines.append(f"ETA: {format_seconds(seconds)}{parallel}")
     return lines
+
+
+def lane_command(cfg: ExecuteConfig, name: str, sources: list[Path], results: Path) -> list[str]:
+    """The ``python -m mechbook execute`` command that runs one part's ``sources`` in order and
+    writes their results to ``results`` (JSON)."""
+    cmd = [sys.executable, "-m", "mechbook", "execute", "--profile", cfg.profile, "--root", str(cfg.root)]
+    cmd += ["--lane", name, "--results", str(results), "--only", *[str(s.with_suffix("")) for s in sources]]
+    if cfg.force:
+        cmd.append("--force")
+    for knob, value in cfg.knobs:
+        cmd += ["--knob", f"{knob}={json.dumps(value)}"]
+    return cmd
+
+
+def write_results(path: Path, results: list[ChapterResult]) -> None:
+    """What a lane's chapters gave, as JSON, for the process that started the lane."""
+    rows = [
+        {
+            "source": str(r.source),
+            "output": str(r.output),
+            "status": r.status,
+            "seconds": r.seconds,
+            "failure": r.failure,
+        }
+        for r in results
+    ]
+    path.write_text(json.dumps(rows), encoding="utf-8")
+
+
+def read_results(path: Path, sources: list[Path], cfg: ExecuteConfig) -> list[ChapterResult]:
+    """A lane's results; a chapter the lane never reported (its process died) counts as failed."""
+    try:
+        rows = {r["source"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError):
+        rows = {}
+    out = []
+    for source in sources:
+        r = rows.get(str(source))
+        if r is None:
+            out.append(
+                ChapterResult(source, cfg.out_dir / source, "failed", 0.0, "its lane stopped before reporting it")
+            )
+        else:
+            out.append(ChapterResult(source, Path(r["output"]), r["status"], float(r["seconds"]), r["failure"]))
+    return out
+
+
+def execute_lanes(cfg: ExecuteConfig, groups: list[tuple[str, list[Path]]]) -> list[ChapterResult]:
+    """Run each part of ``groups`` in its own process (:func:`lane_command`), at most
+    ``cfg.lanes`` at once; the results in book order."""
+    with tempfile.TemporaryDirectory(prefix="mechbook-lanes-") as tmp:
+        pending = [(name, part, Path(tmp) / f"lane-{i}.json") for i, (name, part) in enumerate(groups)]
+        running: list[tuple[subprocess.Popen, tuple[str, list[Path], Path]]] = []
+        done: list[tuple[str, list[Path], Path]] = []
+        try:
+            while pending or running:
+                while pending and len(running) < cfg.lanes:
+                    lane = pending.pop(0)
+                    print(f"{lane[0]}: {len(lane[1])} chapter(s) in their own process", flush=True)
+                    running.append((subprocess.Popen(lane_command(cfg, *lane)), lane))
+                time.sleep(0.5)
+                for proc, lane in [r for r in running if r[0].poll() is not None]:
+                    running.remove((proc, lane))
+                    done.append(lane)
+        finally:
+            for proc, _ in running:
+                proc.terminate()
+                proc.wait()
+        by_source = {r.source: r for _, part, path in done for r in read_results(path, part, cfg)}
+    return [by_source[s] for _, part in groups for s in part]
 
 
 def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[ChapterResult]:
     """Execute the chosen chapters in book order: first the plan (which run, which come from
     cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
     progress is relayed (to ``stream``, default stderr), then what each chapter took. The
-    seconds of each chapter executed to the end refresh the costs."""
+    seconds of each chapter executed to the end refresh the costs. With ``cfg.lanes`` > 1 the
+    parts run at once (:func:`execute_lanes`)."""
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     for source in chosen:
         try:
@@ -350,22 +451,37 @@ def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[Chapt
             raise SystemExit(str(exc)) from None
     make_paths_absolute()
     memo = digest_memo(cfg.root)
-    for line in plan_lines(cfg, plan(cfg, chosen, memo)):
-        print(line, flush=True)
+    groups = lanes_of(cfg, chosen)
+    if cfg.lane is None:
+        for line in plan_lines(cfg, plan(cfg, chosen, memo), groups):
+            print(line, flush=True)
+    if len(groups) > 1:
+        start = time.perf_counter()
+        results = execute_lanes(cfg, groups)
+        _print_took(results, time.perf_counter() - start)
+        return results
+    prefix = f"{cfg.lane} " if cfg.lane else ""
     results = []
     for i, source in enumerate(chosen, 1):
-        tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile})"
+        tag = f"{prefix}[{i}/{len(chosen)}] {source} ({cfg.profile})"
         print(f"{tag}: running", flush=True)
-        with Relay(f"[{i}/{len(chosen)}] {source.stem}", stream=stream) as relay:
+        with Relay(
+            f"{prefix}[{i}/{len(chosen)}] {source.stem}", stream=stream, live=False if cfg.lane else None
+        ) as relay:
             result = execute_chapter(source, cfg, memo, progress_file=relay.path)
         note = f"FAILED at {result.failure}" if result.failure else result.status
         print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)
         if result.status == "executed":
             costs.save_costs(cfg.root, cfg.profile, {source.stem: result.seconds})
+    if cfg.lane is None:
+        _print_took(results, sum(r.seconds for r in results))
+    return results
+
+
+def _print_took(results: list[ChapterResult], wall: float) -> None:
+    """What each chapter took, and the wall time of them all."""
     print("took:", flush=True)
     for r in results:
         print(f"  {format_seconds(r.seconds):>12}  {r.status:<8}  {r.source}", flush=True)
-    total = sum(r.seconds for r in results)
-    print(f"  {format_seconds(total):>12}  in all", flush=True)
-    return results
+    print(f"  {format_seconds(wall):>12}  in all", flush=True)

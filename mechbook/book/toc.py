@@ -33,6 +33,37 @@ def toc_files(root: Path = ROOT) -> list[Path]:
     return found
 
 
+def toc_parts(root: Path = ROOT) -> list[tuple[str, list[Path]]]:
+    """``(name, notebooks)`` per part of ``_toc.yml``, in book order: the name is the caption up
+    to its colon (``Part I``), the root page joins the first part, and chapters outside any part
+    form a part of their own. The parts share no cached computation, so they can run at once."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    notebooks = set(toc_notebooks(root))
+
+    def files(items: list[dict[str, Any]]) -> list[str]:
+        out = []
+        for item in items:
+            if "file" in item:
+                out.append(item["file"])
+            out += files(item.get("sections", []))
+        return out
+
+    groups = [
+        (part.get("caption", f"part {i + 1}").split(":")[0], files(part.get("chapters", [])))
+        for i, part in enumerate(toc.get("parts", []))
+    ]
+    groups.append(("chapters", files(toc.get("chapters", []))))
+    if groups:
+        groups[0] = (groups[0][0], [toc["root"], *groups[0][1]])
+    out = []
+    for name, entries in groups:
+        found = [root / f"{e}.ipynb" for e in entries]
+        chapters = [f.relative_to(root) for f in found if f.relative_to(root) in notebooks]
+        if chapters:
+            out.append((name, chapters))
+    return out
+
+
 def toc_notebooks(root: Path = ROOT) -> list[Path]:
     """The notebooks of ``_toc.yml`` in book order, repo-relative."""
     return [p for p in toc_files(root) if p.suffix == ".ipynb"]
