@@ -4,6 +4,7 @@ branches (it must stay true whichever way the run falls), charts without warning
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 
 import numpy as np
@@ -366,3 +367,75 @@ def test_smoke_bounds_reject_the_released_run_cut_before_binding():
     flagged = {p.split()[0] for p in check_thresholds(records, release_bounds)}
     assert {"release_phase2_step", "release_phase3_step", "release_last_1var_train"} <= flagged, flagged
     assert "release_checkpoints" not in flagged
+
+
+def _case_history(low: set[str]) -> pd.DataFrame:
+    """Cases of two pools over steps 1,000-5,000: those in ``low`` stay at 0.1, the others at 0.9."""
+    cases = [("1var_misplaced", "b right"), ("1var_misplaced", "k left"), ("2var_misplaced_one", "b right")]
+    return pd.DataFrame(
+        [
+            {"step": s, "pool": p, "case": c, "accuracy": 0.1 if c in low else 0.9}
+            for s in range(1000, 6000, 1000)
+            for p, c in cases
+        ]
+    )
+
+
+PLATEAU = Phases(500, 1500, 0.4, 4500, "detected", "1var_misplaced", (2000, 4000, 0.4))
+NO_PLATEAU = Phases(500, 1500, 0.4, None, "absent", None, None)
+
+
+def test_the_plateau_is_traced_to_its_cases():
+    lag = ch08.plateau_cases(_case_history({"b right"}), PLATEAU)
+    assert lag.lags.tolist() == [True, True, False] and lag.accuracy.is_monotonic_increasing
+    assert ch08.b_right_only(lag) is True
+    assert ch08.b_right_only(ch08.plateau_cases(_case_history({"b right", "k left"}), PLATEAU)) is False
+    assert ch08.b_right_only(ch08.plateau_cases(_case_history(set()), PLATEAU)) is False
+    assert ch08.plateau_cases(_case_history({"b right"}), NO_PLATEAU) is None and ch08.b_right_only(None) is None
+
+
+def test_cases_prose_and_chart_say_what_the_plateau_is():
+    runs = {
+        ch08.RUNS[0]: ch08.Plateau(
+            _case_history({"b right"}), PLATEAU, ch08.plateau_cases(_case_history({"b right"}), PLATEAU)
+        ),
+        ch08.RUNS[1]: ch08.Plateau(_case_history(set()), NO_PLATEAU, None),
+    }
+    text = ch08.cases_prose(runs)
+    assert (
+        "over the plateau (steps 2,000-4,000, `1var_misplaced` at 0.40) the cases below 0.5 are `1var_misplaced` b right (0.10)"
+        in text
+    )
+    assert "every other case averages at least 0.90" in text and "no phase-3 plateau" in text.splitlines()[1]
+    spec = ch08.cases_chart(runs).to_dict()
+    assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
+    values = ch08.record_analyses(
+        runs, {ch08.RUNS[0]: (_probe([0.5, 0.99]), PLATEAU), ch08.RUNS[1]: (_probe([0.2, 0.3]), NO_PLATEAU)}
+    )
+    assert values["release_plateau_b_right_only"] is True and values["plateau_lagging"] is None
+    assert values["release_plateau_lagging"] == ["1var_misplaced: b right", "2var_misplaced_one: b right"]
+    assert values["release_identity_probe_step"] == 1000 and values["identity_probe_step"] is None
+
+
+def _probe(after: list[float]) -> pd.DataFrame:
+    steps = [500 * (i + 1) for i in range(len(after))]
+    rows = [{"step": s, "where": "after layer 1", "accuracy": a, "chance": 0.1, "n": 9} for s, a in zip(steps, after)]
+    return pd.DataFrame(
+        rows + [{"step": s, "where": "embedding", "accuracy": 0.99, "chance": 0.1, "n": 9} for s in steps]
+    )
+
+
+def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
+    early = {ch08.RUNS[0]: (_probe([0.5, 0.99, 1.0]), PLATEAU), ch08.RUNS[1]: (_probe([0.96, 1.0]), PLATEAU)}
+    assert ch08.identity_step(_probe([0.5, 0.99, 1.0])) == 1000
+    text = ch08.probe_prose(early)
+    assert "from step 1,000, before the binding jump at step 1,500" in text and "from step 500, before" in text
+    assert "In both runs the variable can be read after layer 1 before" in json.dumps(
+        ch08.probe_chart(early).to_dict()["title"]
+    )
+    late = {ch08.RUNS[0]: (_probe([0.5, 0.5, 0.5, 0.97]), PLATEAU), ch08.RUNS[1]: (_probe([0.2]), NO_PLATEAU)}
+    text = ch08.probe_prose(late)
+    assert "from step 2,000, at or after the binding jump" in text and "never reads the variable" in text
+    assert "When the variable can be read" in json.dumps(ch08.probe_chart(late).to_dict()["title"])
+    unbound = Phases(500, None, None, None, "absent", None, None)
+    assert "no binding jump" in ch08.probe_prose({ch08.RUNS[1]: (_probe([0.99]), unbound)})

@@ -12,7 +12,7 @@ import torch
 import yaml
 from conftest import ROOT
 
-from mechbook.assign_add import release
+from mechbook.assign_add import fourier, release
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
@@ -113,6 +113,21 @@ def test_probe_accuracy_and_pivot():
     assert list(ch09.probe_pivot(probes).columns) == ["embedding", "after layer 1"]
 
 
+def _circle_model(k: int | None) -> AssignAddModel:
+    """A model whose 59 number embeddings lie on the circle (cos, sin)(2 pi k n / 59) (k None: random)."""
+    torch.manual_seed(1)
+    m = AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()
+    if k is not None:
+        angle = 2 * math.pi * k * torch.arange(59, dtype=torch.float64) / 59
+        with torch.no_grad():
+            m.embed.W_E[:59] = 0.0
+            m.embed.W_E[:59, 0], m.embed.W_E[:59, 1] = torch.cos(angle), torch.sin(angle)
+    return m
+
+
+CIRCLE_PCA = fourier.embedding_pca(_circle_model(3), 59)
+
+
 def _readings(scale: float = 1.0) -> dict[str, object]:
     maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
     probes = pd.DataFrame(
@@ -131,6 +146,8 @@ def _readings(scale: float = 1.0) -> dict[str, object]:
         adder=0.99,
         adder_residual=0.95,
         fourier=ch09.fourier_neurons(maps),
+        ablation={"full": 0.1, "restricted": 0.05 * scale, "excluded": 5.0, "n_frequencies": 2},
+        pca=CIRCLE_PCA,
         probes=probes,
         effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
     )
@@ -219,3 +236,38 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
     untrained model also meets (its residuals at '=' all point alike)."""
     found = flagged(smoke_headline(release.load_release(1), prefix="release_"), release_bounds=True)
     assert found == {n for n in SMOKE_BOUNDS if n.startswith("release_")} - {"release_matched_cosine"}, found
+
+
+def test_embedding_readings_tell_one_circle_from_none():
+    circle = ch09.embedding_top({"pca": CIRCLE_PCA})
+    assert circle["top2"] == pytest.approx(1.0) and circle["circle_k"] == 3
+    assert circle["circle_score"] == pytest.approx(1.0) and circle["top10_frequencies"] == pytest.approx(1.0)
+    scattered = {"pca": fourier.embedding_pca(_circle_model(None), 59)}
+    assert ch09.embedding_top(scattered)["top2"] < 0.5
+    text = ch09.embedding_prose(scattered, {"pca": CIRCLE_PCA}, 59)
+    assert text.startswith(
+        "In the released run: the top two principal components of the 59 number embeddings hold 100.0%"
+    )
+    assert "one circle (the best circular order in the top two components, at k = 3, scores 1.00" in text
+    assert "in the rebuild" in text and "not one circle" in text.split(";")[1]
+    spec = ch09.embedding_chart(_readings(), {"pca": CIRCLE_PCA}).to_dict()
+    assert "top two PCs: 100% released" in spec["title"]
+
+
+def test_fourier_ablation_reports_nothing_to_restrict_without_key_frequencies(model):
+    found = ch09.fourier_neurons(np.zeros((3, 59, 59)))
+    assert ch09.key_frequencies(found) == []
+    ablation = ch09.fourier_ablation(model, Task(TC), found)
+    assert ablation["n_frequencies"] == 0 and ablation["restricted"] is None and ablation["full"] > 0
+    assert "nothing to restrict to" in ch09.ablation_prose(ablation, "The rebuild", 59)
+
+
+def test_ablation_prose_and_table():
+    good = {"full": 0.014, "restricted": 1.5e-11, "excluded": 10.7, "n_frequencies": 9}
+    text = ch09.ablation_prose(good, "The released run", 59)
+    assert "9 key frequencies the loss is 1.5e-11 nats against 0.014 in full (as good or better" in text
+    assert "10.7 nats, against 4.08 for a uniform guess" in text
+    assert "worse" in ch09.ablation_prose({**good, "restricted": 2.0}, "x", 59)
+    table = ch09.ablation_table(_readings(), _readings(scale=2.0)).set_index("loss on all N² queries n m =")
+    row = table.loc["key frequencies only (restricted)"]
+    assert (row["paper's run, as released"], row["this rebuild"]) == (0.1, 0.05)

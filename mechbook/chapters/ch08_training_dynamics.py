@@ -10,7 +10,7 @@ three open the same cached run: the seed that the stated rule picks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import altair as alt
 import numpy as np
@@ -18,13 +18,14 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add import release, scores
+from mechbook.assign_add import cases, probes, release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
+from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
-from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
+from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult, load_model
 from mechbook.cache import cached
 from mechbook.chapters.ch11_how_much_data import CPU_RUN
 
@@ -46,7 +47,9 @@ class DynamicsChapterConfig:
     """Chapter 8: the seed runs (shared with chapters 9-10; their config, seeds and phase rules),
     the progress measures' batch, the steps shown either side of phase 2 in the attention slider,
     and how the authors' released run is read: sequences per pool, which checkpoints (None: all
-    present locally), and whether its final model is scored on the exactly enumerated pools."""
+    present locally), and whether its final model is scored on the exactly enumerated pools; the
+    sequences per misplaced case, and the sequences and training of the variable-identity probe,
+    at every checkpoint of both runs."""
 
     runs: SeedRuns
     measures: MeasureConfig
@@ -54,10 +57,15 @@ class DynamicsChapterConfig:
     release_per_pool: int = 512
     release_steps: tuple[int, ...] | None = None
     release_exact: bool = True
+    case_sequences: int = 256
+    probe_sequences: int = 512
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.runs, SeedRuns) or not isinstance(self.measures, MeasureConfig):
             raise TypeError("runs must be a SeedRuns and measures a MeasureConfig")
+        if self.case_sequences < 1 or self.probe_sequences < 1:
+            raise ValueError("case_sequences and probe_sequences must be at least 1")
         if self.window < 1:
             raise ValueError(f"window must be a positive number of steps, got {self.window}")
         if self.release_per_pool < 1:
@@ -105,6 +113,9 @@ CONFIGS: dict[str, DynamicsChapterConfig] = {
         release_per_pool=128,
         release_steps=SMOKE_RELEASE_STEPS,
         release_exact=False,
+        case_sequences=64,
+        probe_sequences=128,
+        probe=ProbeConfig(steps=100),
     ),
     "cpu": DynamicsChapterConfig(
         SeedRuns(CPU_RUN, seeds=(42, 0, 1, 2, 3, 4)), MeasureConfig(n_sequences=512), window=1000
@@ -590,6 +601,200 @@ def record_seeds(dissected: Dissected) -> dict[str, object]:
         "seeds_min_final_2var_union": float(summary["final_2var_union"].min()),
         "example_seed": dissected.example,
         "dissected_seed": dissected.run.config.seed,
+    }
+    return {name: mechbook.record(name, value) for name, value in values.items()}
+
+
+PLATEAU_LAG = 0.5
+"""A misplaced case lags in the plateau when its mean accuracy there is below this."""
+RUNS = ("paper's run, as released", "this rebuild")
+"""The two runs' names in the side-by-side tables and charts."""
+
+
+@dataclass
+class Plateau:
+    """One run's misplaced cases over training (``history``: ``step``, ``pool``, ``case``,
+    ``accuracy``), its phases, and each case's mean over the phase-3 plateau (``lag``, lowest
+    first, ``lags`` below :data:`PLATEAU_LAG`; None without a plateau)."""
+
+    history: pd.DataFrame
+    phases: Phases
+    lag: pd.DataFrame | None
+
+
+def plateau_cases(history: pd.DataFrame, phases: Phases) -> pd.DataFrame | None:
+    """Every case's mean accuracy over the phase-3 plateau, lowest first, with ``lags`` (below
+    :data:`PLATEAU_LAG`); None when the rules found no plateau."""
+    if phases.plateau is None:
+        return None
+    start, end, _ = phases.plateau
+    lag = cases.lagging_cases(history, start, end)
+    return lag.assign(lags=lag.accuracy < PLATEAU_LAG)
+
+
+def plateaus(
+    cfg: DynamicsChapterConfig, rebuild: TrainResult, phases: Phases, released: TrainResult, release_phases: Phases
+) -> dict[str, Plateau]:
+    """The misplaced cases (:mod:`mechbook.assign_add.cases`) of both runs: the released run at
+    ``cfg.release_steps`` (cached), the rebuild at every kept checkpoint."""
+    task = Task(rebuild.config.task)
+    release_history = cases.release_case_history(cfg.release_steps, n_per_case=cfg.case_sequences)
+    rebuild_history = cases.case_history(
+        lambda s: load_model(rebuild, s), sorted(rebuild.checkpoints), task, cfg.case_sequences
+    )
+    return {
+        RUNS[0]: Plateau(release_history, release_phases, plateau_cases(release_history, release_phases)),
+        RUNS[1]: Plateau(rebuild_history, phases, plateau_cases(rebuild_history, phases)),
+    }
+
+
+def _named(lag: pd.DataFrame) -> list[str]:
+    return [f"{r.pool}: {r.case}" for r in lag.itertuples()]
+
+
+def b_right_only(lag: pd.DataFrame | None) -> bool | None:
+    """Whether the lagging cases are exactly those with ``b`` as the right operand (the paper's
+    account of the plateau); None without a plateau."""
+    if lag is None:
+        return None
+    lagging = set(_named(lag[lag.lags]))
+    return bool(lagging) and lagging == {n for n in _named(lag) if "b right" in n}
+
+
+def cases_prose(runs: dict[str, Plateau]) -> str:
+    """Which cases each run's plateau is made of (or that it has none), one bullet per run."""
+    lines = []
+    for who, run in runs.items():
+        if run.lag is None:
+            lines.append(f"- **{who}**: the rules found no phase-3 plateau, so there is no lagging case to trace.")
+            continue
+        start, end, level = run.phases.plateau
+        lagging, others = run.lag[run.lag.lags], run.lag[~run.lag.lags]
+        named = "; ".join(f"`{r.pool}` {r.case} ({r.accuracy:.2f})" for r in lagging.itertuples()) or "none"
+        rest = f"every other case averages at least {others.accuracy.min():.2f}" if len(others) else "no case is above"
+        lines.append(
+            f"- **{who}**: over the plateau (steps {start:,}-{end:,}, `{run.phases.phase3_pool}` at {level:.2f}) the "
+            f"cases below {PLATEAU_LAG} are {named}; {rest}."
+        )
+    return "\n".join(lines)
+
+
+def cases_chart(runs: dict[str, Plateau]) -> alt.TopLevelMixin:
+    """Each misplaced case's accuracy over training, one panel per run and pool (click a case to
+    bring it forward), under a title saying whether the released run's plateau is the b-right case."""
+    frame = pd.concat(
+        [run.history.assign(panel=[f"{who}: {p}" for p in run.history.pool]) for who, run in runs.items()],
+        ignore_index=True,
+    )
+    verdict = b_right_only(runs[RUNS[0]].lag)
+    title = {
+        True: "In the released run's plateau only the cases with b as the right operand lag",
+        False: "In the released run's plateau other cases lag besides b as the right operand",
+        None: "The misplaced cases over training (the released run has no plateau here)",
+    }[verdict]
+    return viz.highlight_lines(
+        frame,
+        x="step",
+        y="accuracy",
+        series="case",
+        series_title="misplaced",
+        facet="panel",
+        columns=3,
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="accuracy",
+        height=180,
+        title=title,
+        keyboard=False,
+    )
+
+
+def probe_curves(
+    cfg: DynamicsChapterConfig, rebuild: TrainResult, phases: Phases, released: TrainResult, release_phases: Phases
+) -> dict[str, tuple[pd.DataFrame, Phases]]:
+    """The variable-identity probe (embedding and after layer 1) over training, both runs: the
+    released run at ``cfg.release_steps`` (cached), the rebuild at every kept checkpoint, each on
+    ``cfg.probe_sequences`` training sequences; with each run's phases."""
+    task = Task(rebuild.config.task)
+    tokens, _ = task.sample(cfg.probe_sequences, np.random.default_rng([0, 19]))
+    rebuild_frame = probes.variable_identity_over_training(
+        lambda s: load_model(rebuild, s), sorted(rebuild.checkpoints), task.cfg, tokens, cfg=cfg.probe
+    )
+    release_frame = probes.release_probe_history(cfg.release_steps, n_sequences=cfg.probe_sequences, cfg=cfg.probe)
+    return {RUNS[0]: (release_frame, release_phases), RUNS[1]: (rebuild_frame, phases)}
+
+
+def identity_step(frame: pd.DataFrame, level: float = 0.95, where: str = "after layer 1") -> int | None:
+    """The first checkpoint where the probe reads the variable with at least ``level`` accuracy."""
+    part = frame[(frame["where"] == where) & (frame.accuracy >= level)]
+    return int(part.step.min()) if len(part) else None
+
+
+def _before_jump(frame: pd.DataFrame, phases: Phases) -> bool:
+    first = identity_step(frame)
+    return first is not None and phases.phase2 is not None and first < phases.phase2
+
+
+def probe_chart(runs: dict[str, tuple[pd.DataFrame, Phases]]) -> alt.FacetChart:
+    """The probe's accuracy over training, one panel per run, the binding jump as a dashed rule."""
+    frame = pd.concat(
+        [f.assign(run=who, jump=float("nan") if ph.phase2 is None else ph.phase2) for who, (f, ph) in runs.items()],
+        ignore_index=True,
+    )
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("accuracy:Q", title="probe accuracy (held-out examples)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("where:N", title="read from", legend=alt.Legend(orient="bottom")),
+            tooltip=["run:N", "where:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+    rule = alt.Chart().mark_rule(color="#555", strokeDash=[3, 3]).encode(x="mean(jump):Q")
+    early = all(_before_jump(f, ph) for f, ph in runs.values())
+    title = (
+        "In both runs the variable can be read after layer 1 before the binding jump (dashed)"
+        if early
+        else "When the variable can be read after layer 1, against the binding jump (dashed)"
+    )
+    return (
+        alt.layer(line, rule, data=frame)
+        .properties(width=300, height=200)
+        .facet(column=alt.Column("run:N", title=None))
+        .resolve_scale(x="independent")
+        .properties(title=title)
+    )
+
+
+def probe_prose(runs: dict[str, tuple[pd.DataFrame, Phases]], level: float = 0.95) -> str:
+    """When the probe first reads the variable after layer 1, against the binding jump, per run."""
+    lines = []
+    for who, (frame, phases) in runs.items():
+        first, jump = identity_step(frame, level), phases.phase2
+        if first is None:
+            text = f"the probe never reads the variable after layer 1 with {level:.0%} accuracy"
+        elif jump is None:
+            text = f"the probe reads the variable after layer 1 from step {first:,}; the rules found no binding jump"
+        else:
+            relation = "before" if first < jump else "at or after"
+            text = (
+                f"the probe reads the variable after layer 1 with {level:.0%} accuracy from step {first:,}, "
+                f"{relation} the binding jump at step {jump:,}"
+            )
+        lines.append(f"- **{who}**: {text}.")
+    return "\n".join(lines)
+
+
+def record_analyses(plateau: dict[str, Plateau], probe: dict[str, tuple[pd.DataFrame, Phases]]) -> dict[str, object]:
+    """Record the plateau's lagging cases and the probe's first readable step, both runs."""
+    released, rebuild = plateau[RUNS[0]].lag, plateau[RUNS[1]].lag
+    values = {
+        "release_plateau_lagging": [] if released is None else _named(released[released.lags]),
+        "release_plateau_b_right_only": b_right_only(released),
+        "plateau_lagging": None if rebuild is None else _named(rebuild[rebuild.lags]),
+        "release_identity_probe_step": identity_step(probe[RUNS[0]][0]),
+        "identity_probe_step": identity_step(probe[RUNS[1]][0]),
     }
     return {name: mechbook.record(name, value) for name, value in values.items()}
 

@@ -387,6 +387,123 @@ def probe_table(
     )
 
 
+def key_frequencies(found: FourierNeurons) -> list[int]:
+    """The key frequencies: every frequency some Fourier neuron (FVE >= ``MIN_FVE``) has."""
+    return sorted(int(k) for k in found.frequencies["k"])
+
+
+def fourier_ablation(model: torch.nn.Module, task: Task, found: FourierNeurons) -> dict[str, float | None]:
+    """The model's loss on every direct query ``n m =`` in full, restricted to the key
+    frequencies of (n + m) and with them excluded (:func:`mechbook.assign_add.fourier.model_fourier_ablation`,
+    as in Nanda et al.'s progress measures); no restricted and excluded losses (None) when no
+    neuron has a key frequency."""
+    ks = key_frequencies(found)
+    if not ks:
+        full = fourier.model_fourier_ablation(model, task.cfg, [1])["full"]
+        return {"full": full, "restricted": None, "excluded": None, "n_frequencies": 0}
+    return {**fourier.model_fourier_ablation(model, task.cfg, ks), "n_frequencies": len(ks)}
+
+
+def ablation_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
+    """Full, restricted and excluded loss of both runs (nats), and how many key frequencies."""
+    rows = []
+    for name, label in (
+        ("full", "full logits"),
+        ("restricted", "key frequencies only (restricted)"),
+        ("excluded", "key frequencies removed (excluded)"),
+    ):
+        rows.append(
+            {
+                "loss on all N² queries n m =": label,
+                "paper's run, as released": released["ablation"][name],
+                "this rebuild": rebuild["ablation"][name],
+            }
+        )
+    rows.append(
+        {
+            "loss on all N² queries n m =": "key frequencies (count)",
+            "paper's run, as released": released["ablation"]["n_frequencies"],
+            "this rebuild": rebuild["ablation"]["n_frequencies"],
+        }
+    )
+    return pd.DataFrame(rows)
+
+
+def ablation_prose(ablation: dict[str, float], who: str, modulus: int) -> str:
+    """Whether the adder runs on its key frequencies: the restricted loss against the full one,
+    the excluded loss against a uniform guess (log N nats)."""
+    if ablation["n_frequencies"] == 0:
+        return f"{who}: no neuron has a key frequency, so there is nothing to restrict to."
+    keeps = ablation["restricted"] <= 1.5 * ablation["full"] + 1e-3
+    verdict = "as good or better: the adder lives in those frequencies" if keeps else "worse: it uses more than those"
+    return (
+        f"{who}: keeping only its {ablation['n_frequencies']} key frequencies the loss is "
+        f"{ablation['restricted']:.3g} nats against {ablation['full']:.3g} in full ({verdict}); removing them it "
+        f"is {ablation['excluded']:.3g} nats, against {np.log(modulus):.2f} for a uniform guess."
+    )
+
+
+def embedding_top(r: dict[str, object]) -> dict[str, float]:
+    """Of the number embeddings ``W_E``: the variance share of the top two principal components,
+    of the ten largest frequencies, and the best circular-order score of the top two PCs."""
+    pca = r["pca"]
+    var, freq, circle = (pca[k][pca[k].space == "W_E"] for k in ("variance", "frequency", "circle"))
+    best = circle.sort_values("score", ascending=False).iloc[0]
+    return {
+        "top2": float(var[var.pc <= 2].fraction.sum()),
+        "top10_frequencies": float(freq.fraction.head(10).sum()),
+        "circle_score": float(best.score),
+        "circle_k": int(best.k),
+    }
+
+
+def embedding_frame(pca: dict[str, pd.DataFrame], run: str, top: int = 12) -> pd.DataFrame:
+    """The ``top`` largest frequency shares of the number embeddings ``W_E`` of one run."""
+    freq = pca["frequency"]
+    return freq[freq.space == "W_E"].head(top).assign(run=run)
+
+
+def embedding_chart(rebuild: dict[str, object], released: dict[str, object]) -> alt.FacetChart:
+    """Share of the number embeddings' variance at each frequency of n, largest first, per run:
+    a few large bars mean the numbers sit on a few circles."""
+    frame = pd.concat(
+        [embedding_frame(released["pca"], "paper's run, as released"), embedding_frame(rebuild["pca"], "this rebuild")]
+    )
+    a, b = embedding_top(released)["top2"], embedding_top(rebuild)["top2"]
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("k:O", title="frequency k of n (largest share first)", sort=None),
+            y=alt.Y("fraction:Q", title="share of the variance", axis=alt.Axis(format="%")),
+            tooltip=["run:N", "k:O", alt.Tooltip("fraction:Q", format=".1%")],
+        )
+        .properties(width=300, height=180)
+        .facet(column=alt.Column("run:N", title=None))
+        .resolve_scale(x="independent")
+        .properties(
+            title=f"The number embeddings spread over several frequencies (top two PCs: {a:.0%} released, "
+            f"{b:.0%} rebuild)"
+        )
+    )
+
+
+def embedding_prose(rebuild: dict[str, object], released: dict[str, object], modulus: int) -> str:
+    """Is there one circle? The top-two-PC share and the ten largest frequencies' share, both runs."""
+
+    def one(t: dict[str, float], who: str) -> str:
+        circle = "one circle" if t["top2"] >= 0.5 and t["circle_score"] >= 0.9 else "not one circle"
+        return (
+            f"{who}: the top two principal components of the {modulus} number embeddings hold {t['top2']:.1%} of "
+            f"their variance and the ten largest frequencies of n {t['top10_frequencies']:.1%}, {circle} (the best "
+            f"circular order in the top two components, at k = {t['circle_k']}, scores {t['circle_score']:.2f} of 1)"
+        )
+
+    return (
+        one(embedding_top(released), "In the released run") + "; " + one(embedding_top(rebuild), "in the rebuild") + "."
+    )
+
+
 def readings(
     model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]]
 ) -> dict[str, object]:
@@ -394,6 +511,7 @@ def readings(
     (chapter 9 applies it to the released final model beside the rebuild's)."""
     eval_tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train", "2var_heldout")])
     n = task.cfg.modulus
+    found = fourier_neurons(fourier.mlp2_maps(model, task.cfg))
     return dict(
         roles=circuits.role_attention(model, eval_tokens, task.cfg),
         prev_share=circuits.previous_token_share(circuits.positional_qk(model, 0), range(1, task.cfg.context_len)),
@@ -402,7 +520,9 @@ def readings(
         ov2=circuits.ov2_cosines(model, task, "2var"),
         adder=circuits.adder_alone_accuracy(model, n),
         adder_residual=circuits.adder_with_residual_accuracy(model, n),
-        fourier=fourier_neurons(fourier.mlp2_maps(model, task.cfg)),
+        fourier=found,
+        ablation=fourier_ablation(model, task, found),
+        pca=fourier.embedding_pca(model, n),
         probes=probe_table(model, task, cfg, pools),
         effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, cfg.n_patch, seed=PATCH_SEED)),
     )
@@ -418,6 +538,10 @@ COMPARED = {
     "adder_with_residual_accuracy": "adder with residual, (h + MLP₂(h)) W_U",
     "neurons_fve_ge_0.9": "Fourier neurons (FVE ≥ 0.9)",
     "top_frequencies": "most common key frequencies",
+    "adder_loss_restricted": "loss, key frequencies only (nats)",
+    "adder_loss_excluded": "loss, key frequencies removed (nats)",
+    "embedding_top2_pc_fraction": "number embeddings: variance in the top 2 PCs",
+    "embedding_top10_frequency_fraction": "number embeddings: variance in the 10 largest frequencies",
     "probe_variable_identity_after_layer1": "probe: variable identity after layer 1",
     "probe_answer_at_eq": "probe: answer at '='",
     "patching_to_source": "patching the value moves the answer",
@@ -443,6 +567,13 @@ def headline(r: dict[str, object]) -> dict[str, object]:
         "neurons_fve_ge_0.9": int(len(found.good)),
         "best_neuron_fve": float(found.live["fve"].max()),
         "top_frequencies": [int(k) for k in found.frequencies["k"].head(5)],
+        "key_frequencies_n": r["ablation"]["n_frequencies"],
+        "adder_loss_full": r["ablation"]["full"],
+        "adder_loss_restricted": r["ablation"]["restricted"],
+        "adder_loss_excluded": r["ablation"]["excluded"],
+        "embedding_top2_pc_fraction": embedding_top(r)["top2"],
+        "embedding_top10_frequency_fraction": embedding_top(r)["top10_frequencies"],
+        "embedding_circle_score": embedding_top(r)["circle_score"],
         "probe_variable_identity_after_layer1": probe_accuracy(probes, "variable identity", "after layer 1"),
         "probe_operand_value_after_layer2": probe_accuracy(probes, "operand's value", "after layer 2"),
         "probe_answer_at_eq": probe_accuracy(probes, "answer", "after layer 2"),
@@ -453,6 +584,8 @@ def headline(r: dict[str, object]) -> dict[str, object]:
 
 
 def _shown(value: object) -> str:
+    if value is None:
+        return "none"
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
