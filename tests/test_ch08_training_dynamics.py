@@ -439,3 +439,16 @@ def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
     assert "When the variable can be read" in json.dumps(ch08.probe_chart(late).to_dict()["title"])
     unbound = Phases(500, None, None, None, "absent", None, None)
     assert "no binding jump" in ch08.probe_prose({ch08.RUNS[1]: (_probe([0.99]), unbound)})
+
+
+def test_attention_slider_shows_the_checkpoints_around_the_jump():
+    cfg = ch08.CONFIGS["smoke"]
+    result = untrained_run(cfg.train)
+    jump = Phases(None, 200, 0.3, None, "absent", None, None)
+    chart, n = ch08.attention_slider(result, jump, cfg)
+    assert n == len(ch08.window_steps(list(result.checkpoints), 200, cfg.window)) and n >= 2
+    spec = chart.to_dict()
+    slider = next(p for p in spec["params"] if p["name"] == "checkpoint")
+    assert slider["bind"]["max"] == n - 1 and slider["value"] == max(
+        i for i, s in enumerate(sorted(result.checkpoints)[:n]) if s < 200
+    )

@@ -18,7 +18,7 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add import cases, probes, release, scores
+from mechbook.assign_add import cases, circuits, probes, release, scores
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
@@ -404,6 +404,23 @@ def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, t
         title=title,
         tooltip=[alt.Tooltip("step:Q", title="checkpoint step")],
     ).add_params(slider)
+
+
+def attention_slider(result: TrainResult, phases: Phases, cfg: DynamicsChapterConfig) -> tuple[alt.FacetChart, int]:
+    """The slider chart of both layers' attention on one 2-var training sequence at the kept
+    checkpoints within ``cfg.window`` steps of phase 2 (of the last checkpoint when no jump was
+    found), starting at the last one before it; and how many checkpoints it shows."""
+    task = Task(result.config.task)
+    example = task.eval_pools(4, seed=result.config.eval_seed)["2var_train"][0][0]
+    centre = phases.phase2 if phases.phase2 is not None else max(result.checkpoints)
+    steps = window_steps(list(result.checkpoints), centre, cfg.window)
+    patterns = pd.concat(
+        [circuits.pattern_frame(load_model(result, s), example, task).assign(step=s) for s in steps], ignore_index=True
+    )
+    patterns["layer"] = "layer " + patterns.layer.astype(str)
+    start = max([i for i, s in enumerate(steps) if s < centre], default=0)
+    title = f"{task.render(example)}: attention before and after the binding jump"
+    return pattern_slider_chart(patterns, steps, start, title), len(steps)
 
 
 PAPER_PHASES = {"phase 1": "~500", "phase 2": "5,300-5,400", "phase 3": "14,500-16,000"}
