@@ -452,3 +452,15 @@ def test_attention_slider_shows_the_checkpoints_around_the_jump():
     assert slider["bind"]["max"] == n - 1 and slider["value"] == max(
         i for i, s in enumerate(sorted(result.checkpoints)[:n]) if s < 200
     )
+
+
+def test_differences_from_the_paper_list_every_changed_setting():
+    assert ch08.differences_from_paper(TRAIN_PROFILES["paper"]).empty
+    table = ch08.differences_from_paper(CPU_RUN).set_index("setting")
+    assert table.loc["model.d_model", "the paper"] == "128" and table.loc["model.d_model", "this run"] == "64"
+    assert table.loc["steps", "this run"] == "8000" and table.loc["lr", "this run"] == "0.003"
+    assert "model.seed" not in table.index and "task" not in table.index
+    other_task = dataclasses.replace(
+        TRAIN_PROFILES["paper"], task=dataclasses.replace(CPU_RUN.task, train_pair_fraction=0.5)
+    )
+    assert ch08.differences_from_paper(other_task).setting.tolist() == ["task"]

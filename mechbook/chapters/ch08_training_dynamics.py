@@ -10,6 +10,7 @@ three open the same cached run: the seed that the stated rule picks
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import altair as alt
@@ -143,6 +144,31 @@ def resolve(
 def n_parameters(train: TrainConfig) -> int:
     """Trainable parameters of the model of ``train``."""
     return sum(p.numel() for p in AssignAddModel(train.model).parameters())
+
+
+def _flat(obj: object, prefix: str = "") -> dict[str, object]:
+    """A config's fields by dotted name, nested configs opened (the task is compared whole)."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and f.name != "task":
+            out.update(_flat(value, f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = value
+    return out
+
+
+def differences_from_paper(train: TrainConfig) -> pd.DataFrame:
+    """Every setting of ``train`` that differs from the paper's run (``TRAIN_PROFILES["paper"]``,
+    the released run's configuration), the seeds left out: ``setting``, ``the paper``,
+    ``this run``; empty when the run is the paper's."""
+    paper, ours = _flat(TRAIN_PROFILES["paper"]), _flat(train)
+    rows = [
+        {"setting": name, "the paper": str(paper[name]), "this run": str(ours[name])}
+        for name in paper
+        if paper[name] != ours[name] and not name.endswith("seed")
+    ]
+    return pd.DataFrame(rows, columns=["setting", "the paper", "this run"])
 
 
 def setup_prose(train: TrainConfig) -> str:
