@@ -238,3 +238,38 @@ def test_release_bound_rejects_the_released_run_cut_before_binding():
     bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_")}
     assert [p.split()[0] for p in check_thresholds(records, bounds)] == ["release_gradient_checkpoint_step"]
     assert records["release_gradient_checkpoint_step"] == early[-1]
+
+
+def test_seeds_table_reads_each_run_at_its_own_checkpoint():
+    task = Task(TaskConfig())
+    tokens, labels = smoke_batch(task)
+    runs = [untrained_result(1), untrained_result(2)]
+    runs[1].config = dataclasses.replace(runs[1].config, seed=7)
+    table = ch10.seeds_table(runs, task.cfg, tokens, labels)
+    assert table.seed.tolist() == [runs[0].config.seed, 7]
+    for run, row in zip(runs, table.itertuples()):
+        step = theory.after_phase1_step(run.history, list(run.checkpoints))
+        early = load_model(run, step).double()
+        grad = theory.gradient_variable_block(early, task.cfg, tokens, labels)
+        expected = theory.block_similarity(grad, theory.associative_memory_block(early, task.cfg))
+        assert row.step == step and row.similarity == pytest.approx(expected)
+        assert row.ratio == pytest.approx(circuits.block_diagonality(grad)["ratio"])
+        assert row.form == (expected >= ch10.FORM_HOLDS)
+
+
+@pytest.mark.parametrize(
+    "similarities, words",
+    [
+        ([0.95, 0.97, 0.91], "a property of these runs"),
+        ([0.86, -0.15, 0.93], "not a property of these runs at this scale"),
+        ([0.2, -0.5, 0.1], "does not appear before the jump in any of them"),
+    ],
+)
+def test_seeds_prose_says_whether_the_form_holds_over_seeds(similarities, words):
+    table = pd.DataFrame(
+        {"seed": [0, 1, 2], "step": [100, 200, 300], "ratio": [2.0, 0.5, -1.0], "similarity": similarities}
+    )
+    table["form"] = table.similarity >= ch10.FORM_HOLDS
+    text = ch10.seeds_prose(table, 1)
+    assert words in text and f"(seed 1, the one above: {similarities[1]:.2f})" in text
+    assert f"reaches {ch10.FORM_HOLDS} in {int(table.form.sum())} of 3" in text
