@@ -241,7 +241,11 @@ def test_record_release(monkeypatch):
     assert values["release_final_2var_union_paper"] == 0.98 and values["release_last_1var_train"] == 0.99
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
     names = {n for p in ("smoke", "cpu") for n in bounds[p] if n.startswith("release_")}
-    assert names - set(values) == {"release_final_0var_heldout_all"}
+    assert names - set(values) == {"release_final_0var_heldout_all", "release_plateau_b_right_only"}
+    assert "release_plateau_b_right_only" in ch08.record_analyses(
+        {r: ch08.Plateau(_case_history(set()), NO_PLATEAU, None) for r in ch08.RUNS},
+        {r: (_probe([0.5]), NO_PLATEAU) for r in ch08.RUNS},
+    )
 
 
 def test_union_prose_shows_both_weightings():
@@ -408,6 +412,7 @@ def test_cases_prose_and_chart_say_what_the_plateau_is():
     )
     assert "every other case averages at least 0.90" in text and "no phase-3 plateau" in text.splitlines()[1]
     spec = ch08.cases_chart(runs).to_dict()
+    assert spec["resolve"]["scale"]["x"] == "independent"
     assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
     values = ch08.record_analyses(
         runs, {ch08.RUNS[0]: (_probe([0.5, 0.99]), PLATEAU), ch08.RUNS[1]: (_probe([0.2, 0.3]), NO_PLATEAU)}

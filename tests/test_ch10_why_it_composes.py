@@ -134,8 +134,11 @@ def test_record_all_covers_the_thresholds(monkeypatch):
     assert values == seen and values["gradient_block_ratio_last_checkpoint"] == 7.9
     assert values["gradient_identity_first_step"] == 200 and values["theory_predictions_holding"] == 2
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "10_why_it_composes.yml").read_text())
+    table = pd.DataFrame({"seed": [0], "step": [100], "ratio": [2.0], "similarity": [0.5], "form": [False]})
+    seeds = ch10.record_seeds(table)
+    assert seeds["seeds_predicted_form_holding"] == 0 and seeds["seeds_gradient_block_ratio_max"] == 2.0
     for profile in ("smoke", "cpu"):
-        assert {n for n in bounds[profile] if not n.startswith("release_")} <= set(values)
+        assert {n for n in bounds[profile] if not n.startswith("release_")} <= set(values) | set(seeds)
         assert {n for n in bounds[profile] if n.startswith("release_")} <= set(
             ch10.record_release(ch10.Reading(5301, stats, split, ch10.checks_table(stats, split), _spread(0.3, 0.1)))
         )

@@ -723,8 +723,9 @@ def cases_prose(runs: dict[str, Plateau]) -> str:
 
 
 def cases_chart(runs: dict[str, Plateau]) -> alt.TopLevelMixin:
-    """Each misplaced case's accuracy over training, one panel per run and pool (click a case to
-    bring it forward), under a title saying whether the released run's plateau is the b-right case."""
+    """Each misplaced case's accuracy over training, one panel per run and pool, each on its run's
+    own steps (click a case to bring it forward), under a title saying whether the released run's
+    plateau is the b-right case."""
     frame = pd.concat(
         [run.history.assign(panel=[f"{who}: {p}" for p in run.history.pool]) for who, run in runs.items()],
         ignore_index=True,
@@ -749,7 +750,7 @@ def cases_chart(runs: dict[str, Plateau]) -> alt.TopLevelMixin:
         height=180,
         title=title,
         keyboard=False,
-    )
+    ).resolve_scale(x="independent")
 
 
 def probe_curves(
