@@ -251,7 +251,10 @@ def test_embedding_readings_tell_one_circle_from_none():
     assert "one circle (the best circular order in the top two components, at k = 3, scores 1.00" in text
     assert "in the rebuild" in text and "not one circle" in text.split(";")[1]
     spec = ch09.embedding_chart(_readings(), {"pca": CIRCLE_PCA}).to_dict()
-    assert "top two PCs: 100% released" in spec["title"]
+    assert "(top two principal components: 100% of the variance released" in spec["title"]["text"][1]
+    assert spec["title"]["text"][0] == "The number embeddings' variance by frequency of n"
+    scattered_spec = ch09.embedding_chart(scattered, scattered).to_dict()
+    assert scattered_spec["title"]["text"][0].endswith("not one circle")
 
 
 def test_fourier_ablation_reports_nothing_to_restrict_without_key_frequencies(model):
@@ -268,6 +271,10 @@ def test_ablation_prose_and_table():
     assert "9 key frequencies the loss is 1.5e-11 nats against 0.014 in full (as good or better" in text
     assert "10.7 nats, against 4.08 for a uniform guess" in text
     assert "worse" in ch09.ablation_prose({**good, "restricted": 2.0}, "x", 59)
-    table = ch09.ablation_table(_readings(), _readings(scale=2.0)).set_index("loss on all N² queries n m =")
+    table = ch09.ablation_table(_readings(), _readings(scale=2.0)).set_index("loss on all N² queries n m = (nats)")
     row = table.loc["key frequencies only (restricted)"]
-    assert (row["paper's run, as released"], row["this rebuild"]) == (0.1, 0.05)
+    assert (row["paper's run, as released"], row["this rebuild"]) == ("0.1", "0.05")
+    none = {"pca": CIRCLE_PCA, "ablation": {"full": 4.1, "restricted": None, "excluded": None, "n_frequencies": 0}}
+    table = ch09.ablation_table(none, _readings()).set_index("loss on all N² queries n m = (nats)")
+    assert table.loc["key frequencies removed (excluded)", "this rebuild"] == "none"
+    assert table.loc["key frequencies (count)", "this rebuild"] == "0"

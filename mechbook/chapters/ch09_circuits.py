@@ -404,26 +404,30 @@ def fourier_ablation(model: torch.nn.Module, task: Task, found: FourierNeurons) 
     return {**fourier.model_fourier_ablation(model, task.cfg, ks), "n_frequencies": len(ks)}
 
 
+def _nats(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}"
+
+
 def ablation_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
-    """Full, restricted and excluded loss of both runs (nats), and how many key frequencies."""
-    rows = []
-    for name, label in (
-        ("full", "full logits"),
-        ("restricted", "key frequencies only (restricted)"),
-        ("excluded", "key frequencies removed (excluded)"),
-    ):
-        rows.append(
-            {
-                "loss on all N² queries n m =": label,
-                "paper's run, as released": released["ablation"][name],
-                "this rebuild": rebuild["ablation"][name],
-            }
+    """Full, restricted and excluded loss of both runs (nats, three significant digits; "none"
+    without key frequencies), and how many key frequencies."""
+    rows = [
+        {
+            "loss on all N² queries n m = (nats)": label,
+            "paper's run, as released": _nats(released["ablation"][name]),
+            "this rebuild": _nats(rebuild["ablation"][name]),
+        }
+        for name, label in (
+            ("full", "full logits"),
+            ("restricted", "key frequencies only (restricted)"),
+            ("excluded", "key frequencies removed (excluded)"),
         )
+    ]
     rows.append(
         {
-            "loss on all N² queries n m =": "key frequencies (count)",
-            "paper's run, as released": released["ablation"]["n_frequencies"],
-            "this rebuild": rebuild["ablation"]["n_frequencies"],
+            "loss on all N² queries n m = (nats)": "key frequencies (count)",
+            "paper's run, as released": str(released["ablation"]["n_frequencies"]),
+            "this rebuild": str(rebuild["ablation"]["n_frequencies"]),
         }
     )
     return pd.DataFrame(rows)
@@ -457,6 +461,12 @@ def embedding_top(r: dict[str, object]) -> dict[str, float]:
     }
 
 
+def one_circle(top: dict[str, float]) -> bool:
+    """One circle: the top two principal components hold half the variance or more, and the
+    numbers go round them in steps of one frequency (circular order score >= 0.9)."""
+    return top["top2"] >= 0.5 and top["circle_score"] >= 0.9
+
+
 def embedding_frame(pca: dict[str, pd.DataFrame], run: str, top: int = 12) -> pd.DataFrame:
     """The ``top`` largest frequency shares of the number embeddings ``W_E`` of one run."""
     freq = pca["frequency"]
@@ -482,8 +492,15 @@ def embedding_chart(rebuild: dict[str, object], released: dict[str, object]) -> 
         .facet(column=alt.Column("run:N", title=None))
         .resolve_scale(x="independent")
         .properties(
-            title=f"The number embeddings spread over several frequencies (top two PCs: {a:.0%} released, "
-            f"{b:.0%} rebuild)"
+            title=alt.TitleParams(
+                [
+                    "The number embeddings spread over several frequencies, not one circle"
+                    if not any(one_circle(embedding_top(r)) for r in (released, rebuild))
+                    else "The number embeddings' variance by frequency of n",
+                    f"(top two principal components: {a:.0%} of the variance released, {b:.0%} rebuild)",
+                ],
+                anchor="start",
+            )
         )
     )
 
@@ -492,7 +509,7 @@ def embedding_prose(rebuild: dict[str, object], released: dict[str, object], mod
     """Is there one circle? The top-two-PC share and the ten largest frequencies' share, both runs."""
 
     def one(t: dict[str, float], who: str) -> str:
-        circle = "one circle" if t["top2"] >= 0.5 and t["circle_score"] >= 0.9 else "not one circle"
+        circle = "one circle" if one_circle(t) else "not one circle"
         return (
             f"{who}: the top two principal components of the {modulus} number embeddings hold {t['top2']:.1%} of "
             f"their variance and the ten largest frequencies of n {t['top10_frequencies']:.1%}, {circle} (the best "
