@@ -64,7 +64,8 @@ def part2_train() -> str:
 
 
 def part2_train_smoke_profile() -> str:
-    from mechbook.assign_add.train import TRAIN_PROFILES, train, with_overrides
+    from mechbook.assign_add.runs import TRAIN_PROFILES
+    from mechbook.assign_add.train import train, with_overrides
 
     r = train(
         with_overrides(TRAIN_PROFILES["smoke"], steps=20, eval_every=10, keep_every=10, resume_every=10), device="cpu"

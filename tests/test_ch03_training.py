@@ -10,6 +10,7 @@ import mechbook
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch03_training as ch
 from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.runs import ClaimConfig
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
 TARGET = ch.PaperTarget(
@@ -57,12 +58,12 @@ def test_profiles_hold_the_nested_configs_and_the_seed_reaches_every_run():
     cfg = mechbook.resolve_profile(ch.CONFIGS, "smoke", seed=3)
     assert cfg.shared_runs().seed == 3 and all(r.seed == 3 for r in ch.claim_run_configs(cfg, TARGET).values())
     with pytest.raises(ValueError, match="bpe_cased"):
-        ch.ClaimConfig(cfg.claim.paper_corpus, cfg.runs.corpus, 16, 10, 5, (200,))
+        ClaimConfig(cfg.claim.paper_corpus, cfg.runs.corpus, 16, 10, 5, (200,))
 
 
 def test_claim_steps_reach_the_paper_eta_s_or_stop_at_the_cap():
     claim = ch.CONFIGS["smoke"].claim
-    uncapped = ch.ClaimConfig(claim.paper_corpus, claim.bpe_corpus, 16, None, 5, (200,))
+    uncapped = ClaimConfig(claim.paper_corpus, claim.bpe_corpus, 16, None, 5, (200,))
     assert ch.claim_steps(uncapped, TARGET) == TARGET.steps
     assert ch.claim_steps(claim, TARGET) == claim.max_steps < TARGET.steps
     assert TARGET.eta_s == pytest.approx(0.005 * 5566)

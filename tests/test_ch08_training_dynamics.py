@@ -17,13 +17,13 @@ from mechbook.assign_add.circuits import pattern_frame
 from mechbook.assign_add.measures import measures_over_training
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
+from mechbook.assign_add.runs import CPU_RUN, TRAIN_PROFILES
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
-from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult
+from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
-from mechbook.chapters.ch11_how_much_data import CPU_RUN
 
 RULES = PhaseRules()
 

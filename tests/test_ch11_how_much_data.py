@@ -12,7 +12,7 @@ import yaml
 from conftest import ROOT
 
 from mechbook.assign_add import sweeps
-from mechbook.assign_add.sweeps import threshold
+from mechbook.assign_add.sweeps import SweepsConfig, threshold
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
@@ -46,13 +46,13 @@ def test_steps_and_seed_reach_both_sweeps():
 def test_sweep_values_are_checked(values):
     base = ch11.CONFIGS["smoke"]
     with pytest.raises(ValueError, match="f_values"):
-        ch11.SweepChapterConfig(base.f_train, base.r_train, f_values=values, r_values=(0.1, 0.9))
+        SweepsConfig(base.f_train, base.r_train, f_values=values, r_values=(0.1, 0.9))
 
 
 def test_level_is_checked():
     base = ch11.CONFIGS["smoke"]
     with pytest.raises(ValueError, match="level"):
-        ch11.SweepChapterConfig(base.f_train, base.r_train, (0.1, 0.9), (0.1, 0.9), level=1.5)
+        SweepsConfig(base.f_train, base.r_train, (0.1, 0.9), (0.1, 0.9), level=1.5)
 
 
 def test_describe_covers_the_three_cases():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,6 +33,31 @@ KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 PAPER_THRESHOLDS = {"f": 0.25, "r": 0.2}
 """The thresholds the paper reports (approximate): held-out pairs need f >= ~0.25, 2-var
 generalisation needs r >= ~0.2 (chapter 11 compares its own with these)."""
+
+
+@dataclass(frozen=True)
+class SweepsConfig:
+    """Chapter 11's two sweeps: the training run behind every point of the f sweep (``f_train``)
+    and of the r sweep (``r_train``; their task's f or r is replaced per point), the values
+    (increasing, in (0, 1]), and the score ``level`` that defines a threshold."""
+
+    f_train: TrainConfig
+    r_train: TrainConfig
+    f_values: tuple[float, ...]
+    r_values: tuple[float, ...]
+    level: float = 0.9
+
+    def __post_init__(self) -> None:
+        for name in ("f_values", "r_values"):
+            values = getattr(self, name)
+            if (
+                len(values) < 2
+                or any(b <= a for a, b in zip(values, values[1:]))
+                or not 0 < values[0] <= values[-1] <= 1
+            ):
+                raise ValueError(f"{name} must be at least two increasing fractions in (0, 1], got {values}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
 
 
 def point_config(base: TrainConfig, knob: str, value: float) -> TrainConfig:

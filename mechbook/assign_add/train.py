@@ -1,7 +1,7 @@
 """Training the Assign-and-Add model: AdamW, nine evaluation pools, checkpoints, resume, cache.
 
-Chapter 8's seed runs (:mod:`mechbook.assign_add.seeds`) start from :data:`TRAIN_PROFILES` in smoke
-and paper, and a run trained alone is cached by :func:`load_or_train`. The loop draws a batch of rows with replacement, lays out fresh contexts,
+Every run's configuration per profile lives in :mod:`mechbook.assign_add.runs`; a run trained
+alone is cached by :func:`load_or_train`. The loop draws a batch of rows with replacement, lays out fresh contexts,
 and minimises the cross-entropy of the logits at '=' (position 15) over the N residues. Every
 ``eval_every`` steps it scores the nine pools (fixed sequences, so the curves move only when the
 model does) and keeps a float16 copy of the weights; at the end it keeps those every
@@ -106,15 +106,6 @@ class TrainResult:
     def accuracy(self) -> pd.DataFrame:
         """Accuracy as a (step x pool) table."""
         return self.history.pivot(index="step", columns="pool", values="accuracy")
-
-
-TRAIN_PROFILES: dict[str, TrainConfig] = {
-    "smoke": TrainConfig(steps=300, batch_size=256, eval_every=50, eval_per_pool=256, keep_every=100, resume_every=100),
-    "paper": TrainConfig(steps=40_000),
-}
-"""The runs of chapters 8-10: ``paper`` is the paper's configuration (40,000 steps), ``smoke`` a
-few hundred steps of it; the cpu profile runs chapter 11's smaller
-:data:`~mechbook.chapters.ch11_how_much_data.CPU_RUN`."""
 
 
 def _compact(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -21,43 +21,16 @@ import pandas as pd
 from mechbook.cache import cached
 from mechbook.data import data_fingerprint
 from mechbook.leading_terms import tokenize
-from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, corpus_stories, load_corpus
+from mechbook.leading_terms.corpus import CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.plan import TrainingPlan, paper_sequences, plan_training, steps_for_epochs
+from mechbook.leading_terms.runs import CLAIM_RUNS, PAPER_BPE_VOCAB, SHARED_RUNS, ClaimConfig
 from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig, TrainResult, load_or_train, load_training_corpus
 
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
 TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
 THRESHOLD = 0.99
-PAPER_BPE_VOCAB = 10_000
 WIDTH = 680
-
-
-@dataclass(frozen=True)
-class ClaimConfig:
-    """The paper's claim at its step count. ``paper_corpus``: the paper's corpus (:math:`|V|` 3000,
-    T 200, its drop filter), read to count the sequences it keeps; ``paper_epochs``,
-    ``paper_batch``, ``lr``: the paper's run. The chapter's runs towards that η·s use
-    ``batch_size`` and stop at ``max_steps`` (None: no cap); ``bpe_corpus`` is the second
-    tokenizer's corpus and ``bpe_sizes`` the vocabularies whose support the chapter shows."""
-
-    paper_corpus: CorpusConfig
-    bpe_corpus: CorpusConfig
-    batch_size: int
-    max_steps: int | None
-    log_every: int
-    bpe_sizes: tuple[int, ...]
-    paper_epochs: float = 100
-    paper_batch: int = 2048
-    lr: float = 0.005
-
-    def __post_init__(self) -> None:
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"ClaimConfig.max_steps must be positive or None (no cap), got {self.max_steps}")
-        if self.bpe_corpus.tokenizer != "bpe_cased":
-            raise ValueError(
-                f"ClaimConfig.bpe_corpus must use tokenizer 'bpe_cased', got {self.bpe_corpus.tokenizer!r}"
-            )
 
 
 @dataclass(frozen=True)
@@ -74,43 +47,10 @@ class Chapter3Config:
         return replace(self.runs, seed=self.seed)
 
 
-_SAMPLE_PAPER_CORPUS = CorpusConfig(vocab_size=3000, context=200, policy="drop")
-
-#: The chapter's config per profile: the shared runs (chapters 4 and 5 read them too) and the claim runs.
+#: The chapter's config per profile: the shared runs (chapters 4 and 5 read them too) and the claim
+#: runs, both from :mod:`mechbook.leading_terms.runs`.
 CONFIGS: dict[str, Chapter3Config] = {
-    "smoke": Chapter3Config(
-        RunsConfig(CORPUS_PROFILES["smoke"], lrs=(0.005, 0.1), steps=100, batch_size=64, log_every=20),
-        ClaimConfig(
-            _SAMPLE_PAPER_CORPUS,
-            CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500, tokenizer="bpe_cased"),
-            batch_size=32,
-            max_steps=100,
-            log_every=25,
-            bpe_sizes=(200, 500),
-        ),
-    ),
-    "cpu": Chapter3Config(
-        RunsConfig(CORPUS_PROFILES["cpu"], lrs=(0.005, 0.1), steps=1500, batch_size=128, log_every=50),
-        ClaimConfig(
-            _SAMPLE_PAPER_CORPUS,
-            CorpusConfig(vocab_size=256, context=64, policy="unk", tokenizer="bpe_cased"),
-            batch_size=16,
-            max_steps=6000,
-            log_every=250,
-            bpe_sizes=(256, 1000, PAPER_BPE_VOCAB),
-        ),
-    ),
-    "paper": Chapter3Config(
-        RunsConfig(CORPUS_PROFILES["paper"], lrs=(0.005, 0.1), epochs=100, batch_size=2048, log_every=250),
-        ClaimConfig(
-            CORPUS_PROFILES["paper"],
-            CorpusConfig(vocab_size=10000, context=200, policy="drop", split="train", tokenizer="bpe_cased"),
-            batch_size=2048,
-            max_steps=None,
-            log_every=250,
-            bpe_sizes=(PAPER_BPE_VOCAB,),
-        ),
-    ),
+    profile: Chapter3Config(SHARED_RUNS[profile], CLAIM_RUNS[profile]) for profile in SHARED_RUNS
 }
 
 

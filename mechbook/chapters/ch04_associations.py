@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
 from mechbook.chapters.part1_labels import run_labels
 from mechbook.leading_terms.associations import content_words, ranked_words, readable_exclusions, top_k
 from mechbook.leading_terms.leading import ranking_overlap
+from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
 
 TRAINED = ("W_O", "V W_O", "W")
@@ -58,9 +58,7 @@ class AssociationsConfig:
 
 
 #: The chapter's config per profile: chapter 3's runs of that profile, read from the cache.
-CONFIGS: dict[str, AssociationsConfig] = {
-    profile: AssociationsConfig(c.runs) for profile, c in TRAINING_CONFIGS.items()
-}
+CONFIGS: dict[str, AssociationsConfig] = {profile: AssociationsConfig(runs) for profile, runs in SHARED_RUNS.items()}
 
 
 def trained(state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:

@@ -16,11 +16,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.chapters.ch03_training import CONFIGS as TRAINING_CONFIGS
 from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.ablation import cached_ablation_table
 from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
 from mechbook.leading_terms.model import AttentionModel
+from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
 
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
@@ -53,9 +53,9 @@ class CooperationConfig:
 #: The chapter's config per profile: chapter 3's runs of that profile and how many training sequences
 #: its losses and path averages use.
 CONFIGS: dict[str, CooperationConfig] = {
-    "smoke": CooperationConfig(TRAINING_CONFIGS["smoke"].runs, n_eval=256),
-    "cpu": CooperationConfig(TRAINING_CONFIGS["cpu"].runs, n_eval=1024),
-    "paper": CooperationConfig(TRAINING_CONFIGS["paper"].runs, n_eval=4096),
+    "smoke": CooperationConfig(SHARED_RUNS["smoke"], n_eval=256),
+    "cpu": CooperationConfig(SHARED_RUNS["cpu"], n_eval=1024),
+    "paper": CooperationConfig(SHARED_RUNS["paper"], n_eval=4096),
 }
 
 

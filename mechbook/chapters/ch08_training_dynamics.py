@@ -24,11 +24,11 @@ from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES
 from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
-from mechbook.assign_add.train import TRAIN_PROFILES, TrainConfig, TrainResult, load_model
+from mechbook.assign_add.train import TrainConfig, TrainResult, load_model
 from mechbook.cache import cached
-from mechbook.chapters.ch11_how_much_data import CPU_RUN
 
 POOL_TYPE = {
     "train": "train",
@@ -108,7 +108,7 @@ SMOKE_RELEASE_STEPS = (
 
 CONFIGS: dict[str, DynamicsChapterConfig] = {
     "smoke": DynamicsChapterConfig(
-        SeedRuns(TRAIN_PROFILES["smoke"], seeds=(0, 1, 2, 3)),
+        SEED_RUNS["smoke"],
         MeasureConfig(n_sequences=128),
         window=150,
         release_per_pool=128,
@@ -118,10 +118,8 @@ CONFIGS: dict[str, DynamicsChapterConfig] = {
         probe_sequences=128,
         probe=ProbeConfig(steps=100),
     ),
-    "cpu": DynamicsChapterConfig(
-        SeedRuns(CPU_RUN, seeds=(42, 0, 1, 2, 3, 4)), MeasureConfig(n_sequences=512), window=1000
-    ),
-    "paper": DynamicsChapterConfig(SeedRuns(TRAIN_PROFILES["paper"]), MeasureConfig(n_sequences=1024), window=1000),
+    "cpu": DynamicsChapterConfig(SEED_RUNS["cpu"], MeasureConfig(n_sequences=512), window=1000),
+    "paper": DynamicsChapterConfig(SEED_RUNS["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }
 """Per profile: ``cpu`` trains six seeds of chapter 11's cpu run size (d_model 64, batch 256,
 lr 3e-3, 8,000 steps; README: what the pilot seeds showed) as two stacks of three, one per core;

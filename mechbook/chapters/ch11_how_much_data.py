@@ -5,17 +5,14 @@ computed prose. Each sweep point is a full training run
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 import altair as alt
 import numpy as np
 import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add.model import ModelConfig
-from mechbook.assign_add.sweeps import PAPER_THRESHOLDS
+from mechbook.assign_add.runs import SWEEPS
+from mechbook.assign_add.sweeps import PAPER_THRESHOLDS, SweepsConfig
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.assign_add.train import TrainConfig
 
@@ -24,78 +21,12 @@ DIP = 0.02
 """A score lower than the previous point's by more than this counts as a dip."""
 
 
-@dataclass(frozen=True)
-class SweepChapterConfig:
-    """Chapter 11: the training run behind every point of the f sweep (``f_train``) and of the
-    r sweep (``r_train``; their task's f or r is replaced per point), the values (increasing, in
-    (0, 1]), and the score ``level`` that defines a threshold."""
-
-    f_train: TrainConfig
-    r_train: TrainConfig
-    f_values: tuple[float, ...]
-    r_values: tuple[float, ...]
-    level: float = 0.9
-
-    def __post_init__(self) -> None:
-        for name in ("f_values", "r_values"):
-            values = getattr(self, name)
-            if (
-                len(values) < 2
-                or any(b <= a for a, b in zip(values, values[1:]))
-                or not 0 < values[0] <= values[-1] <= 1
-            ):
-                raise ValueError(f"{name} must be at least two increasing fractions in (0, 1], got {values}")
-        if not 0 < self.level < 1:
-            raise ValueError(f"level must be in (0, 1), got {self.level}")
+CONFIGS: dict[str, SweepsConfig] = SWEEPS
+"""The sweeps per profile (their home and the reasons for each size:
+:data:`mechbook.assign_add.runs.SWEEPS`)."""
 
 
-def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
-    return tuple(round(float(v), 4) for v in np.linspace(lo, hi, n))
-
-
-_SMOKE_RUN = TrainConfig(
-    steps=60,
-    batch_size=128,
-    eval_every=30,
-    eval_per_pool=64,
-    keep_every=60,
-    resume_every=60,
-    model=ModelConfig(d_model=32, d_head=32, d_mlp=128),
-)
-CPU_RUN = TrainConfig(
-    steps=8000,
-    batch_size=256,
-    lr=3e-3,
-    eval_every=250,
-    eval_per_pool=256,
-    keep_every=500,
-    resume_every=500,
-    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),
-)
-"""The size of a cpu sweep run (f points; r points train twice as long), also chapter 8's seed runs."""
-
-CONFIGS: dict[str, SweepChapterConfig] = {
-    "smoke": SweepChapterConfig(f_train=_SMOKE_RUN, r_train=_SMOKE_RUN, f_values=(0.3, 0.9), r_values=(0.1, 0.9)),
-    "cpu": SweepChapterConfig(
-        f_train=CPU_RUN,
-        r_train=dataclasses.replace(CPU_RUN, steps=16_000),
-        f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),
-        r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),
-    ),
-    "paper": SweepChapterConfig(
-        f_train=TrainConfig(steps=40_000),
-        r_train=TrainConfig(steps=40_000),
-        f_values=_grid(0.06, 0.99, 20),
-        r_values=_grid(0.01, 0.99, 20),
-    ),
-}
-"""Sweep sizes per profile. ``paper`` is the 20 + 20 full-size runs (a GPU job: each sweep trains
-as one stack of 20 models); ``cpu`` trades width (d_model 64), batch (256) and learning rate (3e-3)
-for time: each f point runs 8,000 steps and each r point 16,000, the six runs of a sweep trained at
-once (README: what the pilot runs showed); ``smoke`` only exercises the machinery."""
-
-
-def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> SweepChapterConfig:
+def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> SweepsConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` and ``seed`` of every run of both sweeps."""
     return mechbook.resolve_profile(
@@ -118,7 +49,7 @@ def describe_run(name: str, t: TrainConfig) -> str:
     )
 
 
-def setup_prose(cfg: SweepChapterConfig) -> str:
+def setup_prose(cfg: SweepsConfig) -> str:
     """The two sweeps' sizes and how they train."""
     n = len(cfg.f_values) + len(cfg.r_values)
     return (

@@ -1,0 +1,96 @@
+"""Every Part II training configuration, per profile: the one home of the runs chapters 8-11 train.
+
+- :data:`TRAIN_PROFILES`: one run's configuration (smoke, cpu, paper);
+- :data:`SEED_RUNS`: chapter 8's seed runs, which chapters 9 and 10 open too (the same object, so
+  the same cached stack);
+- :data:`SWEEPS`: chapter 11's f and r sweeps.
+
+Chapters read these; none defines a run of its own. Each value carries a comment saying what it
+is and why it has its value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from mechbook.assign_add.model import ModelConfig
+from mechbook.assign_add.seeds import SeedRuns
+from mechbook.assign_add.sweeps import SweepsConfig
+from mechbook.assign_add.train import TrainConfig
+
+SMOKE_RUN = TrainConfig(
+    steps=300,  # enough for the adder to start (phase 1), not for binding: smoke checks the machinery
+    batch_size=256,  # half the paper's 512, to fit the smoke budget of about a minute a chapter
+    eval_every=50,  # six evaluations: enough points for the phase rules to run on
+    eval_per_pool=256,  # sequences per pool per evaluation; half the paper's, for time
+    keep_every=100,  # checkpoints chapters 9-10 can open
+    resume_every=100,  # a stopped smoke run resumes from at most 100 steps back
+)
+
+CPU_RUN = TrainConfig(
+    steps=8000,  # the pilot (README): five of six seeds show all three phases by 8,000 steps
+    batch_size=256,  # half the paper's batch, for the cold-build budget
+    lr=3e-3,  # three times the paper's 1e-3: the smaller model and batch bind within 8,000 steps
+    eval_every=250,  # 32 evaluations: the binding jump resolved to 250 steps (keep_change refines it)
+    eval_per_pool=256,  # sequences per pool per evaluation
+    keep_every=500,  # checkpoints for chapters 9-10 and the attention slider
+    resume_every=500,  # a stopped run resumes from at most 500 steps back
+    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),  # a quarter of the paper's width, for time
+)
+
+PAPER_RUN = TrainConfig()  # the paper's configuration: every TrainConfig default is the paper's value
+
+TRAIN_PROFILES: dict[str, TrainConfig] = {"smoke": SMOKE_RUN, "cpu": CPU_RUN, "paper": PAPER_RUN}
+"""One run per profile. ``paper`` is the paper's configuration (40,000 steps); ``cpu`` the size
+the cold cpu build affords (README: the pilot over seeds); ``smoke`` a few hundred steps."""
+
+SEED_RUNS: dict[str, SeedRuns] = {
+    # seeds 0-3 so that `python -m mechbook spread` (seeds 0-4) reads the stack's own runs
+    "smoke": SeedRuns(SMOKE_RUN, seeds=(0, 1, 2, 3)),
+    # 42 (the paper's seed) and 0-4: six runs as two stacks of three, one per core of a 2-core CPU
+    "cpu": SeedRuns(CPU_RUN, seeds=(42, 0, 1, 2, 3, 4)),
+    # the paper's configuration over SeedRuns' default seeds
+    "paper": SeedRuns(PAPER_RUN),
+}
+"""Chapter 8's seed runs per profile (chapters 9 and 10 open the same stack)."""
+
+_SMOKE_SWEEP_RUN = TrainConfig(
+    steps=60,  # a sweep point in smoke only exercises the machinery
+    batch_size=128,  # small, for time
+    eval_every=30,  # two evaluations
+    eval_per_pool=64,  # few sequences per pool, for time
+    keep_every=60,  # only the final checkpoint
+    resume_every=60,  # resume at the end only
+    model=ModelConfig(d_model=32, d_head=32, d_mlp=128),  # an eighth of the paper's width
+)
+
+
+def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
+    """``n`` evenly spaced values from ``lo`` to ``hi``, rounded to 4 digits (the paper's grids)."""
+    return tuple(round(float(v), 4) for v in np.linspace(lo, hi, n))
+
+
+SWEEPS: dict[str, SweepsConfig] = {
+    "smoke": SweepsConfig(
+        f_train=_SMOKE_SWEEP_RUN,
+        r_train=_SMOKE_SWEEP_RUN,
+        f_values=(0.3, 0.9),  # two points: the machinery, not a threshold
+        r_values=(0.1, 0.9),
+    ),
+    "cpu": SweepsConfig(
+        f_train=CPU_RUN,  # each f point is one cpu run
+        r_train=dataclasses.replace(CPU_RUN, steps=16_000),  # 2-var generalisation needs twice as long
+        f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),  # six points, dense near the paper's f* ~ 0.25
+        r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),  # six points, dense near the paper's r* ~ 0.2
+    ),
+    "paper": SweepsConfig(
+        f_train=PAPER_RUN,  # the paper's run (SOURCE.md of the released run: the sweep script's grid)
+        r_train=PAPER_RUN,
+        f_values=_grid(0.06, 0.99, 20),  # the authors' f grid: 20 points
+        r_values=_grid(0.01, 0.99, 20),  # the authors' r grid: 20 points
+    ),
+}
+"""Chapter 11's sweeps per profile. ``paper`` is the 20 + 20 full-size runs (a GPU job: each
+sweep trains as one stack of 20 models); ``cpu`` six points a sweep at the cpu run's size."""

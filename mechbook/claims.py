@@ -1,0 +1,307 @@
+"""The book's claims as data: each is decided once, by one rule, and every sentence that asserts it
+is generated from that one entry.
+
+A :class:`Claim` is either one of the papers' claims (``source="paper"``, with the paper's number
+as text) or one of the book's own readings that a sentence asserts (``source="book"``). It names the
+measure it rests on and one :class:`Rule` (a threshold and a direction). A chapter module declares
+its claims in ``CLAIMS`` and, once it has the values, builds :class:`Evidence` for each: the values
+on the rebuild (one per seed, where seeded) and on the authors' released run (where one exists),
+or why the claim is untested in this profile. :meth:`Evidence.verdict` applies the rule;
+:meth:`Evidence.sentence` is the one sentence that states it; :func:`record_claims` stores every
+piece as a ``claim.<id>`` record, which the ledger page (``book/appendix/ledger``) and
+``python -m mechbook check`` read back from the executed chapters.
+
+The word helpers (:func:`compare`, :func:`change`, :func:`order`) derive "higher", "falls" or
+"before" from the numbers themselves, at the precision they are printed with, so a sentence can
+never contradict the numbers it prints. Used by every chapter module.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Verdict = Literal["reproduced", "partly", "not reproduced", "untested"]
+VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "not reproduced", "untested")
+OPS = (">=", ">", "<=", "<", "==")
+RECORD_PREFIX = "claim."
+
+
+def fmt(value: Any, spec: str = ".3g") -> str:
+    """``value`` as the book prints it: ``format(value, spec)`` for numbers (``",d"`` rounds first,
+    so a float step prints as an integer), ``"yes"``/``"no"`` for booleans, ``"none"`` for None."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        if spec.endswith("d"):
+            return format(round(value), spec)
+        return format(value, spec)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When a claim holds: ``value <op> threshold``. ``op`` is one of ``>=``, ``>``, ``<=``, ``<``
+    (numbers) or ``==`` (booleans, integers, strings). ``partly`` is an optional second threshold on
+    the same side as the first, past which a value that misses ``threshold`` still counts as partly
+    holding (for example ``>= 0.99``, partly from ``0.9``)."""
+
+    op: str
+    threshold: Any
+    partly: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}, got {self.op!r}")
+        if self.op != "==" and (not isinstance(self.threshold, (int, float)) or isinstance(self.threshold, bool)):
+            raise TypeError(f"op {self.op!r} needs a numeric threshold, got {self.threshold!r}")
+        if self.partly is not None:
+            if self.op == "==":
+                raise ValueError("a partly threshold needs an ordering op (>=, >, <=, <)")
+            loose = self.partly <= self.threshold if self.op in (">=", ">") else self.partly >= self.threshold
+            if not loose:
+                raise ValueError(f"partly ({self.partly}) must be looser than the threshold ({self.threshold})")
+
+    def _test(self, value: Any, threshold: Any) -> bool:
+        if self.op == "==":
+            return value == threshold
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+            return False
+        return {
+            ">=": value >= threshold,
+            ">": value > threshold,
+            "<=": value <= threshold,
+            "<": value < threshold,
+        }[self.op]
+
+    def holds(self, value: Any) -> bool | None:
+        """Whether ``value`` meets the rule; None when there is no value."""
+        if value is None:
+            return None
+        return self._test(value, self.threshold)
+
+    def partly_holds(self, value: Any) -> bool | None:
+        """Whether ``value`` meets the looser ``partly`` threshold (False without one)."""
+        if value is None:
+            return None
+        return self.partly is not None and self._test(value, self.partly)
+
+    def text(self, spec: str = ".3g") -> str:
+        """The rule in words: ``"≥ 0.99"``, ``"= yes"``."""
+        sym = {">=": "≥", ">": ">", "<=": "≤", "<": "<", "==": "="}[self.op]
+        out = f"{sym} {fmt(self.threshold, spec)}"
+        if self.partly is not None:
+            out += f" (partly from {fmt(self.partly, spec)})"
+        return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper or of the book, decided by one rule.
+
+    ``id`` is unique in the book (``"<chapter>.<name>"``, letters, digits, ``_`` and ``.``);
+    ``chapter`` the notebook stem that shows it; ``statement`` the claim in words, as a
+    declarative sentence ("The binding jump comes near step 5,300"); ``measure`` what its value is,
+    with units ("step of the binding jump (chapter 8's rule)"); ``paper`` the paper's number as the
+    paper gives it (None for the book's own readings); ``section`` the MyST label of the section
+    that shows it (the ledger links there); ``spec`` the format its values print with;
+    ``seeded`` whether the rebuild's value is read over seeds."""
+
+    id: str
+    chapter: str
+    source: Literal["paper", "book"]
+    statement: str
+    measure: str
+    rule: Rule
+    paper: str | None = None
+    section: str | None = None
+    spec: str = ".3g"
+
+    def __post_init__(self) -> None:
+        if not self.id or not self.id.replace("_", "").replace(".", "").isalnum():
+            raise ValueError(f"claim id {self.id!r} must be letters, digits, '_' or '.'")
+        if self.source not in ("paper", "book"):
+            raise ValueError(f"source must be 'paper' or 'book', got {self.source!r}")
+        if self.source == "paper" and not self.paper:
+            raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
+
+    def evidence(
+        self,
+        rebuild: Mapping[int | None, Any] | Sequence[Any] | Any = None,
+        release: Any = None,
+        untested: str | None = None,
+    ) -> Evidence:
+        """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}``, a sequence of values
+        (seeds unknown) or one value; ``release`` the released run's value; ``untested`` why no
+        value could be measured in this profile (then the values must be None)."""
+        if isinstance(rebuild, Mapping):
+            pairs = tuple((s, v) for s, v in rebuild.items() if v is not None)
+        elif isinstance(rebuild, (list, tuple)):
+            pairs = tuple((None, v) for v in rebuild if v is not None)
+        elif rebuild is None:
+            pairs = ()
+        else:
+            pairs = ((None, rebuild),)
+        return Evidence(self, pairs, release, untested)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A claim's values in one executed chapter and the verdict they give.
+
+    ``rebuild`` holds ``(seed, value)`` pairs (seed None where the run is not seeded);
+    ``release`` the released run's value (None where there is none); ``untested`` why the claim
+    could not be measured here."""
+
+    claim: Claim
+    rebuild: tuple[tuple[int | None, Any], ...] = ()
+    release: Any = None
+    untested: str | None = None
+
+    @property
+    def values(self) -> list[Any]:
+        """The rebuild's values, in seed order as given."""
+        return [v for _, v in self.rebuild]
+
+    def _all(self) -> list[Any]:
+        return self.values + ([self.release] if self.release is not None else [])
+
+    @property
+    def verdict(self) -> Verdict:
+        """``reproduced`` when the rule holds for every value (each seed of the rebuild and the
+        released run); ``not reproduced`` when it holds for none and none meets its ``partly``
+        threshold; ``partly`` in between; ``untested`` when there is no value."""
+        values = self._all()
+        if not values:
+            return "untested"
+        held = [self.claim.rule.holds(v) for v in values]
+        if all(held):
+            return "reproduced"
+        if any(held) or any(self.claim.rule.partly_holds(v) for v in values):
+            return "partly"
+        return "not reproduced"
+
+    def summary(self) -> str:
+        """The rebuild's value in words: one value, or the median and range over seeds."""
+        spec = self.claim.spec
+        values = self.values
+        if not values:
+            return "not measured"
+        if len(values) == 1:
+            return fmt(values[0], spec)
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            med = statistics.median(values)
+            return f"median {fmt(med, spec)} ({fmt(min(values), spec)} to {fmt(max(values), spec)} over {len(values)} seeds)"
+        held = sum(bool(self.claim.rule.holds(v)) for v in values)
+        return f"holds for {held} of {len(values)} seeds"
+
+    def sentence(self) -> str:
+        """The one Markdown sentence that states this claim's verdict with its numbers."""
+        c = self.claim
+        verdict = self.verdict
+        parts = []
+        if self.values:
+            parts.append(f"this rebuild {self.summary()}")
+        if self.release is not None:
+            parts.append(f"the released run {fmt(self.release, c.spec)}")
+        measured = "; ".join(parts)
+        who = f"The paper ({c.paper})" if c.source == "paper" else "The book's reading"
+        if verdict == "untested":
+            why = self.untested or "no value was measured in this profile"
+            return f"**Untested here.** {who}: {c.statement}. Not measured: {why}."
+        word = {"reproduced": "Reproduced", "partly": "Partly reproduced", "not reproduced": "Not reproduced"}[verdict]
+        if c.source == "book":
+            word = {"reproduced": "Holds", "partly": "Holds in part", "not reproduced": "Does not hold"}[verdict]
+        return f"**{word}.** {who}: {c.statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} (rule {c.rule.text(c.spec)})."
+
+    def as_record(self) -> dict[str, Any]:
+        """JSON-ready: everything the ledger needs, read back by :func:`read_claims`."""
+        c = self.claim
+        return {
+            "id": c.id,
+            "chapter": c.chapter,
+            "source": c.source,
+            "statement": c.statement,
+            "measure": c.measure,
+            "rule": c.rule.text(c.spec),
+            "paper": c.paper,
+            "section": c.section,
+            "seeds": [s for s, _ in self.rebuild],
+            "values": self.values,
+            "release": self.release,
+            "summary": self.summary(),
+            "release_text": None if self.release is None else fmt(self.release, c.spec),
+            "untested": self.untested,
+            "verdict": self.verdict,
+        }
+
+
+def record_claims(evidences: Iterable[Evidence]) -> dict[str, dict[str, Any]]:
+    """``mechbook.record`` each evidence as ``claim.<id>`` (hidden outputs the ledger page and
+    ``check`` read); returns the records. Ids must be unique."""
+    from mechbook import record
+
+    out: dict[str, dict[str, Any]] = {}
+    for ev in evidences:
+        name = RECORD_PREFIX + ev.claim.id
+        if name in out:
+            raise ValueError(f"claim {ev.claim.id} recorded twice")
+        out[name] = record(name, ev.as_record())
+    return out
+
+
+def read_claims(records: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``claim.<id>`` records of a chapter's records, by id."""
+    return {name[len(RECORD_PREFIX) :]: value for name, value in records.items() if name.startswith(RECORD_PREFIX)}
+
+
+@dataclass(frozen=True)
+class Words:
+    """The words a comparison chooses between: ``more`` when the first value prints larger, ``less``
+    when smaller, ``same`` when both print alike."""
+
+    more: str = "higher than"
+    less: str = "lower than"
+    same: str = "the same as"
+
+
+def compare(a: float, b: float, spec: str = ".3g", words: Words | None = None) -> str:
+    """The word for ``a`` against ``b`` as both print with ``spec``: "higher than", "lower than" or
+    "the same as" (or the given ``words``). Values that print alike are called the same, so the
+    word never disagrees with the digits beside it."""
+    words = words or Words()
+    fa, fb = fmt(a, spec), fmt(b, spec)
+    if fa == fb:
+        return words.same
+    return words.more if a > b else words.less
+
+
+def change(
+    before: float, after: float, spec: str = ".3g", up: str = "rises", down: str = "falls", flat: str = "stays"
+) -> str:
+    """The verb for a value going from ``before`` to ``after``, judged at print precision."""
+    return compare(after, before, spec, Words(up, down, flat))
+
+
+def order(
+    step_a: int, step_b: int, before: str = "before", after: str = "after", same: str = "at the same step as"
+) -> str:
+    """Where ``step_a`` falls against ``step_b``: "before", "after" or "at the same step as"."""
+    return compare(step_b, step_a, ",d", Words(before, after, same))
+
+
+def difference(
+    a: float, b: float, spec: str = ".3f", more: str = "higher", less: str = "lower", same: str = "no different"
+) -> str:
+    """``a`` against ``b`` as "0.003 higher", "0.002 lower" or "no different", the gap computed from
+    the printed values so the words and the digits agree."""
+    fa, fb = float(fmt(a, spec).replace(",", "")), float(fmt(b, spec).replace(",", ""))
+    gap = fa - fb
+    if fmt(a, spec) == fmt(b, spec):
+        return same
+    return f"{fmt(abs(gap), spec)} {more if gap > 0 else less}"
