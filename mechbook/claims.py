@@ -75,6 +75,12 @@ def printed(value: float, spec: str = ".3g") -> Decimal:
     return number
 
 
+def id_prefix(chapter: str) -> str:
+    """What every claim id of ``chapter`` (a notebook stem) starts with: ``"ch08."`` for
+    ``08_training_dynamics``, ``"intro."`` for ``intro``."""
+    return f"ch{chapter[:2]}." if chapter[:2].isdigit() else f"{chapter}."
+
+
 @dataclass(frozen=True)
 class Rule:
     """When a claim holds: ``value <op> threshold``. ``op`` is one of ``>=``, ``>``, ``<=``, ``<``
@@ -160,7 +166,7 @@ class Claim:
             raise ValueError(f"source must be 'paper' or 'book', got {self.source!r}")
         if self.source == "paper" and not self.paper:
             raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
-        prefix = f"ch{self.chapter[:2]}." if self.chapter[:2].isdigit() else f"{self.chapter}."
+        prefix = id_prefix(self.chapter)
         if not self.id.startswith(prefix) or self.id == prefix:
             raise ValueError(f"claim id {self.id!r} must start with {prefix!r} (chapter {self.chapter!r})")
 
