@@ -176,13 +176,18 @@ class Claim:
         release: Any = None,
         untested: str | None = None,
     ) -> Evidence:
-        """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}``, a sequence of values
-        (seeds unknown) or one value (None: no rebuild); ``release`` the released run's value
+        """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}`` (or a pandas Series
+        indexed by seed), a sequence of values (seeds unknown; a list, tuple or 1-D array) or one
+        value (None: no rebuild); ``release`` the released run's value
         (None: no released run); ``untested`` why no value could be measured in this profile
         (then both must be None).
 
         A None *inside* ``rebuild`` is a seed that gave no value (the event never came, say): it
         counts as a seed on which the claim does not hold, never as a seed left out."""
+        if hasattr(rebuild, "to_dict"):  # a pandas Series indexed by seed
+            rebuild = rebuild.to_dict()
+        elif hasattr(rebuild, "tolist") and getattr(rebuild, "ndim", 0) == 1:  # a numpy array
+            rebuild = rebuild.tolist()
         if isinstance(rebuild, Mapping):
             pairs = tuple((s, _plain(v)) for s, v in rebuild.items())
         elif isinstance(rebuild, (list, tuple)):

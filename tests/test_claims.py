@@ -8,6 +8,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -102,6 +103,8 @@ def _claim(rule: Rule = AT_LEAST_090, source: str = "paper", spec: str = ".2f", 
         (None, 0.96, "reproduced"),  # the released run alone
         ([0.95, 0.97], None, "reproduced"),
         (0.5, None, "not reproduced"),
+        (np.array([0.95, 0.5]), None, "partly"),
+        (pd.Series({3: 0.95, 4: 0.91}), 0.2, "partly"),
         (None, None, "untested"),
     ],
 )
@@ -167,6 +170,7 @@ def test_claim_ids_carry_their_chapter():
 
 def test_records_round_trip_through_json_and_read_claims():
     claim = _claim()
+    assert claim.evidence(pd.Series({5: 0.9, 7: 0.8})).rebuild == ((5, 0.9), (7, 0.8))
     ev = claim.evidence({0: np.float32(0.95), 3: 0.5}, release=np.float64(0.96))
     records = {"acc.final": 1.0, **record_claims([ev])}
     back = read_claims(json.loads(json.dumps(records)))

@@ -161,8 +161,10 @@ def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):
         "record it in record_all (untested='why' where it cannot be measured)"
     ]
 
-    _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence({0: 5000, 1: 5200}, release=5401)])
+    stray = Claim("ch08.stray", "08_fake", "book", "s", "m", Rule(">=", 0))
+    _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence({0: 5000, 1: 5200}, release=5401), stray.evidence(1)])
     problems = check_book(cfg)
+    assert any("ch08.stray is recorded but not declared in the CLAIMS" in p for p in problems)
     assert any("ch08.jump_step is 'reproduced', recorded as 'partly'" in p for p in problems)
     assert any("ch08.top2_share in book/thresholds/claims.yml is no longer recorded" in p for p in problems)
 

@@ -111,6 +111,11 @@ class Chapter:
                 recorded[claim.id] = claim.evidence(untested=why).as_record()
         return sorted(recorded.values(), key=lambda r: r["source"] != "paper")
 
+    def undeclared(self) -> list[str]:
+        """Ids a valid run recorded that no module's ``CLAIMS`` declares."""
+        declared = {c.id for c in self.declared}
+        return [cid for cid in self.records or {} if cid not in declared]
+
     def unrecorded(self) -> list[str]:
         """Ids the module declares that a valid run of the chapter did not record."""
         if self.records is None:
@@ -241,8 +246,8 @@ def load_expected(root: Path) -> dict[str, dict[str, str]]:
 def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, str], profile: str) -> tuple[list[str], list[str]]:
     """``(problems, notes)`` of the chapters' recorded verdicts against ``expected`` (one
     profile's ``claims.yml``). Problems: a verdict that differs from the stored one, a stored
-    claim that a valid run no longer records, a declared claim a valid run did not record, an
-    unknown verdict in the file. A recorded claim not in the file yet (new) is a note in the
+    claim that a valid run no longer records, a declared claim a valid run did not record or a
+    recorded one no module declares, an unknown verdict in the file. A recorded claim not in the file yet (new) is a note in the
     profiles of :data:`NEW_IS_A_NOTE`, a problem in the others."""
     write = f"`python -m mechbook claims --profile {profile} --write`"
     problems: list[str] = []
@@ -267,6 +272,11 @@ def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, str], profi
             f"{chapter.source}: claim {cid} is declared in CLAIMS but not recorded: record it in record_all "
             "(untested='why' where it cannot be measured)"
             for cid in chapter.unrecorded()
+        ]
+        problems += [
+            f"{chapter.source}: claim {cid} is recorded but not declared in the CLAIMS of the chapter module "
+            "the notebook imports: declare it there"
+            for cid in chapter.undeclared()
         ]
     problems += [
         f"{EXPECTED}: claim {cid} has verdict {verdict!r}; use one of {', '.join(VERDICTS)}"
