@@ -253,10 +253,14 @@ class Evidence:
         if not given:
             return f"no value on any of {len(values)} seeds"
         if all(_is_number(v) for v in given):
+            if len(given) == 1:
+                return f"{fmt(given[0], spec)} on 1 of {len(values)} seeds (no value on {missing})"
             med = statistics.median(given)
             span = f"{fmt(min(given), spec)} to {fmt(max(given), spec)}"
             if missing:
-                return f"median {fmt(med, spec)} ({span} over {len(given)} seeds; no value on {missing})"
+                return (
+                    f"median {fmt(med, spec)} ({span} over {len(given)} of {len(values)} seeds; no value on {missing})"
+                )
             return f"median {fmt(med, spec)} ({span} over {len(values)} seeds)"
         held = sum(bool(self.claim.rule.holds(v)) for v in values)
         return f"holds for {held} of {len(values)} seeds"

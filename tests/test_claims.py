@@ -150,9 +150,11 @@ def test_sentence_states_the_verdict_with_its_numbers(source, rebuild, release, 
 def test_summary_names_seeds_without_a_value_and_non_numeric_values():
     claim = _claim()
     assert (
-        claim.evidence({0: 0.9, 1: None, 2: 0.8}).summary() == "median 0.85 (0.80 to 0.90 over 2 seeds; no value on 1)"
+        claim.evidence({0: 0.9, 1: None, 2: 0.8}).summary()
+        == "median 0.85 (0.80 to 0.90 over 2 of 3 seeds; no value on 1)"
     )
     assert claim.evidence({0: None, 1: None}).summary() == "no value on any of 2 seeds"
+    assert claim.evidence({0: None, 1: 0.9}).summary() == "0.90 on 1 of 2 seeds (no value on 1)"
     flag = Claim("ch09.prev", "09_circuits", "book", "The head is positional", "is positional", Rule("==", True))
     assert flag.evidence([True, False, True]).summary() == "holds for 2 of 3 seeds"
     assert flag.evidence(True).sentence().endswith("Is positional: this rebuild yes (rule = yes).")
