@@ -3,8 +3,8 @@
 - ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
   (the book's parts side by side in N processes; default one per core).
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
-- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, and
-  those bounds vs the measured seed spreads.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, those
+  bounds vs the measured seed spreads, and claim verdicts vs book/thresholds/claims.yml.
 - ``claims --profile P [--only STEM ...] [--write]``: each executed chapter's claims and
   verdicts against book/thresholds/claims.yml; ``--write`` stores the verdicts there.
 - ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
         ("build", "execute the chapters, then build the HTML site into _build/html"),
-        ("check", "compare the executed chapters' records with book/thresholds/<stem>.yml"),
+        ("check", "compare the executed chapters' records and claim verdicts with book/thresholds"),
         ("spread", "execute each chapter once per seed and write book/thresholds/<stem>.spread.yml"),
         ("claims", "list the executed chapters' claims and verdicts against book/thresholds/claims.yml"),
     ):
@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         problems = checks.check_book(cfg)
         for line in problems:
             print(f"FAIL {line}")
-        print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
+        print(
+            "all records within thresholds, every claim as recorded" if not problems else f"{len(problems)} problem(s)"
+        )
         return 1 if problems else 0
     if args.command == "claims":
         from mechbook.book.ledger import claims_command
