@@ -20,8 +20,9 @@ chapter module.
 from __future__ import annotations
 
 import math
+import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -30,6 +31,7 @@ Verdict = Literal["reproduced", "partly", "not reproduced", "untested"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "not reproduced", "untested")
 OPS = (">=", ">", "<=", "<", "==")
 RECORD_PREFIX = "claim."
+_PRECISION = re.compile(r"^(.*\.)(\d+)([eEfFgG%]?)$")
 
 
 def _plain(value: Any) -> Any:
@@ -73,6 +75,17 @@ def printed(value: float, spec: str = ".3g") -> Decimal:
     if number.is_nan():
         raise ValueError(f"{value!r} does not print as a number with spec {spec!r}; a comparison needs two numbers")
     return number
+
+
+def finer(spec: str, digits: int = 6) -> Iterator[str]:
+    """``spec``, then the same format with 1 to ``digits`` more digits (``".2f"``, ``".3f"``, ...);
+    only ``spec`` when it has no precision (``",d"``)."""
+    yield spec
+    match = _PRECISION.match(spec)
+    if match:
+        head, precision, kind = match.groups()
+        for extra in range(1, digits + 1):
+            yield f"{head}{int(precision) + extra}{kind}"
 
 
 def id_prefix(chapter: str) -> str:
@@ -128,13 +141,37 @@ class Rule:
             return None
         return self.partly is not None and self._test(_plain(value), self.partly)
 
+    def shown(self, value: Any, spec: str = ".3g") -> str:
+        """``value`` printed with ``spec``, or with as many more digits as it takes for the printed
+        number to fall on the same side of the threshold (and of ``partly``) as the value (all of
+        them, ``repr``, past six more): 0.8996 against ``≥ 0.9`` prints ``0.8996``, not ``0.90``,
+        so the digits never contradict the verdict beside them."""
+        value = _plain(value)
+        if self.op == "==" or not _is_number(value) or not math.isfinite(value):
+            return fmt(value, spec)
+        for each in finer(spec):
+            seen = float(printed(value, each))
+            if self.holds(seen) == self.holds(value) and self.partly_holds(seen) == self.partly_holds(value):
+                return fmt(value, each)
+        return repr(float(value))
+
     def text(self, spec: str = ".3g") -> str:
-        """The rule in words: ``"≥ 0.99"``, ``"= yes"``."""
+        """The rule in words: ``"≥ 0.99"``, ``"= yes"``; a threshold prints with more digits than
+        ``spec`` where ``spec`` would round it (0.995 with ``".2f"`` is ``0.995``)."""
         sym = {">=": "≥", ">": ">", "<=": "≤", "<": "<", "==": "="}[self.op]
-        out = f"{sym} {fmt(self.threshold, spec)}"
+        out = f"{sym} {self._exact(self.threshold, spec)}"
         if self.partly is not None:
-            out += f" (partly from {fmt(self.partly, spec)})"
+            out += f" (partly from {self._exact(self.partly, spec)})"
         return out
+
+    @staticmethod
+    def _exact(threshold: Any, spec: str) -> str:
+        if not _is_number(threshold) or not math.isfinite(threshold):
+            return fmt(threshold, spec)
+        for each in finer(spec):
+            if printed(threshold, each) == Decimal(repr(threshold)):
+                return fmt(threshold, each)
+        return repr(threshold)
 
 
 @dataclass(frozen=True)
@@ -241,27 +278,29 @@ class Evidence:
 
     def summary(self) -> str:
         """The rebuild's value in words: one value, or the median and range over seeds (and how
-        many seeds gave no value)."""
+        many seeds gave no value), each printed on the side of the rule it falls on
+        (:meth:`Rule.shown`)."""
         spec = self.claim.spec
+        show = self.claim.rule.shown
         values = self.values
         if not values:
             return "not measured"
         if len(values) == 1:
-            return fmt(values[0], spec)
+            return show(values[0], spec)
         given = [v for v in values if v is not None]
         missing = len(values) - len(given)
         if not given:
             return f"no value on any of {len(values)} seeds"
         if all(_is_number(v) for v in given):
             if len(given) == 1:
-                return f"{fmt(given[0], spec)} on 1 of {len(values)} seeds (no value on {missing})"
+                return f"{show(given[0], spec)} on 1 of {len(values)} seeds (no value on {missing})"
             med = statistics.median(given)
-            span = f"{fmt(min(given), spec)} to {fmt(max(given), spec)}"
+            span = f"{show(min(given), spec)} to {show(max(given), spec)}"
             if missing:
                 return (
-                    f"median {fmt(med, spec)} ({span} over {len(given)} of {len(values)} seeds; no value on {missing})"
+                    f"median {show(med, spec)} ({span} over {len(given)} of {len(values)} seeds; no value on {missing})"
                 )
-            return f"median {fmt(med, spec)} ({span} over {len(values)} seeds)"
+            return f"median {show(med, spec)} ({span} over {len(values)} seeds)"
         held = sum(bool(self.claim.rule.holds(v)) for v in values)
         return f"holds for {held} of {len(values)} seeds"
 
@@ -273,7 +312,7 @@ class Evidence:
         if self.values:
             parts.append(f"this rebuild {self.summary()}")
         if self.release is not None:
-            parts.append(f"the released run {fmt(self.release, c.spec)}")
+            parts.append(f"the released run {c.rule.shown(self.release, c.spec)}")
         measured = "; ".join(parts)
         who = f"The paper ({c.paper})" if c.source == "paper" else "The book's reading"
         statement = c.statement.rstrip(". ")
@@ -301,7 +340,7 @@ class Evidence:
             "values": self.values,
             "release": self.release,
             "summary": self.summary(),
-            "release_text": None if self.release is None else fmt(self.release, c.spec),
+            "release_text": None if self.release is None else c.rule.shown(self.release, c.spec),
             "untested": self.untested,
             "verdict": self.verdict,
         }

@@ -262,3 +262,29 @@ def test_fmt_prints_what_the_book_prints():
     with pytest.raises(ValueError, match="a comparison needs two numbers"):
         compare(math.nan, 1.0)
     assert claims.printed(0.4567, ".1%") == claims.printed(0.457, ".3f")
+
+
+@given(
+    st.floats(min_value=-10, max_value=10, allow_nan=False),
+    st.floats(min_value=-10, max_value=10, allow_nan=False),
+    st.sampled_from([">=", ">", "<=", "<"]),
+    st.sampled_from([".2f", ".3g", ".1%"]),
+)
+def test_a_printed_value_falls_on_the_side_of_the_rule_its_verdict_says(value, threshold, op, spec):
+    """0.8996 against ≥ 0.9 must not print as 0.90 beside "not reproduced"."""
+    rule = Rule(op, threshold)
+    claim = _claim(rule, spec=spec)
+    ev = claim.evidence(value)
+    assert rule.holds(_shown(ev.summary())) == rule.holds(value) == (ev.verdict == "reproduced")
+    assert _shown(claim.evidence(release=value).as_record()["release_text"]) == pytest.approx(value, abs=0.01)
+    shown_threshold = rule.text(spec).split(" ", 1)[1]
+    assert _shown(shown_threshold) == pytest.approx(threshold, rel=1e-9, abs=1e-12)
+
+
+def test_near_the_threshold_values_print_with_the_digits_that_decide_them():
+    rule = Rule(">=", 0.9, partly=0.85)
+    assert rule.shown(0.8996, ".2f") == "0.8996" and rule.shown(0.8496, ".2f") == "0.8496"
+    assert rule.shown(0.95, ".2f") == "0.95"
+    assert Rule(">=", 0.995).text(".2f") == "≥ 0.995" and Rule("<=", 6000).text(",d") == "≤ 6,000"
+    text = _claim(Rule(">=", 0.9)).evidence({0: 0.8996, 1: 0.95}).sentence()
+    assert "median 0.92 (0.8996 to 0.95 over 2 seeds)" in text and text.startswith("**Partly reproduced.**")
