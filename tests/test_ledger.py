@@ -137,7 +137,7 @@ def test_a_failed_run_lists_its_claims_as_untested_with_why(repo):
     (chapter,) = [c for _, chs in ledger.read_ledger(ExecuteConfig(profile="smoke", root=repo)) for c in chs][1:]
     assert chapter.records is None
     assert {e["verdict"] for e in chapter.entries()} == {"untested"}
-    assert chapter.entries()[0]["untested"] == "its last run failed at cell 2"
+    assert chapter.entries()[0]["untested"] == "its last run in profile smoke failed"
 
 
 def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):

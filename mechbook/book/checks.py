@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from mechbook.book.config import ExecuteConfig
-from mechbook.book.ledger import check_claims, last_run, load_expected, read_chapter
+from mechbook.book.ledger import check_claims, load_expected, read_chapter
 from mechbook.book.run import mechbook_meta, read_executed
 from mechbook.book.toc import ROOT, select, toc_notebooks
 from mechbook.records import read_records
@@ -91,12 +91,24 @@ def check_spread(bounds: dict[str, dict[str, Any]], measured: dict[str, Any]) ->
     return problems
 
 
+def _last_run(meta: dict[str, Any]) -> str:
+    status = meta.get("status")
+    failure = meta.get("failure")
+    if status == "interrupted":
+        return f"its last run was interrupted at {failure or 'an unknown cell'}; run it again"
+    if status == "failed":
+        return f"its last run failed at {failure or 'an unrecorded cell'}"
+    if status is None:
+        return "its executed notebook has no record of the executor (not written by `execute`); run it again"
+    return f"its last run ended with status {status!r}"
+
+
 def check_book(cfg: ExecuteConfig) -> list[str]:
     """Compare every executed chapter's records with its thresholds for ``cfg.profile``; a chapter
     not executed, unreadable, failed or interrupted is a problem that says so. Every bound that
     sits inside the chapter's measured seed spread is a problem too, and so is every claim whose
     verdict differs from the one stored in ``book/thresholds/claims.yml``
-    (:func:`mechbook.book.ledger.check_claims`; a claim not stored yet is printed as a note)."""
+    (:func:`mechbook.book.ledger.check_claims`; a claim not stored yet is a printed note in smoke)."""
     problems = []
     for source in select(toc_notebooks(cfg.root), cfg.only):
         measured = load_spread(source.stem, cfg.root).get(cfg.profile)
@@ -115,7 +127,7 @@ def check_book(cfg: ExecuteConfig) -> list[str]:
             continue
         meta = mechbook_meta(nb)
         if meta.get("status") != "ok":
-            problems.append(f"{source}: {last_run(meta)}")
+            problems.append(f"{source}: {_last_run(meta)}")
             continue
         bounds = load_thresholds(source.stem, cfg.root).get(cfg.profile)
         if not bounds:

@@ -52,19 +52,6 @@ NEW_IS_A_NOTE = ("smoke",)
 IMPORT = re.compile(r"^\s*(?:from\s+mechbook\.chapters\s+import\s+(\w+)|import\s+mechbook\.chapters\.(\w+))", re.M)
 
 
-def last_run(meta: dict[str, Any]) -> str:
-    """Why an executed notebook whose executor metadata says ``meta`` does not count as a run."""
-    status = meta.get("status")
-    failure = meta.get("failure")
-    if status == "interrupted":
-        return f"its last run was interrupted at {failure or 'an unknown cell'}; run it again"
-    if status == "failed":
-        return f"its last run failed at {failure or 'an unrecorded cell'}"
-    if status is None:
-        return "its executed notebook has no record of the executor (not written by `execute`); run it again"
-    return f"its last run ended with status {status!r}"
-
-
 def chapter_modules(notebook: nbformat.NotebookNode) -> list[str]:
     """The chapter modules (``mechbook.chapters.<name>``) the notebook's code cells import."""
     found: dict[str, None] = {}
@@ -145,14 +132,14 @@ def read_chapter(
     not_run = f"the chapter was not executed in profile {cfg.profile}"
     if not out.exists():
         return Chapter(source, title, None, not_run, claims)
-    nb, problem = read_executed(out)
+    nb, _ = read_executed(out)
     if nb is None:
-        return Chapter(source, title, None, f"its executed notebook cannot be read ({problem})", claims)
-    meta = mechbook_meta(nb)
-    if meta.get("status") is None:  # the unexecuted copy a site build stages in its place
+        return Chapter(source, title, None, f"its executed notebook for profile {cfg.profile} cannot be read", claims)
+    status = mechbook_meta(nb).get("status")
+    if status is None:  # the unexecuted copy a site build stages in its place
         return Chapter(source, title, None, not_run, claims)
-    if meta.get("status") != "ok":
-        return Chapter(source, title, None, last_run(meta), claims)
+    if status != "ok":  # the page says what happened, not where the report lies (check does)
+        return Chapter(source, title, None, f"its last run in profile {cfg.profile} {status}", claims)
     return Chapter(source, title, read_claims(read_records(nb)), None, claims)
 
 
