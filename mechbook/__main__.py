@@ -3,8 +3,10 @@
 - ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
   (the book's parts side by side in N processes; default one per core).
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
-- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, and
-  those bounds vs the measured seed spreads.
+- ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, those
+  bounds vs the measured seed spreads, and claim verdicts vs book/thresholds/claims.yml.
+- ``claims --profile P [--only STEM ...] [--write]``: each executed chapter's claims and
+  verdicts against book/thresholds/claims.yml; ``--write`` stores the verdicts there.
 - ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
   spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
@@ -35,8 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in (
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
         ("build", "execute the chapters, then build the HTML site into _build/html"),
-        ("check", "compare the executed chapters' records with book/thresholds/<stem>.yml"),
+        ("check", "compare the executed chapters' records and claim verdicts with book/thresholds"),
         ("spread", "execute each chapter once per seed and write book/thresholds/<stem>.spread.yml"),
+        ("claims", "list the executed chapters' claims and verdicts against book/thresholds/claims.yml"),
     ):
         cmd = sub.add_parser(name, help=text, description=text)
         cmd.add_argument("--profile", choices=PROFILES, default="cpu")
@@ -48,6 +51,13 @@ def _parser() -> argparse.ArgumentParser:
             metavar="STEM",
             help="only these chapters (notebook stems); may be repeated",
         )
+        if name == "claims":
+            cmd.add_argument(
+                "--write",
+                action="store_true",
+                help="store the executed chapters' verdicts in book/thresholds/claims.yml (what check compares with)",
+            )
+            cmd.add_argument("--root", default=None, help=argparse.SUPPRESS)
         if name == "spread":
             cmd.add_argument("--seeds", type=int, default=5, metavar="N", help="seeds 0..N-1 (default 5)")
         if name in ("execute", "build"):
@@ -61,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--lane", default=None, help=argparse.SUPPRESS)
             cmd.add_argument("--results", default=None, help=argparse.SUPPRESS)
             cmd.add_argument("--root", default=None, help=argparse.SUPPRESS)
-        if name != "check":
+        if name not in ("check", "claims"):
             cmd.add_argument("--force", action="store_true", help="re-execute even when the cached run is valid")
             cmd.add_argument(
                 "--knob",
@@ -113,8 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         problems = checks.check_book(cfg)
         for line in problems:
             print(f"FAIL {line}")
-        print("all records within thresholds" if not problems else f"{len(problems)} problem(s)")
+        print(
+            "all records within thresholds, every claim as recorded" if not problems else f"{len(problems)} problem(s)"
+        )
         return 1 if problems else 0
+    if args.command == "claims":
+        from mechbook.book.ledger import claims_command
+
+        return claims_command(cfg, write=args.write)
     if args.command == "spread":
         from mechbook.book.spread import spread_book
 

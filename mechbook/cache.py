@@ -4,7 +4,12 @@ An entry is keyed by everything that determines it: a namespace (``part/name``),
 description (the config dataclass, a data fingerprint, the seed) and, derived rather than listed,
 the code: the source of every ``mechbook`` module the computation can reach (the static import
 closure of the module that calls :func:`cached` and of the modules ``compute`` refers to), plus
-the versions of Python, torch and numpy. Data files enter keys by their contents
+the versions of Python, torch and numpy. The closure does not follow imports into the modules of
+:data:`UNKEYED` (progress bars, records, profiles, claims, charts, chapters, the book's
+machinery, this cache itself): their code cannot change a cached value, so rewording a progress
+bar or a chapter's prose retrains nothing. They count only where the computation itself is
+written in one (a chapter module that calls :func:`cached` with its own ``compute``).
+:mod:`mechbook.determinism`, under which every computation runs, is always in. Data files enter keys by their contents
 (:func:`file_digest`). Files are written atomically (temporary file, then rename) next to a
 ``.sha256`` sidecar; an entry whose bytes do not match its checksum, or that fails to load, is
 reported and recomputed, never silently used. A write that fails (read-only or full disk) warns
@@ -105,8 +110,34 @@ def package_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+#: Modules (and their submodules) whose code cannot change a cached value: they show progress,
+#: record a chapter's outputs, name the profiles and write the reader's note, word the claims, draw
+#: charts, present chapters, run the executor and the site, or store and load entries (this
+#: module: what a computation returns does not depend on how it is keyed or written). A
+#: computation's code dependency does not follow imports into them. A new module is followed
+#: until it is listed here: an unlisted one costs a retrain, a wrongly listed one a stale result,
+#: so list only modules that print, record, draw or store, never one that computes what a cached
+#: value holds.
+UNKEYED: tuple[str, ...] = (
+    "mechbook.progress",
+    "mechbook.records",
+    "mechbook.profiles",
+    "mechbook.claims",
+    "mechbook.viz",
+    "mechbook.chapters",
+    "mechbook.book",
+    "mechbook.site",
+    "mechbook.cache",
+)
+
+
 def _is_ours(name: str) -> bool:
     return name == "mechbook" or name.startswith("mechbook.")
+
+
+def is_unkeyed(name: str) -> bool:
+    """Whether module ``name`` is one of :data:`UNKEYED` or inside one."""
+    return any(name == p or name.startswith(p + ".") for p in UNKEYED)
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -145,17 +176,20 @@ def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[s
 
 def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str]:
     """Every ``mechbook`` module reachable from ``modules`` through imports (static, via ``ast``:
-    imports inside functions count), with their parent packages; sorted."""
+    imports inside functions count), with their parent packages; sorted. ``modules`` themselves
+    are always in; a module of :data:`UNKEYED` reached by an import or as a parent package
+    is not, nor is anything reached only through it."""
     root = root or package_root()
-    todo = [m for m in modules if _is_ours(m)]
-    for m in list(todo):
+    starts = {m for m in modules if _is_ours(m)}
+    todo = list(starts)
+    for m in starts:
         parts = m.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
     seen: set[str] = set()
     while todo:
         name = todo.pop()
         file = _module_file(name, root)
-        if name in seen or file is None:
+        if name in seen or file is None or (is_unkeyed(name) and name not in starts):
             continue
         seen.add(name)
         st = file.stat()
@@ -199,12 +233,16 @@ def _module_of(value: Any) -> str | None:
 def computation_modules(compute: Callable[..., Any], caller: str | None = None) -> set[str]:
     """The ``mechbook`` modules a cached computation starts from: the caller's module, the module
     of ``compute`` and of every global it names (functions, classes, modules), and the types of
-    the objects it closes over (a model passed in brings the module that defines its forward)."""
+    the objects it closes over (a model passed in brings the module that defines its forward).
+    The caller's and ``compute``'s modules are always in (the computation is written there), and
+    :mod:`mechbook.determinism` (:func:`cached` runs it under :func:`deterministic`); the others
+    only when they are not :data:`UNKEYED`."""
     func = compute
     while isinstance(func, functools.partial):
         func = func.func
     func = getattr(func, "__func__", func)
-    found = {caller, getattr(func, "__module__", None)}
+    written = {caller, getattr(func, "__module__", None), deterministic.__module__}
+    found: set[str | None] = set()
     code = getattr(func, "__code__", None)
     if code is not None:
         glob = getattr(func, "__globals__", {})
@@ -214,7 +252,7 @@ def computation_modules(compute: Callable[..., Any], caller: str | None = None) 
                 found.add(_module_of(cell.cell_contents))
             except ValueError:  # an empty cell
                 continue
-    return {m for m in found if m and _is_ours(m)}
+    return {m for m in written if m and _is_ours(m)} | {m for m in found if m and _is_ours(m) and not is_unkeyed(m)}
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

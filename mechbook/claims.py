@@ -11,37 +11,87 @@ or why the claim is untested in this profile. :meth:`Evidence.verdict` applies t
 piece as a ``claim.<id>`` record, which the ledger page (``book/appendix/ledger``) and
 ``python -m mechbook check`` read back from the executed chapters.
 
-The word helpers (:func:`compare`, :func:`change`, :func:`order`) derive "higher", "falls" or
-"before" from the numbers themselves, at the precision they are printed with, so a sentence can
-never contradict the numbers it prints. Used by every chapter module.
+The word helpers (:func:`compare`, :func:`change`, :func:`order`, :func:`difference`) derive
+"higher", "falls" or "before" from the numbers as they are printed (the printed digits, not the
+values behind them), so a sentence can never contradict the numbers it prints. Used by every
+chapter module.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 Verdict = Literal["reproduced", "partly", "not reproduced", "untested"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "not reproduced", "untested")
 OPS = (">=", ">", "<=", "<", "==")
 RECORD_PREFIX = "claim."
+_PRECISION = re.compile(r"^(.*\.)(\d+)([eEfFgG%]?)$")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy or torch scalar as the Python number it holds (so rules and formats treat a
+    ``np.float32`` as the float it is); anything else unchanged."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def fmt(value: Any, spec: str = ".3g") -> str:
     """``value`` as the book prints it: ``format(value, spec)`` for numbers (``",d"`` rounds first,
     so a float step prints as an integer), ``"yes"``/``"no"`` for booleans, ``"none"`` for None."""
+    value = _plain(value)
     if value is None:
         return "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (int, float)):
+    if _is_number(value):
         if spec.endswith("d"):
-            return format(round(value), spec)
+            return format(round(value), spec) if math.isfinite(value) else str(value)
         return format(value, spec)
     return str(value)
+
+
+def printed(value: float, spec: str = ".3g") -> Decimal:
+    """The number a reader sees when ``value`` prints with ``spec`` (``fmt``), exactly: ``"1,234"``
+    is 1234, ``"45.0%"`` is 0.45, ``"-0.000"`` is 0. The word helpers compare these."""
+    text = fmt(value, spec).strip().replace(",", "").replace("_", "")
+    scale = Decimal(1)
+    if text.endswith("%"):
+        text, scale = text[:-1], Decimal("0.01")
+    try:
+        number = Decimal(text) * scale
+    except InvalidOperation:
+        number = Decimal("nan")
+    if number.is_nan():
+        raise ValueError(f"{value!r} does not print as a number with spec {spec!r}; a comparison needs two numbers")
+    return number
+
+
+def finer(spec: str, digits: int = 6) -> Iterator[str]:
+    """``spec``, then the same format with 1 to ``digits`` more digits (``".2f"``, ``".3f"``, ...);
+    only ``spec`` when it has no precision (``",d"``)."""
+    yield spec
+    match = _PRECISION.match(spec)
+    if match:
+        head, precision, kind = match.groups()
+        for extra in range(1, digits + 1):
+            yield f"{head}{int(precision) + extra}{kind}"
+
+
+def id_prefix(chapter: str) -> str:
+    """What every claim id of ``chapter`` (a notebook stem) starts with: ``"ch08."`` for
+    ``08_training_dynamics``, ``"intro."`` for ``intro``."""
+    return f"ch{chapter[:2]}." if chapter[:2].isdigit() else f"{chapter}."
 
 
 @dataclass(frozen=True)
@@ -70,7 +120,7 @@ class Rule:
     def _test(self, value: Any, threshold: Any) -> bool:
         if self.op == "==":
             return value == threshold
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
+        if not _is_number(value) or math.isnan(value):
             return False
         return {
             ">=": value >= threshold,
@@ -83,21 +133,45 @@ class Rule:
         """Whether ``value`` meets the rule; None when there is no value."""
         if value is None:
             return None
-        return self._test(value, self.threshold)
+        return self._test(_plain(value), self.threshold)
 
     def partly_holds(self, value: Any) -> bool | None:
         """Whether ``value`` meets the looser ``partly`` threshold (False without one)."""
         if value is None:
             return None
-        return self.partly is not None and self._test(value, self.partly)
+        return self.partly is not None and self._test(_plain(value), self.partly)
+
+    def shown(self, value: Any, spec: str = ".3g") -> str:
+        """``value`` printed with ``spec``, or with as many more digits as it takes for the printed
+        number to fall on the same side of the threshold (and of ``partly``) as the value (all of
+        them, ``repr``, past six more): 0.8996 against ``≥ 0.9`` prints ``0.8996``, not ``0.90``,
+        so the digits never contradict the verdict beside them."""
+        value = _plain(value)
+        if self.op == "==" or not _is_number(value) or not math.isfinite(value):
+            return fmt(value, spec)
+        for each in finer(spec):
+            seen = float(printed(value, each))
+            if self.holds(seen) == self.holds(value) and self.partly_holds(seen) == self.partly_holds(value):
+                return fmt(value, each)
+        return repr(float(value))
 
     def text(self, spec: str = ".3g") -> str:
-        """The rule in words: ``"≥ 0.99"``, ``"= yes"``."""
+        """The rule in words: ``"≥ 0.99"``, ``"= yes"``; a threshold prints with more digits than
+        ``spec`` where ``spec`` would round it (0.995 with ``".2f"`` is ``0.995``)."""
         sym = {">=": "≥", ">": ">", "<=": "≤", "<": "<", "==": "="}[self.op]
-        out = f"{sym} {fmt(self.threshold, spec)}"
+        out = f"{sym} {self._exact(self.threshold, spec)}"
         if self.partly is not None:
-            out += f" (partly from {fmt(self.partly, spec)})"
+            out += f" (partly from {self._exact(self.partly, spec)})"
         return out
+
+    @staticmethod
+    def _exact(threshold: Any, spec: str) -> str:
+        if not _is_number(threshold) or not math.isfinite(threshold):
+            return fmt(threshold, spec)
+        for each in finer(spec):
+            if printed(threshold, each) == Decimal(repr(threshold)):
+                return fmt(threshold, each)
+        return repr(threshold)
 
 
 @dataclass(frozen=True)
@@ -109,8 +183,8 @@ class Claim:
     declarative sentence ("The binding jump comes near step 5,300"); ``measure`` what its value is,
     with units ("step of the binding jump (chapter 8's rule)"); ``paper`` the paper's number as the
     paper gives it (None for the book's own readings); ``section`` the MyST label of the section
-    that shows it (the ledger links there); ``spec`` the format its values print with;
-    ``seeded`` whether the rebuild's value is read over seeds."""
+    that shows it (the ledger links there; prefix labels ``chNN-``); ``spec`` the format its
+    values print with (:func:`fmt`)."""
 
     id: str
     chapter: str
@@ -129,6 +203,9 @@ class Claim:
             raise ValueError(f"source must be 'paper' or 'book', got {self.source!r}")
         if self.source == "paper" and not self.paper:
             raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
+        prefix = id_prefix(self.chapter)
+        if not self.id.startswith(prefix) or self.id == prefix:
+            raise ValueError(f"claim id {self.id!r} must start with {prefix!r} (chapter {self.chapter!r})")
 
     def evidence(
         self,
@@ -136,17 +213,29 @@ class Claim:
         release: Any = None,
         untested: str | None = None,
     ) -> Evidence:
-        """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}``, a sequence of values
-        (seeds unknown) or one value; ``release`` the released run's value; ``untested`` why no
-        value could be measured in this profile (then the values must be None)."""
+        """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}`` (or a pandas Series
+        indexed by seed), a sequence of values (seeds unknown; a list, tuple or 1-D array) or one
+        value (None: no rebuild); ``release`` the released run's value
+        (None: no released run); ``untested`` why no value could be measured in this profile
+        (then both must be None).
+
+        A None *inside* ``rebuild`` is a seed that gave no value (the event never came, say): it
+        counts as a seed on which the claim does not hold, never as a seed left out."""
+        if hasattr(rebuild, "to_dict"):  # a pandas Series indexed by seed
+            rebuild = rebuild.to_dict()
+        elif hasattr(rebuild, "tolist") and getattr(rebuild, "ndim", 0) == 1:  # a numpy array
+            rebuild = rebuild.tolist()
         if isinstance(rebuild, Mapping):
-            pairs = tuple((s, v) for s, v in rebuild.items() if v is not None)
+            pairs = tuple((s, _plain(v)) for s, v in rebuild.items())
         elif isinstance(rebuild, (list, tuple)):
-            pairs = tuple((None, v) for v in rebuild if v is not None)
+            pairs = tuple((None, _plain(v)) for v in rebuild)
         elif rebuild is None:
             pairs = ()
         else:
-            pairs = ((None, rebuild),)
+            pairs = ((None, _plain(rebuild)),)
+        release = _plain(release)
+        if untested is not None and (pairs or release is not None):
+            raise ValueError(f"claim {self.id}: untested= says no value was measured, but values were given")
         return Evidence(self, pairs, release, untested)
 
 
@@ -154,9 +243,9 @@ class Claim:
 class Evidence:
     """A claim's values in one executed chapter and the verdict they give.
 
-    ``rebuild`` holds ``(seed, value)`` pairs (seed None where the run is not seeded);
-    ``release`` the released run's value (None where there is none); ``untested`` why the claim
-    could not be measured here."""
+    ``rebuild`` holds ``(seed, value)`` pairs (seed None where the run is not seeded; value None
+    where that seed gave none, which counts against the claim); ``release`` the released run's
+    value (None where there is none); ``untested`` why the claim could not be measured here."""
 
     claim: Claim
     rebuild: tuple[tuple[int | None, Any], ...] = ()
@@ -165,7 +254,7 @@ class Evidence:
 
     @property
     def values(self) -> list[Any]:
-        """The rebuild's values, in seed order as given."""
+        """The rebuild's values (None where a seed gave none), in seed order as given."""
         return [v for _, v in self.rebuild]
 
     def _all(self) -> list[Any]:
@@ -175,11 +264,12 @@ class Evidence:
     def verdict(self) -> Verdict:
         """``reproduced`` when the rule holds for every value (each seed of the rebuild and the
         released run); ``not reproduced`` when it holds for none and none meets its ``partly``
-        threshold; ``partly`` in between; ``untested`` when there is no value."""
+        threshold; ``partly`` in between; ``untested`` when there is no value. A seed without a
+        value does not hold."""
         values = self._all()
         if not values:
             return "untested"
-        held = [self.claim.rule.holds(v) for v in values]
+        held = [bool(self.claim.rule.holds(v)) for v in values]
         if all(held):
             return "reproduced"
         if any(held) or any(self.claim.rule.partly_holds(v) for v in values):
@@ -187,16 +277,30 @@ class Evidence:
         return "not reproduced"
 
     def summary(self) -> str:
-        """The rebuild's value in words: one value, or the median and range over seeds."""
+        """The rebuild's value in words: one value, or the median and range over seeds (and how
+        many seeds gave no value), each printed on the side of the rule it falls on
+        (:meth:`Rule.shown`)."""
         spec = self.claim.spec
+        show = self.claim.rule.shown
         values = self.values
         if not values:
             return "not measured"
         if len(values) == 1:
-            return fmt(values[0], spec)
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            med = statistics.median(values)
-            return f"median {fmt(med, spec)} ({fmt(min(values), spec)} to {fmt(max(values), spec)} over {len(values)} seeds)"
+            return show(values[0], spec)
+        given = [v for v in values if v is not None]
+        missing = len(values) - len(given)
+        if not given:
+            return f"no value on any of {len(values)} seeds"
+        if all(_is_number(v) for v in given):
+            if len(given) == 1:
+                return f"{show(given[0], spec)} on 1 of {len(values)} seeds (no value on {missing})"
+            med = statistics.median(given)
+            span = f"{show(min(given), spec)} to {show(max(given), spec)}"
+            if missing:
+                return (
+                    f"median {show(med, spec)} ({span} over {len(given)} of {len(values)} seeds; no value on {missing})"
+                )
+            return f"median {show(med, spec)} ({span} over {len(values)} seeds)"
         held = sum(bool(self.claim.rule.holds(v)) for v in values)
         return f"holds for {held} of {len(values)} seeds"
 
@@ -208,16 +312,17 @@ class Evidence:
         if self.values:
             parts.append(f"this rebuild {self.summary()}")
         if self.release is not None:
-            parts.append(f"the released run {fmt(self.release, c.spec)}")
+            parts.append(f"the released run {c.rule.shown(self.release, c.spec)}")
         measured = "; ".join(parts)
         who = f"The paper ({c.paper})" if c.source == "paper" else "The book's reading"
+        statement = c.statement.rstrip(". ")
         if verdict == "untested":
-            why = self.untested or "no value was measured in this profile"
-            return f"**Untested here.** {who}: {c.statement}. Not measured: {why}."
+            why = (self.untested or "no value was measured in this profile").rstrip(". ")
+            return f"**Untested here.** {who}: {statement}. Not measured: {why}."
         word = {"reproduced": "Reproduced", "partly": "Partly reproduced", "not reproduced": "Not reproduced"}[verdict]
         if c.source == "book":
             word = {"reproduced": "Holds", "partly": "Holds in part", "not reproduced": "Does not hold"}[verdict]
-        return f"**{word}.** {who}: {c.statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} (rule {c.rule.text(c.spec)})."
+        return f"**{word}.** {who}: {statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} (rule {c.rule.text(c.spec)})."
 
     def as_record(self) -> dict[str, Any]:
         """JSON-ready: everything the ledger needs, read back by :func:`read_claims`."""
@@ -235,7 +340,7 @@ class Evidence:
             "values": self.values,
             "release": self.release,
             "summary": self.summary(),
-            "release_text": None if self.release is None else fmt(self.release, c.spec),
+            "release_text": None if self.release is None else c.rule.shown(self.release, c.spec),
             "untested": self.untested,
             "verdict": self.verdict,
         }
@@ -272,13 +377,14 @@ class Words:
 
 def compare(a: float, b: float, spec: str = ".3g", words: Words | None = None) -> str:
     """The word for ``a`` against ``b`` as both print with ``spec``: "higher than", "lower than" or
-    "the same as" (or the given ``words``). Values that print alike are called the same, so the
-    word never disagrees with the digits beside it."""
+    "the same as" (or the given ``words``), decided on the printed numbers (:func:`printed`), so
+    values that print alike (``0.000`` and ``-0.000`` included) are the same and the word never
+    disagrees with the digits beside it."""
     words = words or Words()
-    fa, fb = fmt(a, spec), fmt(b, spec)
-    if fa == fb:
+    pa, pb = printed(a, spec), printed(b, spec)
+    if pa == pb:
         return words.same
-    return words.more if a > b else words.less
+    return words.more if pa > pb else words.less
 
 
 def change(
@@ -298,10 +404,10 @@ def order(
 def difference(
     a: float, b: float, spec: str = ".3f", more: str = "higher", less: str = "lower", same: str = "no different"
 ) -> str:
-    """``a`` against ``b`` as "0.003 higher", "0.002 lower" or "no different", the gap computed from
-    the printed values so the words and the digits agree."""
-    fa, fb = float(fmt(a, spec).replace(",", "")), float(fmt(b, spec).replace(",", ""))
-    gap = fa - fb
-    if fmt(a, spec) == fmt(b, spec):
+    """``a`` against ``b`` as "0.003 higher", "0.002 lower" or "no different": the gap is printed
+    ``a`` minus printed ``b`` (exact, :func:`printed`), printed with ``spec`` (without a ``+``
+    sign), so the word and the gap agree with the digits beside them."""
+    gap = printed(a, spec) - printed(b, spec)
+    if gap == 0:
         return same
-    return f"{fmt(abs(gap), spec)} {more if gap > 0 else less}"
+    return f"{fmt(float(abs(gap)), spec.removeprefix('+'))} {more if gap > 0 else less}"

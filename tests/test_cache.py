@@ -120,8 +120,9 @@ def _append(file: Path, text: str) -> None:
 def test_code_digest_follows_the_import_closure_and_nothing_else(package_copy):
     probes = ["mechbook.assign_add.probes"]
     closure = module_closure(probes, package_copy)
-    assert {"mechbook.assign_add.task", "mechbook.cache", "mechbook"} <= set(closure)
+    assert {"mechbook.assign_add.task", "mechbook.determinism", "mechbook"} <= set(closure)
     assert "mechbook.leading_terms.train" not in closure
+    assert not [m for m in closure if cache.is_unkeyed(m)], "progress, records, profiles, cache ... are not followed"
     before = code_digest(probes, package_copy)
     _append(package_copy / "mechbook" / "leading_terms" / "train.py", "\nX = 1\n")  # not reachable from probes
     assert code_digest(probes, package_copy) == before
@@ -155,7 +156,65 @@ def test_computation_modules_include_the_model_a_computation_closes_over():
 
     model = AssignAddModel(ModelConfig(d_model=8, d_head=8, d_mlp=8))
     found = computation_modules(lambda: probe_table(model, None, None, None), "mechbook.assign_add.probes")
-    assert found == {"mechbook.assign_add.probes", "mechbook.assign_add.model"}
+    assert found == {"mechbook.assign_add.probes", "mechbook.assign_add.model", "mechbook.determinism"}
+
+
+def _training_entry(monkeypatch) -> Path:
+    """The entry path of Part II's cached training (``assign_add.train.load_or_train`` of the smoke
+    run), derived as :func:`cached` derives it, without training."""
+    from mechbook.assign_add import train as aa_train
+    from mechbook.assign_add.runs import TRAIN_PROFILES
+
+    paths = []
+
+    def entry(namespace, key, compute, **_):
+        paths.append(cache.entry_path(namespace, key, computation_modules(compute, aa_train.__name__)))
+
+    monkeypatch.setattr(aa_train, "cached", entry)
+    aa_train.load_or_train(TRAIN_PROFILES["smoke"], device="cpu")
+    (path,) = paths
+    return path
+
+
+@pytest.mark.parametrize(
+    "unkeyed",
+    [
+        "progress.py",
+        "records.py",
+        "profiles.py",
+        "claims.py",
+        "viz/charts.py",
+        "chapters/ch08_training_dynamics.py",
+        "chapters/common.py",
+        "book/run.py",
+        "cache.py",
+    ],
+)
+def test_a_training_key_ignores_presentation_and_follows_the_model(package_copy, monkeypatch, unkeyed):
+    """Issue 23: rewording a progress bar, a record, a chart or a chapter retrains nothing; editing
+    the model, or the determinism every computation runs under, does."""
+    monkeypatch.setattr(cache, "package_root", lambda: package_copy)
+    before = _training_entry(monkeypatch)
+    _append(package_copy / "mechbook" / unkeyed, "\nX = 1\n")
+    assert _training_entry(monkeypatch) == before
+    _append(package_copy / "mechbook" / "assign_add" / "model.py", "\nX = 1\n")
+    after_model = _training_entry(monkeypatch)
+    assert after_model != before
+    _append(package_copy / "mechbook" / "determinism.py", "\nX = 1\n")
+    assert _training_entry(monkeypatch) != after_model
+
+
+def test_a_computation_written_in_a_chapter_module_keys_that_module(package_copy):
+    """An unkeyed module is still in the key where the computation itself is written in it, and
+    the library it imports is followed from there."""
+    start = computation_modules(lambda: None, "mechbook.chapters.ch08_training_dynamics")
+    assert start == {"mechbook.chapters.ch08_training_dynamics", "mechbook.determinism"}
+    closure = module_closure(start, package_copy)
+    assert "mechbook.chapters.ch08_training_dynamics" in closure and "mechbook.assign_add.model" in closure
+    assert "mechbook.viz" not in closure and "mechbook.chapters" not in closure
+    before = code_digest(start, package_copy)
+    _append(package_copy / "mechbook" / "chapters" / "ch08_training_dynamics.py", "\nX = 1\n")
+    assert code_digest(start, package_copy) != before
 
 
 def test_editing_a_dependency_changes_the_entry(package_copy, monkeypatch):

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from mechbook.book.config import ExecuteConfig
+from mechbook.book.ledger import check_claims, load_expected, read_chapter
 from mechbook.book.run import mechbook_meta, read_executed
 from mechbook.book.toc import ROOT, select, toc_notebooks
 from mechbook.records import read_records
@@ -105,7 +106,9 @@ def _last_run(meta: dict[str, Any]) -> str:
 def check_book(cfg: ExecuteConfig) -> list[str]:
     """Compare every executed chapter's records with its thresholds for ``cfg.profile``; a chapter
     not executed, unreadable, failed or interrupted is a problem that says so. Every bound that
-    sits inside the chapter's measured seed spread is a problem too."""
+    sits inside the chapter's measured seed spread is a problem too, and so is every claim whose
+    verdict differs from the one stored in ``book/thresholds/claims.yml``
+    (:func:`mechbook.book.ledger.check_claims`; a claim not stored yet is a printed note in smoke)."""
     problems = []
     for source in select(toc_notebooks(cfg.root), cfg.only):
         measured = load_spread(source.stem, cfg.root).get(cfg.profile)
@@ -131,4 +134,8 @@ def check_book(cfg: ExecuteConfig) -> list[str]:
             problems.append(f"{source}: book/thresholds/{source.stem}.yml has no {cfg.profile} bounds")
             continue
         problems += [f"{source}: {p}" for p in check_thresholds(read_records(nb), bounds)]
-    return problems
+    chapters = [read_chapter(cfg, source) for source in select(toc_notebooks(cfg.root), cfg.only)]
+    claim_problems, notes = check_claims(chapters, load_expected(cfg.root).get(cfg.profile) or {}, cfg.profile)
+    for note in notes:
+        print(f"note: {note}")
+    return problems + claim_problems

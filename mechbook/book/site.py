@@ -9,8 +9,9 @@ import shutil
 from pathlib import Path
 
 from mechbook.book.config import ExecuteConfig
+from mechbook.book.ledger import PAGE, ledger_page
 from mechbook.book.run import read_executed
-from mechbook.book.toc import toc_notebooks
+from mechbook.book.toc import toc_files, toc_notebooks
 
 
 def stage_site(cfg: ExecuteConfig) -> Path:
@@ -18,10 +19,12 @@ def stage_site(cfg: ExecuteConfig) -> Path:
 
     A notebook never executed for this profile, or whose executed file cannot be read, is copied
     unexecuted (its page has no outputs) with a note naming the file, so ``build --only`` still
-    gives a whole site.
+    gives a whole site. The claims ledger (``book/appendix/ledger.md``) is computed here from the
+    executed chapters (:mod:`mechbook.book.ledger`) when ``_toc.yml`` lists it.
     """
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    ledger = ledger_page(cfg) if PAGE in toc_files(cfg.root) else None  # before unexecuted copies join out
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy2(cfg.root / name, out / name)
     listed = set(toc_notebooks(cfg.root))
@@ -47,6 +50,8 @@ def stage_site(cfg: ExecuteConfig) -> Path:
         if executed is None:
             print(f"note: {problem}; its page is built from {rel}, without outputs")
             shutil.copy2(path, target)
+    if ledger is not None:
+        (out / PAGE).write_text(ledger, encoding="utf-8")
     return out
 
 

@@ -1,0 +1,319 @@
+"""The claims ledger: every claim of the book with its verdict, read from the executed chapters.
+
+Each chapter records its claims as ``claim.<id>`` records (:func:`mechbook.claims.record_claims`);
+its module declares them in ``CLAIMS``. This module reads both for one profile and
+
+- computes the appendix page ``book/appendix/ledger.md`` of the staged site
+  (:func:`ledger_page`, called by :func:`mechbook.book.site.stage_site`), so the page is
+  computed when the site is built and can never be out of date with the executed chapters;
+- compares each recorded verdict with the one stored in ``book/thresholds/claims.yml``
+  (:func:`check_claims`, part of ``python -m mechbook check``) and rewrites that file
+  (:func:`write_expected`, ``python -m mechbook claims --write``).
+
+A chapter's module is the one its notebook imports (``from mechbook.chapters import chNN_<stem>
+as chNN``). A claim the module declares that the executed chapter did not record (the chapter
+was not executed in this profile, or its run failed) is listed as untested, with why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import yaml
+
+from mechbook.book.config import ExecuteConfig
+from mechbook.book.run import mechbook_meta, read_executed
+from mechbook.book.toc import select, toc_notebooks, toc_parts
+from mechbook.claims import VERDICTS, Claim, id_prefix, read_claims
+from mechbook.records import read_records
+
+#: The generated page, repo-relative (a stub is committed there so the toc and the sources tests
+#: see the file; the site build overwrites the staged copy).
+PAGE = Path("book/appendix/ledger.md")
+#: The verdict each claim had when last recorded, per profile: ``{profile: {claim_id: verdict}}``.
+EXPECTED = Path("book/thresholds/claims.yml")
+EXPECTED_HEADER = """\
+# The verdict of every claim when it was last recorded, per profile: {profile: {claim_id: verdict}}.
+# `python -m mechbook check --profile P` fails when an executed chapter's verdict differs from the
+# one here. Written by `python -m mechbook claims --profile P --write` from the executed chapters:
+# rewrite it when a verdict changes on purpose, and say why in the commit.
+"""
+#: Profiles where a recorded claim not in ``claims.yml`` yet is a note, not a failure: smoke runs on
+#: every edit while chapters gain claims; cpu and paper guard the published book, where a claim
+#: without a stored verdict is a regression nothing would catch.
+NEW_IS_A_NOTE = ("smoke",)
+IMPORT = re.compile(r"^\s*(?:from\s+mechbook\.chapters\s+import\s+(\w+)|import\s+mechbook\.chapters\.(\w+))", re.M)
+
+
+def chapter_modules(notebook: nbformat.NotebookNode) -> list[str]:
+    """The chapter modules (``mechbook.chapters.<name>``) the notebook's code cells import."""
+    found: dict[str, None] = {}
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            for match in IMPORT.finditer(cell.source):
+                found[f"mechbook.chapters.{match.group(1) or match.group(2)}"] = None
+    return list(found)
+
+
+def declared_claims(notebook: nbformat.NotebookNode, stem: str) -> tuple[Claim, ...]:
+    """The claims of chapter ``stem`` declared in the ``CLAIMS`` of the chapter modules its
+    notebook imports."""
+    out: list[Claim] = []
+    for name in chapter_modules(notebook):
+        module = importlib.import_module(name)
+        out += [c for c in getattr(module, "CLAIMS", ()) if c.chapter == stem]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter's part of the ledger in one profile: ``records`` are its ``claim.<id>`` records
+    by id (None when it has no valid run in the profile, ``why`` saying so), ``declared`` the
+    claims its module declares, ``title`` its first heading."""
+
+    source: Path
+    title: str
+    records: dict[str, dict[str, Any]] | None
+    why: str | None
+    declared: tuple[Claim, ...]
+
+    @property
+    def stem(self) -> str:
+        return self.source.stem
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every claim of the chapter as a record: the recorded ones, then each declared claim not
+        recorded, untested with why. Paper claims first, then the book's readings."""
+        recorded = dict(self.records or {})
+        why = self.why or "the chapter did not record it in this profile"
+        for claim in self.declared:
+            if claim.id not in recorded:
+                recorded[claim.id] = claim.evidence(untested=why).as_record()
+        return sorted(recorded.values(), key=lambda r: r["source"] != "paper")
+
+    def undeclared(self) -> list[str]:
+        """Ids a valid run recorded that no module's ``CLAIMS`` declares."""
+        declared = {c.id for c in self.declared}
+        return [cid for cid in self.records or {} if cid not in declared]
+
+    def unrecorded(self) -> list[str]:
+        """Ids the module declares that a valid run of the chapter did not record."""
+        if self.records is None:
+            return []
+        return [c.id for c in self.declared if c.id not in self.records]
+
+
+def _title(notebook: nbformat.NotebookNode, stem: str) -> str:
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return stem
+
+
+def read_chapter(
+    cfg: ExecuteConfig,
+    source: Path,
+    declared: Callable[[nbformat.NotebookNode, str], tuple[Claim, ...]] = declared_claims,
+) -> Chapter:
+    """Chapter ``source`` (repo-relative notebook) of the ledger for ``cfg.profile``: its claim
+    records from ``cfg.out_dir`` and its declared claims (``declared(notebook, stem)``)."""
+    notebook = nbformat.read(cfg.root / source, as_version=4)
+    title, claims = _title(notebook, source.stem), declared(notebook, source.stem)
+    out = cfg.out_dir / source
+    not_run = f"the chapter was not executed in profile {cfg.profile}"
+    if not out.exists():
+        return Chapter(source, title, None, not_run, claims)
+    nb, _ = read_executed(out)
+    if nb is None:
+        return Chapter(source, title, None, f"its executed notebook for profile {cfg.profile} cannot be read", claims)
+    status = mechbook_meta(nb).get("status")
+    if status is None:  # the unexecuted copy a site build stages in its place
+        return Chapter(source, title, None, not_run, claims)
+    if status != "ok":  # the page says what happened, not where the report lies (check does)
+        return Chapter(source, title, None, f"its last run in profile {cfg.profile} {status}", claims)
+    return Chapter(source, title, read_claims(read_records(nb)), None, claims)
+
+
+def read_ledger(
+    cfg: ExecuteConfig,
+    declared: Callable[[nbformat.NotebookNode, str], tuple[Claim, ...]] = declared_claims,
+) -> list[tuple[str, list[Chapter]]]:
+    """``(part caption, chapters)`` for every part of ``_toc.yml``, in book order."""
+    toc = yaml.safe_load((cfg.root / "_toc.yml").read_text(encoding="utf-8"))
+    captions = {str(p.get("caption", "")).split(":")[0]: p.get("caption") for p in toc.get("parts", [])}
+    return [
+        (captions.get(name) or name, [read_chapter(cfg, s, declared) for s in sources])
+        for name, sources in toc_parts(cfg.root)
+    ]
+
+
+def _cell(text: Any) -> str:
+    """Text fit for one cell of a Markdown table."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _tally(entries: Iterable[Mapping[str, Any]]) -> str:
+    """``"3 reproduced, 1 partly and 2 untested, of 6 claims."``"""
+    counts = Counter(e["verdict"] for e in entries)
+    total = sum(counts.values())
+    if not total:
+        return "no claims."
+    parts = [f"{counts[v]} {v}" for v in VERDICTS if counts[v]]
+    listed = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+    return f"{listed}, of {total} claim{'s' if total != 1 else ''}."
+
+
+def _row(entry: Mapping[str, Any], source: Path) -> str:
+    where = f"{{ref}}`{entry['section']}`" if entry.get("section") else f"{{doc}}`/{source.with_suffix('')}`"
+    claim = f"{entry['statement'].rstrip('. ')}. {entry['measure'][:1].upper()}{entry['measure'][1:]}, rule {entry['rule']}. Shown in {where}."
+    paper = entry["paper"] if entry["source"] == "paper" else "(the book's reading)"
+    rebuild = entry["summary"] if entry["values"] else "—"
+    release = entry.get("release_text") or "—"
+    verdict = entry["verdict"]
+    if verdict == "untested":
+        verdict = f"untested: {(entry.get('untested') or 'no value was measured').rstrip('. ')}"
+    return "| " + " | ".join(_cell(x) for x in (claim, paper, rebuild, release, verdict)) + " |"
+
+
+def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str:
+    """The ledger page: per part and chapter, a table claim | paper | rebuild | released run |
+    verdict, each claim linking to the section that shows it (else its chapter)."""
+    everything = [e for _, chapters in parts for ch in chapters for e in ch.entries()]
+    lines = [
+        "(appendix-ledger)=",
+        "# Claims ledger",
+        "",
+        "Every claim of the two papers that the book tests, and every reading of the book that one of "
+        "its sentences asserts, with the verdict of its one rule over the rebuild's seeds and the "
+        "authors' released run (reproduced when every value meets the rule, partly when some do or "
+        "come near, not reproduced when none does). This page is computed when the site is built, "
+        f"from the `claim.*` records of the chapters executed in the `{profile}` profile; a claim a "
+        "chapter declares but did not record in this profile is listed as untested, with why. The "
+        "rebuild column gives one value, or the median and range over seeds.",
+        "",
+        f"In all: {_tally(everything)}",
+    ]
+    for caption, chapters in parts:
+        lines += ["", f"## {caption}", "", _tally(e for ch in chapters for e in ch.entries())]
+        for chapter in chapters:
+            entries = chapter.entries()
+            lines += ["", f"### {chapter.title}", ""]
+            if not entries:
+                lines.append(f"{{doc}}`/{chapter.source.with_suffix('')}` declares no claims.")
+                continue
+            lines += [
+                "| claim | paper | rebuild | released run | verdict |",
+                "|---|---|---|---|---|",
+                *(_row(e, chapter.source) for e in entries),
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def ledger_page(cfg: ExecuteConfig) -> str:
+    """The ledger page of ``cfg.profile``, from the chapters executed into ``cfg.out_dir``."""
+    return ledger_markdown(read_ledger(cfg), cfg.profile)
+
+
+def load_expected(root: Path) -> dict[str, dict[str, str]]:
+    """``book/thresholds/claims.yml``: ``{profile: {claim_id: verdict}}`` (empty when missing)."""
+    path = root / EXPECTED
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+    return data or {}
+
+
+def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, str], profile: str) -> tuple[list[str], list[str]]:
+    """``(problems, notes)`` of the chapters' recorded verdicts against ``expected`` (one
+    profile's ``claims.yml``). Problems: a verdict that differs from the stored one, a stored
+    claim that a valid run no longer records, a declared claim a valid run did not record or a
+    recorded one no module declares, an unknown verdict in the file. A recorded claim not in the file yet (new) is a note in the
+    profiles of :data:`NEW_IS_A_NOTE`, a problem in the others."""
+    write = f"`python -m mechbook claims --profile {profile} --write`"
+    problems: list[str] = []
+    notes: list[str] = []
+    for chapter in chapters:
+        if chapter.records is None:
+            continue
+        for cid, rec in chapter.records.items():
+            if cid not in expected:
+                line = f"{chapter.source}: new claim {cid} ({rec['verdict']}); store its verdict with {write}"
+                (notes if profile in NEW_IS_A_NOTE else problems).append(line)
+            elif rec["verdict"] != expected[cid]:
+                problems.append(
+                    f"{chapter.source}: claim {cid} is {rec['verdict']!r}, recorded as {expected[cid]!r} in "
+                    f"{EXPECTED} ({rec['summary']}; rule {rec['rule']}); if the change is meant, run {write}"
+                )
+        prefix = id_prefix(chapter.stem)
+        for cid in sorted(expected):
+            if cid.startswith(prefix) and cid not in chapter.records:
+                problems.append(f"{chapter.source}: claim {cid} in {EXPECTED} is no longer recorded; run {write}")
+        problems += [
+            f"{chapter.source}: claim {cid} is declared in CLAIMS but not recorded: record it in record_all "
+            "(untested='why' where it cannot be measured)"
+            for cid in chapter.unrecorded()
+        ]
+        problems += [
+            f"{chapter.source}: claim {cid} is recorded but not declared in the CLAIMS of the chapter module "
+            "the notebook imports: declare it there"
+            for cid in chapter.undeclared()
+        ]
+    problems += [
+        f"{EXPECTED}: claim {cid} has verdict {verdict!r}; use one of {', '.join(VERDICTS)}"
+        for cid, verdict in sorted(expected.items())
+        if verdict not in VERDICTS
+    ]
+    return problems, notes
+
+
+def write_expected(cfg: ExecuteConfig, chapters: Iterable[Chapter]) -> tuple[Path, list[str]]:
+    """Store the recorded verdicts of the chapters with a valid run in ``cfg.profile``'s section
+    of ``claims.yml`` (their old entries replaced; other chapters' and profiles' kept). Returns
+    the file and one line per chapter left as it was, with why."""
+    data = load_expected(cfg.root)
+    section = dict(data.get(cfg.profile) or {})
+    kept = []
+    for chapter in chapters:
+        if chapter.records is None:
+            kept.append(f"{chapter.source}: kept as it was ({chapter.why})")
+            continue
+        prefix = id_prefix(chapter.stem)
+        section = {k: v for k, v in section.items() if not k.startswith(prefix)}
+        section.update({cid: rec["verdict"] for cid, rec in chapter.records.items()})
+    data[cfg.profile] = dict(sorted(section.items()))
+    path = cfg.root / EXPECTED
+    path.write_text(EXPECTED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path, kept
+
+
+def claims_command(cfg: ExecuteConfig, write: bool = False) -> int:
+    """``python -m mechbook claims``: print each chosen chapter's claims with their verdicts (and
+    the stored verdict where it differs); with ``write``, store the verdicts in ``claims.yml``.
+    Without ``write`` the exit status is 1 when :func:`check_claims` finds a problem."""
+    chapters = [read_chapter(cfg, source) for source in select(toc_notebooks(cfg.root), cfg.only)]
+    expected = load_expected(cfg.root).get(cfg.profile) or {}
+    for chapter in chapters:
+        print(f"{chapter.source}" + (f" ({chapter.why})" if chapter.why else ""))
+        for entry in chapter.entries():
+            stored = expected.get(entry["id"])
+            was = "" if stored in (None, entry["verdict"]) else f", stored as {stored}"
+            print(f"  {entry['id']}: {entry['verdict']}{was} (rebuild {entry['summary']}; rule {entry['rule']})")
+    if write:
+        path, kept = write_expected(cfg, chapters)
+        for line in kept:
+            print(f"note: {line}")
+        print(f"wrote the {cfg.profile} verdicts to {path}")
+        return 0
+    problems, notes = check_claims(chapters, expected, cfg.profile)
+    for line in notes:
+        print(f"note: {line}")
+    for line in problems:
+        print(f"FAIL {line}")
+    return 1 if problems else 0

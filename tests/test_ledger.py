@@ -1,0 +1,208 @@
+"""mechbook.book.ledger: the ledger page computed from fake executed chapters' ``claim.*`` records
+and their modules' CLAIMS, and ``check`` failing when a claim's verdict differs from the one stored
+in book/thresholds/claims.yml (no kernel, no Sphinx)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from conftest import make_notebook
+
+from mechbook.__main__ import main
+from mechbook.book import ledger
+from mechbook.book.checks import check_book
+from mechbook.book.config import ExecuteConfig
+from mechbook.book.site import stage_site
+from mechbook.claims import Claim, Rule
+from mechbook.records import GLUE_PREFIX
+
+JUMP = Claim(
+    "ch08.jump_step",
+    "08_fake",
+    "paper",
+    "The binding jump comes near step 5,300",
+    "step of the binding jump",
+    Rule("<=", 6000, partly=9000),
+    paper="about 5,300",
+    section="ch08-jump",
+    spec=",d",
+)
+SHARE = Claim(
+    "ch08.top2_share",
+    "08_fake",
+    "book",
+    "Layer 1 | attends to the operands",
+    "top-2 attention share",
+    Rule(">=", 0.9),
+    spec=".2f",
+)
+LATER = Claim("ch08.never_recorded", "08_fake", "book", "Something the chapter forgot", "a value", Rule(">=", 0))
+ASSOC = Claim("ch01.overlap", "01_fake", "paper", "G matches V W_O", "top-10 overlap", Rule(">=", 0.5), paper="98%")
+
+
+def _fake_module(name: str, claims: tuple[Claim, ...], monkeypatch) -> None:
+    module = types.ModuleType(f"mechbook.chapters.{name}")
+    module.CLAIMS = claims
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+
+def _outputs(records: dict) -> list:
+    return [
+        nbformat.v4.new_output(
+            "display_data",
+            data={GLUE_PREFIX + "application/json": json.dumps({"value": value}), GLUE_PREFIX + "text/plain": "x"},
+            metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}},
+        )
+        for name, value in records.items()
+    ]
+
+
+def _execute(repo: Path, source: str, evidences: list, status: str = "ok") -> None:
+    """Write the executed notebook of ``source`` with these claims recorded (what papermill leaves)."""
+    nb = nbformat.read(repo / source, as_version=4)
+    nb.cells[-1].outputs = _outputs({f"claim.{ev.claim.id}": ev.as_record() for ev in evidences} | {"n": 1})
+    nb.metadata["mechbook"] = {"status": status, "failure": "cell 2" if status != "ok" else None}
+    out = repo / "_build" / "executed" / "smoke" / source
+    out.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, out)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    """A two-part book: chapter 1 (Part I) never executed, chapter 8 (Part II) executed."""
+    _fake_module("ch01_fake", (ASSOC,), monkeypatch)
+    _fake_module("ch08_fake", (JUMP, SHARE, LATER), monkeypatch)
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n"
+        '  - caption: "Part I: Leading terms"\n    chapters:\n      - file: book/p1/01_fake\n'
+        '  - caption: "Part II: Assign and Add"\n    chapters:\n      - file: book/p2/08_fake\n'
+        "  - caption: Appendix\n    chapters:\n      - file: book/appendix/ledger\n"
+    )
+    (tmp_path / "book" / "appendix").mkdir(parents=True)
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
+    (tmp_path / "book" / "appendix" / "ledger.md").write_text("# Claims ledger\n\nplaceholder\n")
+    make_notebook(
+        tmp_path / "book" / "p1" / "01_fake.ipynb",
+        [("md", "# 1. Maps"), ("code", "from mechbook.chapters import ch01_fake as ch01")],
+    )
+    make_notebook(
+        tmp_path / "book" / "p2" / "08_fake.ipynb",
+        [
+            ("md", "# 8. Dynamics\n\n(ch08-jump)=\n## The jump"),
+            ("code", "from mechbook.chapters import ch08_fake as ch08"),
+        ],
+    )
+    thresholds = tmp_path / "book" / "thresholds"
+    thresholds.mkdir()
+    for stem in ("01_fake", "08_fake"):
+        (thresholds / f"{stem}.yml").write_text("smoke:\n  n: {equals: 1}\n")
+    _execute(
+        tmp_path,
+        "book/p2/08_fake.ipynb",
+        [JUMP.evidence({0: 5401, 1: 8000, 2: 4000}, release=5401), SHARE.evidence({0: 0.96, 1: 0.95}, release=0.96)],
+    )
+    return tmp_path
+
+
+def test_the_page_lists_every_claim_by_part_and_chapter(repo):
+    page = (stage_site(ExecuteConfig(profile="smoke", root=repo)) / ledger.PAGE).read_text()
+    part1, part2 = page.index("## Part I: Leading terms"), page.index("## Part II: Assign and Add")
+    assert part1 < page.index("### 1. Maps") < part2 < page.index("### 8. Dynamics")
+    assert "placeholder" not in page
+    jump = next(line for line in page.splitlines() if "binding jump comes" in line)
+    assert jump.startswith("| The binding jump comes near step 5,300. Step of the binding jump, rule ≤ 6,000")
+    assert "Shown in {ref}`ch08-jump`" in jump
+    assert "| about 5,300 | median 5,401 (4,000 to 8,000 over 3 seeds) | 5,401 | partly |" in jump
+    share = next(line for line in page.splitlines() if "operands" in line)
+    assert "Layer 1 \\| attends" in share, "a pipe in a statement is escaped, not a new column"
+    assert "Shown in {doc}`/book/p2/08_fake`" in share, "without a section the row links to its chapter"
+    assert "| (the book's reading) | median 0.95 (0.95 to 0.96 over 2 seeds) | 0.96 | reproduced |" in share
+    never = next(line for line in page.splitlines() if "forgot" in line)
+    assert never.endswith("| — | — | untested: the chapter did not record it in this profile |")
+    overlap = next(line for line in page.splitlines() if "G matches" in line)
+    assert overlap.endswith("| 98% | — | — | untested: the chapter was not executed in profile smoke |")
+    assert "In all: 1 reproduced, 1 partly and 2 untested, of 4 claims." in page
+    assert page.index("operands") > page.index("binding jump comes"), "paper claims come before the book's readings"
+
+
+def test_a_failed_run_lists_its_claims_as_untested_with_why(repo):
+    _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence(1000)], status="failed")
+    (chapter,) = [c for _, chs in ledger.read_ledger(ExecuteConfig(profile="smoke", root=repo)) for c in chs][1:]
+    assert chapter.records is None
+    assert {e["verdict"] for e in chapter.entries()} == {"untested"}
+    assert chapter.entries()[0]["untested"] == "its last run in profile smoke failed"
+
+
+def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("08_fake",))
+    expected = repo / ledger.EXPECTED
+    expected.write_text(yaml.safe_dump({"smoke": {"ch08.jump_step": "reproduced"}, "cpu": {"ch08.x": "partly"}}))
+    problems = check_book(cfg)
+    assert any("claim ch08.jump_step is 'partly', recorded as 'reproduced'" in p for p in problems)
+    assert any("ch08.never_recorded is declared in CLAIMS but not recorded" in p for p in problems)
+    assert not any("top2_share" in p for p in problems), "a claim not stored yet is new, not a failure"
+    assert "new claim ch08.top2_share (reproduced)" in capsys.readouterr().out
+
+    assert main(["claims", "--profile", "smoke", "--root", str(repo), "--write"]) == 0
+    stored = yaml.safe_load(expected.read_text())
+    assert stored["smoke"] == {"ch08.jump_step": "partly", "ch08.top2_share": "reproduced"}
+    assert stored["cpu"] == {"ch08.x": "partly"}, "other profiles are kept"
+    assert expected.read_text().startswith("# The verdict of every claim")
+    problems = check_book(cfg)
+    assert problems == [
+        "book/p2/08_fake.ipynb: claim ch08.never_recorded is declared in CLAIMS but not recorded: "
+        "record it in record_all (untested='why' where it cannot be measured)"
+    ]
+
+    stray = Claim("ch08.stray", "08_fake", "book", "s", "m", Rule(">=", 0))
+    _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence({0: 5000, 1: 5200}, release=5401), stray.evidence(1)])
+    problems = check_book(cfg)
+    assert any("ch08.stray is recorded but not declared in the CLAIMS" in p for p in problems)
+    assert any("ch08.jump_step is 'reproduced', recorded as 'partly'" in p for p in problems)
+    assert any("ch08.top2_share in book/thresholds/claims.yml is no longer recorded" in p for p in problems)
+
+
+def test_write_keeps_the_verdicts_of_a_chapter_without_a_valid_run(repo):
+    cfg = ExecuteConfig(profile="smoke", root=repo)
+    (repo / ledger.EXPECTED).write_text(yaml.safe_dump({"smoke": {"ch01.overlap": "reproduced"}}))
+    chapters = [c for _, chs in ledger.read_ledger(cfg) for c in chs]
+    path, kept = ledger.write_expected(cfg, chapters)
+    assert yaml.safe_load(path.read_text())["smoke"]["ch01.overlap"] == "reproduced"
+    assert kept == ["book/p1/01_fake.ipynb: kept as it was (the chapter was not executed in profile smoke)"]
+    problems, _ = ledger.check_claims(chapters, {"ch08.jump_step": "maybe"}, "smoke")
+    assert any("has verdict 'maybe'; use one of reproduced, partly, not reproduced, untested" in p for p in problems)
+
+
+def test_declared_claims_come_from_the_chapter_modules_the_notebook_imports(repo):
+    nb = nbformat.read(repo / "book" / "p2" / "08_fake.ipynb", as_version=4)
+    assert ledger.chapter_modules(nb) == ["mechbook.chapters.ch08_fake"]
+    assert ledger.declared_claims(nb, "08_fake") == (JUMP, SHARE, LATER)
+    assert ledger.declared_claims(nb, "09_other") == ()
+
+
+@pytest.mark.book
+def test_the_ledger_page_builds_and_links_to_its_sections(repo, root):
+    """Sphinx (warnings are errors) resolves the rows' {ref} and {doc} links."""
+    from mechbook.book.site import build_site
+
+    (repo / "_config.yml").write_text((root / "_config.yml").read_text())
+    html = (build_site(ExecuteConfig(profile="smoke", root=repo)) / "book" / "appendix" / "ledger.html").read_text()
+    assert 'href="../p2/08_fake.html#ch08-jump"' in html
+    assert 'href="../p2/08_fake.html"' in html and 'href="../p1/01_fake.html"' in html
+    assert "<table" in html and html.count("untested: ") == 2
+
+
+def test_a_new_claim_fails_check_outside_smoke(repo):
+    chapters = [c for _, chs in ledger.read_ledger(ExecuteConfig(profile="smoke", root=repo)) for c in chs]
+    stored = {"ch08.jump_step": "partly"}
+    problems, notes = ledger.check_claims(chapters, stored, "smoke")
+    assert any("new claim ch08.top2_share" in n for n in notes)
+    problems, notes = ledger.check_claims(chapters, stored, "cpu")
+    assert any("new claim ch08.top2_share (reproduced)" in p for p in problems) and not notes
