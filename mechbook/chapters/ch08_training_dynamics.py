@@ -256,7 +256,7 @@ CLAIMS: tuple[Claim, ...] = (
         f"the cases below {PLATEAU_LAG} over the plateau are exactly those with b on the right",
         Rule("==", True),
         "ch08-plateau",
-        paper="b as right operand only (released run)",
+        paper="released run: b as right operand only",
     ),
     _claim(
         "readable_before_jump",
@@ -682,7 +682,7 @@ def control_prose(runs: dict[str, RunReadings], baselines: PoolBaselines) -> str
     head = (
         f"A model that adds exactly but takes any value assigned in the context for a variable operand "
         f"would score {control:.2f} on the 1-var training pool ({baselines.any_value['2var_train']:.2f} on the "
-        f"2-var one; chance is {baselines.chance:.3f}): the level 1-var accuracy reaches by addition alone."
+        f"2-var one; chance is {baselines.chance:.3f}): what addition earns on variable questions without binding."
     )
     return head + "\n\n" + "\n".join(lines)
 
