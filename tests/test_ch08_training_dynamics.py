@@ -360,14 +360,16 @@ def test_control_words_never_contradict_the_printed_numbers(value, control):
 def test_final_table_and_union_prose_show_the_baselines():
     result = fake_result([0.1, 0.5, 0.7])
     acc = result.accuracy()
-    assert ch08.union_score(acc) == pytest.approx(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
+    equal = ch08.final_union(acc, Task(), "equal")
+    assert equal == pytest.approx(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
     table = ch08.final_table(acc, BASELINES).set_index("pool")
     assert table.loc["1var_train", "final accuracy"] == pytest.approx(0.7)
     assert table.loc["1var_train", "adds any context value"] == 0.43
     assert np.isnan(table.loc["0var_train", "adds any context value"]) and (table.chance == 1 / 59).all()
     acc.loc[acc.index.max(), "2var_misplaced_both"] = 0.1
     text = ch08.union_prose(acc, Task(), BASELINES)
-    assert f"**{ch08.union_paper(acc, Task()):.3f}**" in text and f"{ch08.union_score(acc):.3f} with the three" in text
+    paper, equal = ch08.final_union(acc, Task()), ch08.final_union(acc, Task(), "equal")
+    assert paper > equal and f"**{paper:.3f}**" in text and f"{equal:.3f} with the three" in text
     assert "chance is 1/59 = 0.017" in text and "any two context values would score 0.250" in text
 
 

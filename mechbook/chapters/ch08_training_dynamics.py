@@ -43,7 +43,7 @@ from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.released import PAPER_PHASES, check_release_steps
 from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES
 from mechbook.assign_add.seeds import Dissected, SeedRuns
-from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, union_accuracy
+from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig, TrainResult, load_model
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
@@ -705,15 +705,10 @@ def final_table(acc: pd.DataFrame, baselines: PoolBaselines) -> pd.DataFrame:
     )
 
 
-def union_score(acc: pd.DataFrame) -> float:
-    """The final 2-var generalisation union: the mean of its three pools' final accuracies."""
-    return float(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
-
-
-def union_paper(acc: pd.DataFrame, task: Task) -> float:
-    """The final 2-var union with its parts weighted by their sizes in the enumerated union, as
-    the paper scores it (:func:`mechbook.assign_add.task.union_accuracy`)."""
-    return union_accuracy(acc.iloc[-1].to_dict(), task, "paper")
+def final_union(acc: pd.DataFrame, task: Task, weighting: str = "paper") -> float:
+    """The last evaluation's 2-var generalisation union (:func:`mechbook.assign_add.task.union_accuracy`:
+    ``"paper"`` weights its parts by their sizes, as the paper scores it; ``"equal"`` 1/3 each)."""
+    return union_accuracy(acc.iloc[-1].to_dict(), task, weighting)
 
 
 def union_prose(acc: pd.DataFrame, task: Task, baselines: PoolBaselines) -> str:
@@ -722,8 +717,8 @@ def union_prose(acc: pd.DataFrame, task: Task, baselines: PoolBaselines) -> str:
     n = task.cfg.modulus
     control = union_accuracy(dict(baselines.any_value), task, "paper")
     return (
-        f"2-var generalisation union: **{union_paper(acc, task):.3f}** with its parts weighted by their sizes (the "
-        f"paper's score), {union_score(acc):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}, "
+        f"2-var generalisation union: **{final_union(acc, task):.3f}** with its parts weighted by their sizes (the "
+        f"paper's score), {final_union(acc, task, 'equal'):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}, "
         f"and a model that adds any two context values would score {control:.3f}."
     )
 
@@ -1248,8 +1243,8 @@ def record_all(d: Dynamics, ev: dict[str, Evidence], pattern_checkpoints: int) -
             phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2
         ),
         **{f"final_{pool}": float(final[pool]) for pool in POOL_NAMES},
-        "final_2var_union": union_score(acc),
-        "final_2var_union_paper": union_paper(acc, Task(result.config.task)),
+        "final_2var_union": final_union(acc, Task(result.config.task), "equal"),
+        "final_2var_union_paper": final_union(acc, Task(result.config.task)),
         **{f"measure_{name}": float(value) for name, value in final_measures(measures).items()},
         "adder_reaches_0.9_step": adder_first_step(measures),
         "pattern_checkpoints": pattern_checkpoints,
