@@ -1,10 +1,13 @@
-"""Chapter 8's module: the shared training configs, knobs, the computed prose in each of its
-branches (it must stay true whichever way the run falls), charts without warnings, records."""
+"""Chapter 8's module: config and knobs, the claims (each decided by its rule, its sentence true to
+its values), the computed prose in each of its branches (it must stay true whichever way the run
+falls; comparison words never contradict the printed numbers), charts without warnings, records
+and the smoke bounds that reject a broken run."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import warnings
 
 import numpy as np
@@ -12,23 +15,51 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_aa_release import needs_release
 
+from mechbook import claims
+from mechbook.assign_add import release
+from mechbook.assign_add.baselines import PoolBaselines
+from mechbook.assign_add.binding_jump import JumpReading, SeedReading, jump_reading, probe_curve
 from mechbook.assign_add.circuits import pattern_frame
+from mechbook.assign_add.dynamics import Dynamics, RunReadings
 from mechbook.assign_add.measures import measures_over_training
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
+from mechbook.assign_add.plateau import plateau_of
+from mechbook.assign_add.released import release_run
 from mechbook.assign_add.runs import CPU_RUN, TRAIN_PROFILES
 from mechbook.assign_add.scores import pool_scores
-from mechbook.assign_add.seeds import Dissected, SeedRuns
+from mechbook.assign_add.seeds import Dissected, SeedRuns, seed_summary
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
 from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
 
 RULES = PhaseRules()
+NOTEBOOK = ROOT / "book" / "part2" / "08_training_dynamics.ipynb"
+MEASURE_NAMES = [
+    "adder",
+    "prev_token",
+    "qk_identity",
+    "l1_operands_top2",
+    "l1_operands_mass",
+    "l2_needed_top2",
+    "l2_needed_mass",
+]
+BASELINES = PoolBaselines(
+    chance=1 / 59,
+    best_constant={p: 0.03 for p in POOL_NAMES},
+    any_value={p: (0.43 if p.startswith("1var") else 0.25) for p in POOL_NAMES if not p.startswith("0var")},
+    n_per_pool=64,
+)
 
 
-def fake_result(one_var: list[float], zero_var: list[float] | None = None, every: int = 100) -> TrainResult:
+def fake_result(
+    one_var: list[float], zero_var: list[float] | None = None, every: int = 100, seed: int = 0
+) -> TrainResult:
     """A TrainResult whose 1var_train curve is ``one_var`` (other pools follow it) every ``every``
     steps; checkpoints at every evaluation."""
     steps = [every * (i + 1) for i in range(len(one_var))]
@@ -39,20 +70,72 @@ def fake_result(one_var: list[float], zero_var: list[float] | None = None, every
             acc = zero_var[i] if pool.startswith("0var") else one_var[i]
             rows.append({"step": s, "pool": pool, "accuracy": acc, "loss": 1.0})
         rows.append({"step": s, "pool": "train", "accuracy": one_var[i], "loss": 1.0})
-    return TrainResult(pd.DataFrame(rows), {s: {} for s in steps}, {}, TRAIN_PROFILES["smoke"], 90.0)
+    config = dataclasses.replace(TRAIN_PROFILES["smoke"], seed=seed)
+    return TrainResult(pd.DataFrame(rows), {s: {} for s in steps}, {}, config, 90.0)
 
 
 def fake_measures(steps: list[int], value: float = 0.5) -> pd.DataFrame:
-    names = [
-        "adder",
-        "prev_token",
-        "qk_identity",
-        "l1_operands_top2",
-        "l1_operands_mass",
-        "l2_needed_top2",
-        "l2_needed_mass",
+    return pd.DataFrame(
+        [{"step": s, "measure": m, "value": value * s / steps[-1]} for s in steps for m in MEASURE_NAMES]
+    )
+
+
+def case_history(low: set[str], steps: range = range(100, 900, 100)) -> pd.DataFrame:
+    """Cases of two pools over ``steps``: those in ``low`` stay at 0.1, the others at 0.9."""
+    cases = [("1var_misplaced", "b right"), ("1var_misplaced", "k left"), ("2var_misplaced_one", "b right")]
+    return pd.DataFrame(
+        [{"step": s, "pool": p, "case": c, "accuracy": 0.1 if c in low else 0.9} for s in steps for p, c in cases]
+    )
+
+
+def probe_frame(after: list[float], every: int = 100) -> pd.DataFrame:
+    steps = [every * (i + 1) for i in range(len(after))]
+    rows = [
+        {"step": s, "where": "after layer 1", "accuracy": a, "chance": 1 / 12, "n": 9} for s, a in zip(steps, after)
     ]
-    return pd.DataFrame([{"step": s, "measure": m, "value": value * s / steps[-1]} for s in steps for m in names])
+    return pd.DataFrame(
+        rows + [{"step": s, "where": "embedding", "accuracy": 0.1, "chance": 1 / 12, "n": 9} for s in steps]
+    )
+
+
+def readings(run: TrainResult, probe: list[float] | None = None, low: set[str] | None = None) -> RunReadings:
+    """A run's readings from its curves: fake measures, a case history with ``low`` lagging, a probe."""
+    phases = detect_phases(run.history, RULES)
+    measures = fake_measures(sorted(run.checkpoints))
+    measures.loc[measures.measure == "prev_token", "value"] = 0.9  # the previous-token head forms early
+    steps = sorted(run.checkpoints)
+    return RunReadings(
+        run,
+        phases,
+        measures,
+        jump_reading(run, phases, measures),
+        plateau_of(case_history(low or set(), range(steps[0], steps[-1] + 1, 100)), phases),
+        probe_curve(probe_frame(probe or [0.5] * len(steps)), phases),
+    )
+
+
+JUMP = [0.05, 0.05, 0.1, 0.8, 0.9, 0.97, 0.99, 0.99]
+PLATEAU = [0.05, 0.05, 0.1] + [0.6] * 15 + [0.95, 1.0, 1.0]
+"""Binding at step 400, a plateau at 0.6 to step 1,800, then a refinement (phase 3)."""
+
+
+def fake_dynamics(curves: list[list[float]] | None = None, release_exact: dict | None = None) -> Dynamics:
+    """Four seeds (the first opened), a released run that binds at step 400 with the variable
+    readable from step 200, and fixed baselines."""
+    curves = curves or [JUMP, JUMP, [0.05] * 8, JUMP]
+    results = [fake_result(c, seed=i) for i, c in enumerate(curves)]
+    seeds = []
+    for r in results:
+        rr = readings(r, probe=[0.5, 0.99] + [1.0] * 6)
+        seeds.append(SeedReading(r.config.seed, rr.phases, rr.jump, rr.probe if rr.jump else None))
+    dissected = Dissected(results, seed_summary(results, RULES), 0, results[0])
+    release = readings(fake_result(PLATEAU), probe=[0.5, 0.99] + [1.0] * 19, low={"b right"})
+    return Dynamics(
+        dissected, readings(results[0], probe=[0.5] * 8), release, release_exact, tuple(seeds), {}, BASELINES
+    )
+
+
+# ---------------------------------------------------------------- config
 
 
 def test_the_seed_runs_are_sized_per_profile():
@@ -62,6 +145,8 @@ def test_the_seed_runs_are_sized_per_profile():
     assert all(cfg.rules is cfg.runs.rules for cfg in ch08.CONFIGS.values())
     sizes = [ch08.CONFIGS[p].measures.n_sequences for p in ("smoke", "cpu", "paper")]
     assert sizes == sorted(sizes)
+    settings_ = ch08.CONFIGS["smoke"].settings
+    assert settings_.release_steps == ch08.SMOKE_RELEASE_STEPS and settings_.case_sequences == 64
 
 
 def test_knobs_reach_the_seed_runs():
@@ -73,10 +158,15 @@ def test_knobs_reach_the_seed_runs():
 
 
 def test_bad_config_is_refused():
+    smoke = ch08.CONFIGS["smoke"]
     with pytest.raises(ValueError, match="window"):
-        ch08.DynamicsChapterConfig(ch08.CONFIGS["smoke"].runs, ch08.CONFIGS["smoke"].measures, window=0)
+        ch08.ChapterConfig(smoke.runs, smoke.measures, window=0)
     with pytest.raises(TypeError, match="SeedRuns"):
-        ch08.DynamicsChapterConfig("smoke", ch08.CONFIGS["smoke"].measures, window=10)
+        ch08.ChapterConfig("smoke", smoke.measures, window=10)
+    with pytest.raises(ValueError, match="not released checkpoints"):
+        ch08.ChapterConfig(smoke.runs, smoke.measures, window=10, release_steps=(1, 150))
+    with pytest.raises(ValueError, match="at least 4 distinct seeds"):
+        SeedRuns(TRAIN_PROFILES["smoke"], seeds=(1, 2, 2, 3))
 
 
 def test_setup_prose_counts_the_parameters():
@@ -85,78 +175,117 @@ def test_setup_prose_counts_the_parameters():
     assert f"{n:,} parameters" in text and "8,000 steps" in text and "seed 42" in text
 
 
-@pytest.mark.parametrize("status", ["detected", "plateau without rise", "absent"])
-def test_phases_prose_follows_the_status(status):
-    plateau = (1000, 2500, 0.5) if status != "absent" else None
-    phases = Phases(
-        400, 800, 0.6, 3000 if status == "detected" else None, status, "1var_misplaced" if plateau else None, plateau
+def test_differences_from_the_paper_list_every_changed_setting():
+    assert ch08.differences_from_paper(TRAIN_PROFILES["paper"]).empty
+    table = ch08.differences_from_paper(CPU_RUN).set_index("setting")
+    assert table.loc["model.d_model", "the paper"] == "128" and table.loc["model.d_model", "this run"] == "64"
+    assert table.loc["steps", "this run"] == "8000" and table.loc["lr", "this run"] == "0.003"
+    assert "model.seed" not in table.index and "task" not in table.index
+    other_task = dataclasses.replace(
+        TRAIN_PROFILES["paper"], task=dataclasses.replace(CPU_RUN.task, train_pair_fraction=0.5)
     )
-    text = ch08.phases_prose(phases, RULES)
-    assert "step 400" in text and "step 800" in text and "rises by 0.60" in text
-    assert ("then rose past 0.70" in text) == (status == "detected")
-    assert ("does not rise" in text) == (status == "plateau without rise")
-    assert ("absent" in text) == (status == "absent")
+    assert ch08.differences_from_paper(other_task).setting.tolist() == ["task"]
 
 
-def test_phases_prose_without_a_jump():
-    text = ch08.phases_prose(Phases(None, None, None, None, "absent", None, None), RULES)
-    assert "phase 1**: not reached" in text and "phase 2**: not found" in text and "not looked for" in text
+# ---------------------------------------------------------------- claims
+
+# name -> (a value that meets the rule, one that misses it, one between: partly, or None)
+CLAIM_CASES = {
+    "phase1_step": (401, 2001, 1001),
+    "phase2_window": (0, 4800, 500),
+    "phase3_window": (0, 9000, 1500),
+    "addition_first": (True, False, None),
+    "binding_jump_rise": (0.23, 0.05, 0.15),
+    "l1_top2_before": (0.12, 0.8, 0.4),
+    "l1_top2_after": (0.95, 0.3, 0.8),
+    "adder_before_jump": (1.0, 0.2, 0.7),
+    "prev_token_before_jump": (0.92, 0.1, 0.4),
+    "plateau_b_right": (True, False, None),
+    "readable_before_jump": (2400, -500, None),
+    "three_phases_most_seeds": (0.83, 0.5, None),
+    "final_heldout": (0.994, 0.5, 0.97),
+    "final_misplaced": (1.0, 0.05, 0.95),
+    "final_union": (0.981, 0.52, 0.93),
+    "heldout_follows": (0.006, 0.2, 0.03),
+}
 
 
-def test_jump_prose_never_claims_a_level_the_run_did_not_reach():
-    # 1-var train jumps at step 400 but ends at 0.90: the issue's contradiction
-    result = fake_result([0.05, 0.05, 0.1, 0.8, 0.85, 0.9, 0.9, 0.9])
-    phases = detect_phases(result.history, RULES)
-    assert phases.phase2 == 400
-    measures = fake_measures(sorted(result.checkpoints))
-    text = ch08.jump_prose(result, phases, measures)
-    assert "never reaches 0.95" in text and "ends at 0.90" in text and "step 800, the last checkpoint" in text
-    assert "the first checkpoint where" not in text
+def test_every_claim_is_tested_labelled_and_unique():
+    assert {c.id for c in ch08.CLAIMS} == {f"ch08.{n}" for n in CLAIM_CASES}
+    assert len({c.id for c in ch08.CLAIMS}) == len(ch08.CLAIMS)
+    text = NOTEBOOK.read_text()
+    for c in ch08.CLAIMS:
+        assert c.chapter == "08_training_dynamics" and f"({c.section})=" in text, c.id
 
 
-def test_jump_prose_names_the_first_step_at_the_level():
-    result = fake_result([0.05, 0.05, 0.1, 0.8, 0.9, 0.97, 0.99, 0.99])
-    phases = detect_phases(result.history, RULES)
-    measures = fake_measures(sorted(result.checkpoints))
-    text = ch08.jump_prose(result, phases, measures)
-    assert "from step 300 (the last checkpoint before it) to step 600 (the first checkpoint where" in text
-    before, after = (
-        ch08.measure_at(measures, "l1_operands_mass", 300),
-        ch08.measure_at(measures, "l1_operands_mass", 600),
-    )
-    assert f"goes from {before:.2f} to {after:.2f}" in text
+@pytest.mark.parametrize("name", sorted(CLAIM_CASES))
+def test_each_claim_is_decided_by_its_rule_and_said_with_its_value(name):
+    claim = ch08.CLAIM[f"ch08.{name}"]
+    good, bad, between = CLAIM_CASES[name]
+    words = ("Reproduced", "Not reproduced", "Partly reproduced")
+    if claim.source == "book":
+        words = ("Holds", "Does not hold", "Holds in part")
+    for value, verdict, word in ((good, "reproduced", words[0]), (bad, "not reproduced", words[1])):
+        ev = claim.evidence({0: value, 1: value}, release=value)
+        assert ev.verdict == verdict, (name, value)
+        sentence = ev.sentence()
+        assert sentence.startswith(f"**{word}.**") and claims.fmt(value, claim.spec) in sentence
+        assert claim.rule.text(claim.spec) in sentence
+    mixed = claim.evidence({0: good}, release=bad)
+    assert mixed.verdict == "partly" and mixed.sentence().startswith(f"**{words[2]}.**")
+    if between is not None:
+        assert claim.evidence([between]).verdict == "partly"
+    assert claim.evidence(None, untested="no run").sentence().startswith("**Untested here.**")
 
 
-def test_jump_prose_without_a_jump():
-    result = fake_result([0.05] * 6)
-    phases = detect_phases(result.history, RULES)
-    assert phases.phase2 is None
-    assert "No binding jump was detected" in ch08.jump_prose(result, phases, fake_measures(sorted(result.checkpoints)))
+def test_evidence_reads_every_seed_and_the_released_run():
+    d = fake_dynamics()
+    ev = ch08.evidence(d)
+    assert set(ev) == {c.id for c in ch08.CLAIMS}
+    # the smoke run is not the paper's configuration: the released run alone dates the phases
+    assert ev["ch08.phase2_window"].values == [] and ev["ch08.phase2_window"].release == 5300 - 400
+    assert ev["ch08.phase2_window"].verdict == "not reproduced"
+    assert ev["ch08.addition_first"].values == [True, True, False, True]
+    # seed 2 never jumps: it has no jump reading, and no lead of the probe
+    assert [s for s, _ in ev["ch08.l1_top2_after"].rebuild] == [0, 1, 3]
+    assert ev["ch08.readable_before_jump"].values == [200, 200, 200] and ev["ch08.readable_before_jump"].release == 200
+    assert ev["ch08.plateau_b_right"].values == [] and ev["ch08.three_phases_most_seeds"].values == [0.0]
+    assert ev["ch08.final_heldout"].release == pytest.approx(1.0)
+    exact = ch08.evidence(fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981}))
+    assert exact["ch08.final_heldout"].release == 0.994 and exact["ch08.final_union"].release == 0.981
 
 
-def test_measure_at_and_adder_first_step():
-    measures = fake_measures([100, 200, 300, 400], value=1.0)
-    assert ch08.measure_at(measures, "adder", 250) == pytest.approx(0.5)
-    assert np.isnan(ch08.measure_at(measures, "adder", 50))
-    assert ch08.adder_first_step(measures, level=0.7) == 300
-    assert ch08.adder_first_step(measures, level=1.1) is None
+def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
+    d = fake_dynamics()
+    paper = [
+        dataclasses.replace(r, config=dataclasses.replace(TRAIN_PROFILES["paper"], seed=i))
+        for i, r in enumerate(d.dissected.results)
+    ]
+    opened = dataclasses.replace(d.rebuild, run=paper[0])
+    d = dataclasses.replace(d, rebuild=opened, dissected=Dissected(paper, d.dissected.summary, 0, paper[0]))
+    ev = ch08.evidence(d)
+    assert ev["ch08.phase1_step"].values == [200, 200, 200, 200]
+    assert "held to the paper's dates too" in ch08.timing_note(paper[0].config)
+    assert "not held to the paper's dates" in ch08.timing_note(CPU_RUN)
 
 
-def test_union_and_final_table():
-    result = fake_result([0.1, 0.5, 0.7])
-    acc = result.accuracy()
-    assert ch08.union_score(acc) == pytest.approx(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
-    table = ch08.final_table(acc)
-    assert list(table.pool) == list(POOL_NAMES) and table["final accuracy"].iloc[2] == pytest.approx(0.7)
+def test_outside_the_window():
+    assert [ch08.outside(s, (5300, 5400)) for s in (5000, 5300, 5350, 5401, None)] == [300, 0, 0, 1, None]
 
 
-def test_window_steps():
-    assert ch08.window_steps([100, 200, 300, 900], centre=250, window=100) == [200, 300]
-    assert ch08.window_steps([100, 900], centre=500, window=10) == [100, 900]
+def test_claims_prose_states_each_verdict():
+    ev = ch08.evidence(fake_dynamics())
+    text = ch08.claims_prose(ev, ["addition_first", "ch08.final_union"])
+    assert text.splitlines() == [f"- {ev['ch08.addition_first'].sentence()}", f"- {ev['ch08.final_union'].sentence()}"]
 
 
-def test_curves_frame_labels_every_pool():
-    frame = ch08.curves_frame(fake_result([0.1, 0.2]).history)
+# ---------------------------------------------------------------- prose and charts, page order
+
+
+def test_training_prose_and_curves_frame():
+    result = fake_result([0.1, 0.2])
+    assert "2 evaluations over 200 steps" in ch08.training_prose(result)
+    frame = ch08.curves_frame(result.history)
     assert set(frame.pool) == set(POOL_NAMES) and frame.question.notna().all()
     row = frame[frame.pool == "2var_misplaced_both"].iloc[0]
     assert (row.variables, row.question) == ("2-var", "misplaced (both)")
@@ -170,91 +299,182 @@ def test_curves_frame_labels_every_pool():
         ([0.05, 0.05, 0.1, 0.8, 0.9, 0.97], [0.2, 0.95, 1, 1, 1, 1]),
     ],
 )
-def test_charts_build_without_warnings_and_state_the_finding(curve, zero_var):
+def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
     result = fake_result(curve, zero_var=zero_var)
     phases = detect_phases(result.history, RULES)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        spec = ch08.curves_chart(result, phases).to_dict()
-        measures = ch08.measures_chart(fake_measures(sorted(result.checkpoints), 1.0), phases).to_dict()
+        spec = ch08.curves_chart(result, phases, BASELINES).to_dict()
+        measures = ch08.measures_chart(fake_measures(sorted(result.checkpoints), 1.0), phases, 59).to_dict()
     if phases.phase2 is None:
-        assert spec["title"].startswith("After 600 steps")
+        assert spec["title"].startswith("After 600 steps") and "chance 1.7%" in spec["title"]
     else:
-        assert "phase 2 at step 400" in spec["title"]
-    assert len(spec["layer"]) == 1 + 2 * (not phases.marks().empty)
-    assert "adder alone is right on 100%" in measures["title"]
+        assert "before binding in a jump (phase 2, step 400)" in spec["title"]
+    assert len(spec["layer"]) == 2 + 2 * (not phases.marks().empty)
+    levels = json.dumps(spec)
+    assert "chance (1/59)" in levels and "1-var: adds any context value" in levels
+    assert "adder alone is right on 100% of pairs (chance 1.7%)" in measures["title"]
     assert spec["width"] == "container"
 
 
-def test_pattern_slider_chart_has_one_frame_per_step():
-    task = Task()
-    model = AssignAddModel(TRAIN_PROFILES["smoke"].model)
-    seq = task.eval_pools(1, seed=0)["2var_train"][0][0]
-    frames = [pattern_frame(model, seq, task).assign(step=s) for s in (100, 200)]
-    patterns = pd.concat(frames, ignore_index=True)
-    patterns["layer"] = "layer " + patterns.layer.astype(str)
-    spec = ch08.pattern_slider_chart(patterns, [100, 200], 0, "title").to_dict()
-    assert spec["params"][0]["bind"]["max"] == 1 and spec["facet"]["field"] == "layer"
+@pytest.mark.parametrize("status", ["detected", "plateau without rise", "absent"])
+def test_phases_prose_follows_the_status(status):
+    plateau = (1000, 2500, 0.5) if status != "absent" else None
+    phases = Phases(
+        400, 800, 0.6, 3000 if status == "detected" else None, status, "1var_misplaced" if plateau else None, plateau
+    )
+    text = ch08.phases_prose(phases, RULES)
+    assert "step 400" in text and "step 800" in text and "rises by 0.60" in text
+    assert ("then rose past 0.70" in text) == (status == "detected")
+    assert ("does not rise" in text) == (status == "plateau without rise")
+    assert ("absent" in text) == (status == "absent")
+    unbound = ch08.phases_prose(Phases(None, None, None, None, "absent", None, None), RULES)
+    assert "phase 1**: not reached" in unbound and "phase 2**: not found" in unbound and "not looked for" in unbound
 
 
-def test_record_all_covers_the_thresholds(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    result = fake_result([0.05, 0.05, 0.1, 0.8, 0.9, 0.97])
-    phases = detect_phases(result.history, RULES)
-    values = ch08.record_all(result, phases, fake_measures(sorted(result.checkpoints)), pattern_checkpoints=3)
-    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
-    for profile in ("smoke", "cpu"):
-        assert {n for n in bounds[profile] if not n.startswith(("release_", "seeds_"))} <= set(values)
-    assert values["phase2_step"] == 400 and values["steps"] == 600 and values["phase3_step"] == "absent"
-
-
-def test_release_config_is_checked():
-    with pytest.raises(ValueError, match="not released checkpoints"):
-        ch08.DynamicsChapterConfig(
-            ch08.CONFIGS["smoke"].runs, ch08.CONFIGS["smoke"].measures, window=10, release_steps=(1, 150)
-        )
-    assert set(ch08.SMOKE_RELEASE_STEPS) <= set(ch08.release.RELEASE_STEPS)
-
-
-def test_side_by_side_and_release_prose_read_both_runs():
-    rebuild = fake_result([0.05, 0.05, 0.1, 0.8, 0.9, 0.97])
-    released = fake_result([0.05, 0.06, 0.07, 0.08, 0.9, 0.99, 0.99, 1.0])
-    a, b = detect_phases(rebuild.history, RULES), detect_phases(released.history, RULES)
-    table = ch08.side_by_side(rebuild, a, released, b).set_index("")
-    assert table.loc["phase 2 (binding)", "this rebuild"] == "400"
-    assert table.loc["phase 2 (binding)", "paper's run, as released"] == "500"
-    assert table.loc["1var_train at the last evaluation", "paper's run, as released"] == "1.000"
-    sampled = ch08.release_prose(b, released, None, 1045)
-    assert "phase 2 at step 500" in sampled and "skips the exactly enumerated pools" in sampled
-    exact = {"0var_heldout_all": 0.994, "2var_union_paper": 0.981, "2var_union_equal": 0.985}
-    text = ch08.release_prose(b, released, exact, 1045)
-    assert "**99.4%** of all 1,045 held-out pairs" in text and "98.5% with the three parts weighted equally" in text
-
-
-def test_record_release(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    released = fake_result([0.05, 0.06, 0.07, 0.08, 0.9, 0.99])
-    values = ch08.record_release(released, detect_phases(released.history, RULES), {"2var_union_paper": 0.98})
-    assert values["release_phase2_step"] == 500 and values["release_checkpoints"] == 6
-    assert values["release_final_2var_union_paper"] == 0.98 and values["release_last_1var_train"] == 0.99
-    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
-    names = {n for p in ("smoke", "cpu") for n in bounds[p] if n.startswith("release_")}
-    assert names - set(values) == {"release_final_0var_heldout_all", "release_plateau_b_right_only"}
-    assert "release_plateau_b_right_only" in ch08.record_analyses(
-        {r: ch08.Plateau(_case_history(set()), NO_PLATEAU, None) for r in ch08.RUNS},
-        {r: (_probe([0.5]), NO_PLATEAU) for r in ch08.RUNS},
+def test_control_prose_places_the_last_evaluation_before_the_jump():
+    d = fake_dynamics()
+    text = ch08.control_prose(ch08.both(d), BASELINES)
+    assert "would score 0.43 on the 1-var training pool (0.25 on the 2-var one; chance is 0.017)" in text
+    assert "at step 300, the last evaluation before the jump, 1-var training accuracy is 0.10, lower than" in text
+    flat = dataclasses.replace(d, rebuild=readings(fake_result([0.5] * 4)))
+    assert "no evaluation before a binding jump; 1-var training accuracy ends at 0.50, higher than" in (
+        ch08.control_prose(ch08.both(flat), BASELINES)
     )
 
 
-def test_union_prose_shows_both_weightings():
+@settings(max_examples=60, deadline=None)
+@given(value=st.floats(0, 1), control=st.floats(0, 1))
+def test_control_words_never_contradict_the_printed_numbers(value, control):
+    run = readings(fake_result([0.05, 0.05, value * 0.05, 0.8, 0.97, 0.99]))
+    b = dataclasses.replace(BASELINES, any_value={**BASELINES.any_value, "1var_train": control})
+    text = ch08.control_prose({"run": run}, b)
+    shown = float(re.search(r"would score ([\d.]+)", text).group(1))
+    m = re.search(r"accuracy is ([\d.]+), (higher than|lower than|the same as) that control", text)
+    assert m, text
+    got = float(m.group(1))
+    expected = "the same as" if got == shown else ("higher than" if got > shown else "lower than")
+    assert m.group(2) == expected
+
+
+def test_final_table_and_union_prose_show_the_baselines():
     result = fake_result([0.1, 0.5, 0.7])
     acc = result.accuracy()
+    equal = ch08.final_union(acc, Task(), "equal")
+    assert equal == pytest.approx(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
+    table = ch08.final_table(acc, BASELINES).set_index("pool")
+    assert table.loc["1var_train", "final accuracy"] == pytest.approx(0.7)
+    assert table.loc["1var_train", "adds any context value"] == 0.43
+    assert np.isnan(table.loc["0var_train", "adds any context value"]) and (table.chance == 1 / 59).all()
     acc.loc[acc.index.max(), "2var_misplaced_both"] = 0.1
-    text = ch08.union_prose(acc, Task())
-    assert f"**{ch08.union_paper(acc, Task()):.3f}**" in text and f"{ch08.union_score(acc):.3f} with the three" in text
-    assert ch08.union_paper(acc, Task()) > ch08.union_score(acc)
+    text = ch08.union_prose(acc, Task(), BASELINES)
+    paper, equal = ch08.final_union(acc, Task()), ch08.final_union(acc, Task(), "equal")
+    assert paper > equal and f"**{paper:.3f}**" in text and f"{equal:.3f} with the three" in text
+    assert "chance is 1/59 = 0.017" in text and "any two context values would score 0.250" in text
+
+
+def test_side_by_side_and_release_prose_read_both_runs():
+    d = fake_dynamics()
+    rebuild = readings(fake_result([0.05, 0.05, 0.1, 0.8, 0.9, 0.97]))
+    table = ch08.side_by_side(rebuild.run, rebuild.phases, d.release.run, d.release.phases, BASELINES).set_index("")
+    assert table.loc["phase 2 (binding)", "this rebuild"] == "400"
+    assert table.loc["1var_train at the last evaluation (baseline 0.430)", "paper's run, as released"] == "1.000"
+    sampled = ch08.release_prose(d.release, None, 1045, 59)
+    assert "phase 2 at step 400" in sampled and "skips the exactly enumerated pools" in sampled
+    assert "(chance 1.7%)" in sampled
+    exact = {"0var_heldout_all": 0.994, "2var_union_paper": 0.981, "2var_union_equal": 0.985}
+    text = ch08.release_prose(d.release, exact, 1045, 59)
+    assert "**99.4%** of all 1,045 held-out pairs" in text and "98.5% with the three parts weighted equally" in text
+
+
+def test_jump_prose_states_the_top2_share_with_its_direction():
+    d = fake_dynamics()
+    run = readings(fake_result(JUMP))
+    text = ch08.jump_prose("the released run", run, 59)
+    j = run.jump
+    a, b = j.at_before["l1_operands_top2"], j.at_after["l1_operands_top2"]
+    assert f"the operand positions rises from {a:.2f} to {b:.2f}" in text
+    assert "from step 300 (the last checkpoint before it) to step 600 (the first checkpoint where" in text
+    short = readings(fake_result([0.05, 0.05, 0.1, 0.8, 0.85, 0.9, 0.9, 0.9]))
+    text = ch08.jump_prose("run", short, 59)
+    assert "never reaches 0.95" in text and "ends at 0.90" in text and "step 800, the last checkpoint" in text
+    flat = ch08.jump_prose("run", readings(fake_result([0.05] * 6)), 59)
+    assert "no binding jump was detected" in flat and "(chance 1.7%)" in flat
+    assert ch08.jumps_prose(d).count("**") == 4
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.floats(0, 1), min_size=8, max_size=8))
+def test_jump_words_never_contradict_the_printed_numbers(values):
+    names = ["l1_operands_top2", "l1_operands_mass", "l2_needed_top2", "prev_token"]
+    reading = JumpReading(
+        400, 300, 600, True, 0.99, dict(zip(names, values[:4]), adder=1.0), dict(zip(names, values[4:]), adder=1.0)
+    )
+    run = dataclasses.replace(readings(fake_result(JUMP)), jump=reading)
+    text = ch08.jump_prose("run", run, 59)
+    number = r"(\d+(?:\.\d+)?%?)"
+    moves = re.findall(rf"(rises|falls) from {number} to {number}", text)
+    stays = re.findall(rf"stays at {number}", text)
+    assert len(moves) + len(stays) == 4
+    for word, a, b in moves:
+        x, y = float(a.rstrip("%")), float(b.rstrip("%"))
+        assert a != b and word == ("rises" if y > x else "falls"), (word, a, b)
+    printed = {n: (format(values[i], ".2f"), format(values[i + 4], ".2f")) for i, n in enumerate(names)}
+    printed["l2_needed_top2"] = (f"{values[2]:.0%}", f"{values[6]:.0%}")
+    assert len(stays) == sum(a == b for a, b in printed.values())
+
+
+def test_cases_prose_and_chart_say_what_the_plateau_is():
+    d = fake_dynamics()
+    plateau = {ch08.RUNS[0]: d.release.plateau, ch08.RUNS[1]: plateau_of(case_history(set()), d.rebuild.phases)}
+    release_plateau = d.release.phases.plateau
+    text = ch08.cases_prose(plateau, BASELINES)
+    assert "chance 0.017" in text and "`1var_misplaced` 0.43" in text
+    if release_plateau is None:
+        assert "no phase-3 plateau" in text
+    ev = ch08.evidence(d)["ch08.plateau_b_right"]
+    spec = ch08.cases_chart(plateau, BASELINES, ev).to_dict()
+    assert spec["resolve"]["scale"]["x"] == "independent" and "chance (1/59)" in json.dumps(spec)
+
+
+def test_cases_prose_names_the_lagging_cases():
+    phases = Phases(500, 1500, 0.4, 4500, "detected", "1var_misplaced", (200, 600, 0.4))
+    run = plateau_of(case_history({"b right"}), phases)
+    text = ch08.cases_prose({ch08.RUNS[0]: run}, BASELINES)
+    assert "over the plateau (steps 200-600, `1var_misplaced` at 0.40) the cases below 0.5 are" in text
+    assert "`1var_misplaced` b right (0.10)" in text and "every other case averages at least 0.90" in text
+    ev = ch08.CLAIM["ch08.plateau_b_right"].evidence({}, release=run.b_right_only)
+    spec = ch08.cases_chart({ch08.RUNS[0]: run}, BASELINES, ev).to_dict()
+    assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
+    assert "1 of 1 (reproduced)" in json.dumps(spec["title"])
+
+
+def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
+    d = fake_dynamics()
+    runs = ch08.both(d, "probe")
+    text = ch08.probe_prose(runs)
+    assert (
+        "from step 200, before the binding jump at step 400 (chance 0.08; from the embedding alone it reads 0.10"
+        in text
+    )
+    assert "never reads the variable after layer 1 with 95% accuracy (chance 0.08)" in text
+    ev = ch08.evidence(d)["ch08.readable_before_jump"]
+    assert "In every run read the variable can be read" in json.dumps(ch08.probe_chart(runs, ev).to_dict()["title"])
+    late = ch08.CLAIM["ch08.readable_before_jump"].evidence([-100, 200])
+    assert "In some runs" in json.dumps(ch08.probe_chart(runs, late).to_dict()["title"])
+    unbound = probe_curve(probe_frame([0.99]), Phases(500, None, None, None, "absent", None, None))
+    assert "no binding jump" in ch08.probe_prose({"run": unbound})
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.integers(1, 40), jump=st.integers(1, 40))
+def test_probe_order_words_never_contradict_the_steps(first, jump):
+    after = [0.5] * (first - 1) + [0.99] * (41 - first)
+    phases = Phases(100, jump * 100, 0.3, None, "absent", None, None)
+    text = ch08.probe_prose({"run": probe_curve(probe_frame(after), phases)})
+    m = re.search(r"from step ([\d,]+), (before|after|at the same step as) the binding jump at step ([\d,]+)", text)
+    a, b = (int(m.group(i).replace(",", "")) for i in (1, 3))
+    assert m.group(2) == ("before" if a < b else "after" if a > b else "at the same step as")
 
 
 def _summary(phase2: list[float | None]) -> pd.DataFrame:
@@ -268,13 +488,6 @@ def _summary(phase2: list[float | None]) -> pd.DataFrame:
             "final_2var_union": np.linspace(0.5, 0.9, len(phase2)),
         }
     )
-
-
-def test_seeds_are_checked():
-    with pytest.raises(ValueError, match="at least 4 distinct seeds"):
-        SeedRuns(TRAIN_PROFILES["smoke"], seeds=(1, 2, 2, 3))
-    with pytest.raises(TypeError, match="runs must be a SeedRuns"):
-        ch08.DynamicsChapterConfig(TRAIN_PROFILES["smoke"], ch08.CONFIGS["smoke"].measures, window=10)
 
 
 def _dissected(phase2: list[float | None], example: int, opened: int, steps: int = 20000) -> Dissected:
@@ -294,9 +507,11 @@ def test_seeds_prose(example, opened, words):
     text = ch08.seeds_prose(_dissected([2800.0, None, 400.0, 9000.0], example, opened))
     assert "Over 4 seeds of 20,000 steps" in text
     assert "binding jump came at steps 400, 2,800, 9,000" in text and "0 of 4 show all three" in text
-    assert f"picks seed {example}" in text and "(the median binding jump)" in text and words in text
+    assert f"picks seed {example}" in text and "(the median binding jump; it reads only the phase-2 steps" in text
+    assert words in text
     unbound = ch08.seeds_prose(_dissected([None] * 4, 1, 1, 100))
     assert "no seed reached the binding jump" in unbound and "median final 1-var training accuracy" in unbound
+    assert "never the final scores" not in unbound
 
 
 def test_seed_frame_and_chart_with_the_release_marked():
@@ -307,19 +522,55 @@ def test_seed_frame_and_chart_with_the_release_marked():
     assert len(spec["layer"]) == 2 and "detected in 3 of 4 seeds" in spec["title"]["text"][0]
 
 
-def test_record_seeds(monkeypatch):
+def test_pattern_slider_chart_has_one_frame_per_step():
+    task = Task()
+    model = AssignAddModel(TRAIN_PROFILES["smoke"].model)
+    seq = task.eval_pools(1, seed=0)["2var_train"][0][0]
+    frames = [pattern_frame(model, seq, task).assign(step=s) for s in (100, 200)]
+    patterns = pd.concat(frames, ignore_index=True)
+    patterns["layer"] = "layer " + patterns.layer.astype(str)
+    spec = ch08.pattern_slider_chart(patterns, [100, 200], 0, "title").to_dict()
+    assert spec["params"][0]["bind"]["max"] == 1 and spec["facet"]["field"] == "layer"
+
+
+def test_takeaway_is_computed_from_the_claims():
+    d = fake_dynamics()
+    ev = ch08.evidence(d)
+    text = ch08.takeaway_prose(d, ev)
+    assert "comes before binding in 3 of 4 seeds, and in the released run" in text
+    assert "previous-token head is in place before the binding jump in 4 of the 4 runs" in text
+    assert (
+        "on the released run the probe reads the variable after layer 1 from step 200, before the jump at step 400"
+        in text
+    )
+    late = dict(
+        ev, **{"ch08.readable_before_jump": ch08.CLAIM["ch08.readable_before_jump"].evidence([-100], release=-300)}
+    )
+    assert "readable after layer 1 before the jump in 0 of the 2 runs" in ch08.takeaway_prose(d, late)
+    assert "switch on at the same time" not in text
+
+
+# ---------------------------------------------------------------- records and bounds
+
+
+def test_record_all_covers_the_thresholds_and_every_claim(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    values = ch08.record_seeds(_dissected([2800.0, None, 400.0, 9000.0], 0, 2))
-    assert values["seeds_bound"] == 3 and values["seeds_phase2_steps"] == [2800, 400, 9000]
-    assert values["seeds_min_final_2var_union"] == 0.5 and values["example_seed"] == 0
-    assert values["dissected_seed"] == 2
+    d = fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981, "2var_union_equal": 0.985})
+    values = ch08.record_all(d, ch08.evidence(d), pattern_checkpoints=3)
+    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
+    for profile in ("smoke", "cpu"):
+        assert set(bounds[profile]) <= set(values), set(bounds[profile]) - set(values)
+    assert values["phase2_step"] == 400 and values["steps"] == 800 and values["release_plateau_b_right_only"] is True
+    assert values["release_identity_probe_step"] == 200 and values["seeds_bound"] == 3
+    assert {f"claim.{c.id}" for c in ch08.CLAIMS} <= set(values) and values == seen
 
 
-needs_release = pytest.mark.skipif(
-    not ch08.release.available_steps(), reason=f"no local copy of the authors' release (set {ch08.release.ENV_VAR})"
-)
 SMOKE_BOUNDS = load_thresholds("08_training_dynamics")["smoke"]
+
+
+def test_the_measured_seed_spread_passes_the_smoke_bounds():
+    assert check_spread(SMOKE_BOUNDS, load_spread("08_training_dynamics")["smoke"]) == []
 
 
 def untrained_run(train: TrainConfig) -> TrainResult:
@@ -339,133 +590,39 @@ def untrained_run(train: TrainConfig) -> TrainResult:
     return TrainResult(pd.DataFrame(rows), kept, state, train, 0.0)
 
 
-def test_the_measured_seed_spread_passes_the_smoke_bounds():
-    assert check_spread(SMOKE_BOUNDS, load_spread("08_training_dynamics")["smoke"]) == []
+def _records(d: Dynamics, monkeypatch, pattern_checkpoints: int = 2) -> dict:
+    monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: value)
+    return ch08.record_all(d, ch08.evidence(d), pattern_checkpoints=pattern_checkpoints)
 
 
-def test_smoke_bounds_reject_an_untrained_model():
+def test_smoke_bounds_reject_an_untrained_model(monkeypatch):
     """The rebuild's records, computed as the notebook computes them, for a model that was never
     trained: at chance (1/59) on the 0-var training pairs, below every seed's 300-step score."""
     cfg = ch08.CONFIGS["smoke"]
     result = untrained_run(cfg.train)
     phases = detect_phases(result.history, cfg.rules)
     measures = measures_over_training(result, cfg.measures)
-    centre = phases.phase2 if phases.phase2 is not None else max(result.checkpoints)
-    shown = ch08.window_steps(list(result.checkpoints), centre, cfg.window)
-    records = ch08.record_all(result, phases, measures, pattern_checkpoints=len(shown))
+    base = fake_dynamics()
+    rebuild = dataclasses.replace(base.rebuild, run=result, phases=phases, measures=measures, jump=None)
+    d = dataclasses.replace(base, rebuild=rebuild)
+    shown = ch08.window_steps(list(result.checkpoints), max(result.checkpoints), cfg.window)
+    records = _records(d, monkeypatch, len(shown))
     rebuild_bounds = {n: b for n, b in SMOKE_BOUNDS.items() if not n.startswith(("release_", "seeds_"))}
     flagged = {p.split()[0] for p in check_thresholds(records, rebuild_bounds)}
     assert flagged == {"final_0var_train"}, check_thresholds(records, rebuild_bounds)
 
 
 @needs_release
-def test_smoke_bounds_reject_the_released_run_cut_before_binding():
+def test_smoke_bounds_reject_the_released_run_cut_before_binding(monkeypatch):
     """The released run read as the chapter reads it, but at 16 checkpoints that all come before
-    its binding jump (steps 1 to 4,201): no phase 2, no phase 3, and the last model cannot bind."""
-    early = tuple(s for s in sorted(ch08.release.available_steps()) if s < 5000)[: len(ch08.SMOKE_RELEASE_STEPS)]
-    cfg = dataclasses.replace(ch08.CONFIGS["smoke"], release_steps=early)
-    released = ch08.release_run(cfg)
-    phases = detect_phases(released.history, cfg.rules)
-    records = ch08.record_release(released, phases, ch08.release_exact_scores(cfg))
-    release_bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_")}
+    its binding jump: no phase 2, no phase 3, and the last model cannot bind."""
+    early = tuple(s for s in sorted(release.available_steps()) if s < 5000)[: len(ch08.SMOKE_RELEASE_STEPS)]
+    released = release_run(early, per_pool=128)
+    phases = detect_phases(released.history, RULES)
+    base = fake_dynamics()
+    cut = dataclasses.replace(base.release, run=released, phases=phases, jump=None)
+    records = _records(dataclasses.replace(base, release=cut), monkeypatch)
+    release_bounds = {n: b for n, b in SMOKE_BOUNDS.items() if n.startswith("release_") and "plateau" not in n}
     flagged = {p.split()[0] for p in check_thresholds(records, release_bounds)}
     assert {"release_phase2_step", "release_phase3_step", "release_last_1var_train"} <= flagged, flagged
     assert "release_checkpoints" not in flagged
-
-
-def _case_history(low: set[str]) -> pd.DataFrame:
-    """Cases of two pools over steps 1,000-5,000: those in ``low`` stay at 0.1, the others at 0.9."""
-    cases = [("1var_misplaced", "b right"), ("1var_misplaced", "k left"), ("2var_misplaced_one", "b right")]
-    return pd.DataFrame(
-        [
-            {"step": s, "pool": p, "case": c, "accuracy": 0.1 if c in low else 0.9}
-            for s in range(1000, 6000, 1000)
-            for p, c in cases
-        ]
-    )
-
-
-PLATEAU = Phases(500, 1500, 0.4, 4500, "detected", "1var_misplaced", (2000, 4000, 0.4))
-NO_PLATEAU = Phases(500, 1500, 0.4, None, "absent", None, None)
-
-
-def test_the_plateau_is_traced_to_its_cases():
-    lag = ch08.plateau_cases(_case_history({"b right"}), PLATEAU)
-    assert lag.lags.tolist() == [True, True, False] and lag.accuracy.is_monotonic_increasing
-    assert ch08.b_right_only(lag) is True
-    assert ch08.b_right_only(ch08.plateau_cases(_case_history({"b right", "k left"}), PLATEAU)) is False
-    assert ch08.b_right_only(ch08.plateau_cases(_case_history(set()), PLATEAU)) is False
-    assert ch08.plateau_cases(_case_history({"b right"}), NO_PLATEAU) is None and ch08.b_right_only(None) is None
-
-
-def test_cases_prose_and_chart_say_what_the_plateau_is():
-    runs = {
-        ch08.RUNS[0]: ch08.Plateau(
-            _case_history({"b right"}), PLATEAU, ch08.plateau_cases(_case_history({"b right"}), PLATEAU)
-        ),
-        ch08.RUNS[1]: ch08.Plateau(_case_history(set()), NO_PLATEAU, None),
-    }
-    text = ch08.cases_prose(runs)
-    assert (
-        "over the plateau (steps 2,000-4,000, `1var_misplaced` at 0.40) the cases below 0.5 are `1var_misplaced` b right (0.10)"
-        in text
-    )
-    assert "every other case averages at least 0.90" in text and "no phase-3 plateau" in text.splitlines()[1]
-    spec = ch08.cases_chart(runs).to_dict()
-    assert spec["resolve"]["scale"]["x"] == "independent"
-    assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
-    values = ch08.record_analyses(
-        runs, {ch08.RUNS[0]: (_probe([0.5, 0.99]), PLATEAU), ch08.RUNS[1]: (_probe([0.2, 0.3]), NO_PLATEAU)}
-    )
-    assert values["release_plateau_b_right_only"] is True and values["plateau_lagging"] is None
-    assert values["release_plateau_lagging"] == ["1var_misplaced: b right", "2var_misplaced_one: b right"]
-    assert values["release_identity_probe_step"] == 1000 and values["identity_probe_step"] is None
-
-
-def _probe(after: list[float]) -> pd.DataFrame:
-    steps = [500 * (i + 1) for i in range(len(after))]
-    rows = [{"step": s, "where": "after layer 1", "accuracy": a, "chance": 0.1, "n": 9} for s, a in zip(steps, after)]
-    return pd.DataFrame(
-        rows + [{"step": s, "where": "embedding", "accuracy": 0.99, "chance": 0.1, "n": 9} for s in steps]
-    )
-
-
-def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
-    early = {ch08.RUNS[0]: (_probe([0.5, 0.99, 1.0]), PLATEAU), ch08.RUNS[1]: (_probe([0.96, 1.0]), PLATEAU)}
-    assert ch08.identity_step(_probe([0.5, 0.99, 1.0])) == 1000
-    text = ch08.probe_prose(early)
-    assert "from step 1,000, before the binding jump at step 1,500" in text and "from step 500, before" in text
-    assert "In both runs the variable can be read after layer 1 before" in json.dumps(
-        ch08.probe_chart(early).to_dict()["title"]
-    )
-    late = {ch08.RUNS[0]: (_probe([0.5, 0.5, 0.5, 0.97]), PLATEAU), ch08.RUNS[1]: (_probe([0.2]), NO_PLATEAU)}
-    text = ch08.probe_prose(late)
-    assert "from step 2,000, at or after the binding jump" in text and "never reads the variable" in text
-    assert "When the variable can be read" in json.dumps(ch08.probe_chart(late).to_dict()["title"])
-    unbound = Phases(500, None, None, None, "absent", None, None)
-    assert "no binding jump" in ch08.probe_prose({ch08.RUNS[1]: (_probe([0.99]), unbound)})
-
-
-def test_attention_slider_shows_the_checkpoints_around_the_jump():
-    cfg = ch08.CONFIGS["smoke"]
-    result = untrained_run(cfg.train)
-    jump = Phases(None, 200, 0.3, None, "absent", None, None)
-    chart, n = ch08.attention_slider(result, jump, cfg)
-    assert n == len(ch08.window_steps(list(result.checkpoints), 200, cfg.window)) and n >= 2
-    spec = chart.to_dict()
-    slider = next(p for p in spec["params"] if p["name"] == "checkpoint")
-    assert slider["bind"]["max"] == n - 1 and slider["value"] == max(
-        i for i, s in enumerate(sorted(result.checkpoints)[:n]) if s < 200
-    )
-
-
-def test_differences_from_the_paper_list_every_changed_setting():
-    assert ch08.differences_from_paper(TRAIN_PROFILES["paper"]).empty
-    table = ch08.differences_from_paper(CPU_RUN).set_index("setting")
-    assert table.loc["model.d_model", "the paper"] == "128" and table.loc["model.d_model", "this run"] == "64"
-    assert table.loc["steps", "this run"] == "8000" and table.loc["lr", "this run"] == "0.003"
-    assert "model.seed" not in table.index and "task" not in table.index
-    other_task = dataclasses.replace(
-        TRAIN_PROFILES["paper"], task=dataclasses.replace(CPU_RUN.task, train_pair_fraction=0.5)
-    )
-    assert ch08.differences_from_paper(other_task).setting.tolist() == ["task"]

@@ -1,16 +1,19 @@
-"""Chapter 8, "Training dynamics: nine curves, three phases": configs, charts and computed prose.
+"""Chapter 8, "Training dynamics: nine curves, three phases": config, claims, charts and computed
+prose, in the order the page reads.
 
-The seed runs of each profile (``CONFIGS[profile].runs``, a
-:class:`~mechbook.assign_add.seeds.SeedRuns`) are the very object chapters 9 and 10 hold, so all
-three open the same cached run: the seed that the stated rule picks
-(:func:`mechbook.assign_add.seeds.dissect`). Phases come from
-:func:`mechbook.assign_add.phases.detect_phases`, progress measures from
-:func:`mechbook.assign_add.measures.measures_over_training`.
+The analyses live in the Part II library: the seed stack and the rule that picks the opened run
+(:mod:`mechbook.assign_add.seeds`), the released run (:mod:`mechbook.assign_add.released`), the
+phases (:mod:`mechbook.assign_add.phases`), the jump readings and probe curves
+(:mod:`mechbook.assign_add.binding_jump`), the plateau's cases (:mod:`mechbook.assign_add.plateau`),
+the baselines (:mod:`mechbook.assign_add.baselines`), all gathered by
+:func:`mechbook.assign_add.dynamics.read_dynamics`. This module declares the chapter's claims
+(:data:`CLAIMS`), builds their evidence from those readings, and presents.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import altair as alt
@@ -18,49 +21,51 @@ import numpy as np
 import pandas as pd
 
 import mechbook
-from mechbook import viz
-from mechbook.assign_add import cases, circuits, probes, release, scores
+from mechbook import claims, viz
+from mechbook.assign_add import circuits
+from mechbook.assign_add.baselines import PoolBaselines
+from mechbook.assign_add.binding_jump import (
+    BOUND_LEVEL,
+    PROBE_LEVEL,
+    JumpReading,
+    ProbeCurve,
+    adder_first_step,
+    final_measures,
+    measure_at,
+    window_steps,
+)
+from mechbook.assign_add.dynamics import Dynamics, ReadSettings, RunReadings
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
+from mechbook.assign_add.plateau import PLATEAU_LAG, Plateau
 from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.released import PAPER_PHASES, check_release_steps
 from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES
 from mechbook.assign_add.seeds import Dissected, SeedRuns
-from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task, TaskConfig, union_accuracy
+from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig, TrainResult, load_model
-from mechbook.cache import cached
+from mechbook.chapters import common
+from mechbook.claims import Claim, Evidence, Rule
 
-POOL_TYPE = {
-    "train": "train",
-    "heldout": "held-out pairs",
-    "misplaced": "misplaced",
-    "misplaced_one": "misplaced (one)",
-    "misplaced_both": "misplaced (both)",
-}
-"""Pool-name suffix -> what is new about the question (the curves' line style)."""
-VARIABLE_COLOURS = {"0-var": "#2e86ab", "1-var": "#f18f01", "2-var": "#c73e1d"}
-BOUND_LEVEL = 0.95
-"""1-var training accuracy that marks the binding jump as complete in the prose."""
+CHAPTER = "08_training_dynamics"
+RUNS = ("paper's run, as released", "this rebuild")
+"""The two runs' names in the side-by-side tables, charts and sentences."""
 
 
 @dataclass(frozen=True)
-class DynamicsChapterConfig:
-    """Chapter 8: the seed runs (shared with chapters 9-10; their config, seeds and phase rules),
-    the progress measures' batch, the steps shown either side of phase 2 in the attention slider,
-    and how the authors' released run is read: sequences per pool, which checkpoints (None: all
-    present locally), and whether its final model is scored on the exactly enumerated pools; the
-    sequences per misplaced case, and the sequences and training of the variable-identity probe,
-    at every checkpoint of both runs."""
+class ChapterConfig:
+    """Chapter 8's settings."""
 
-    runs: SeedRuns
-    measures: MeasureConfig
-    window: int
-    release_per_pool: int = 512
-    release_steps: tuple[int, ...] | None = None
-    release_exact: bool = True
-    case_sequences: int = 256
-    probe_sequences: int = 512
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    runs: SeedRuns  # the seed stack (config, seeds, phase rules), the very object chapters 9-10 open
+    measures: MeasureConfig  # the progress measures' batch
+    window: int  # steps either side of the binding jump the attention slider shows
+    release_per_pool: int = 512  # sequences per pool when scoring the released checkpoints
+    release_steps: tuple[int, ...] | None = None  # released checkpoints read (None: all present locally)
+    release_exact: bool = True  # score the released final model on the exactly enumerated pools
+    case_sequences: int = 256  # sequences per misplaced case, at every checkpoint of both runs
+    probe_sequences: int = 512  # training sequences the variable-identity probe reads
+    probe: ProbeConfig = field(default_factory=ProbeConfig)  # how the probe is trained
 
     def __post_init__(self) -> None:
         if not isinstance(self.runs, SeedRuns) or not isinstance(self.measures, MeasureConfig):
@@ -71,9 +76,7 @@ class DynamicsChapterConfig:
             raise ValueError(f"window must be a positive number of steps, got {self.window}")
         if self.release_per_pool < 1:
             raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
-        bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
-        if bad:
-            raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
+        check_release_steps(self.release_steps)
 
     @property
     def train(self) -> TrainConfig:
@@ -84,6 +87,19 @@ class DynamicsChapterConfig:
     def rules(self) -> PhaseRules:
         """The phase rules."""
         return self.runs.rules
+
+    @property
+    def settings(self) -> ReadSettings:
+        """How :func:`mechbook.assign_add.dynamics.read_dynamics` reads both runs."""
+        return ReadSettings(
+            rules=self.rules,
+            measures=self.measures,
+            case_sequences=self.case_sequences,
+            probe_sequences=self.probe_sequences,
+            probe=self.probe,
+            release_steps=self.release_steps,
+            release_exact=self.release_exact,
+        )
 
 
 SMOKE_RELEASE_STEPS = (
@@ -106,8 +122,8 @@ SMOKE_RELEASE_STEPS = (
 )
 """The released checkpoints smoke reads: enough around each of the paper's phases to find them."""
 
-CONFIGS: dict[str, DynamicsChapterConfig] = {
-    "smoke": DynamicsChapterConfig(
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(
         SEED_RUNS["smoke"],
         MeasureConfig(n_sequences=128),
         window=150,
@@ -118,25 +134,316 @@ CONFIGS: dict[str, DynamicsChapterConfig] = {
         probe_sequences=128,
         probe=ProbeConfig(steps=100),
     ),
-    "cpu": DynamicsChapterConfig(SEED_RUNS["cpu"], MeasureConfig(n_sequences=512), window=1000),
-    "paper": DynamicsChapterConfig(SEED_RUNS["paper"], MeasureConfig(n_sequences=1024), window=1000),
+    "cpu": ChapterConfig(SEED_RUNS["cpu"], MeasureConfig(n_sequences=512), window=1000),
+    "paper": ChapterConfig(SEED_RUNS["paper"], MeasureConfig(n_sequences=1024), window=1000),
 }
-"""Per profile: ``cpu`` trains six seeds of chapter 11's cpu run size (d_model 64, batch 256,
-lr 3e-3, 8,000 steps; README: what the pilot seeds showed) as two stacks of three, one per core;
-``paper`` four seeds of the paper's configuration; ``smoke`` four seeds of a few hundred steps.
-The seeds include 0 to 3 (smoke) or 0 to 4 (cpu), so the seed spread
-(``python -m mechbook spread``, seeds 0 to 4) reads the stack's own runs."""
+"""Per profile (the runs themselves: :data:`mechbook.assign_add.runs.SEED_RUNS`): ``cpu`` six seeds
+of the cpu run size, ``paper`` four seeds of the paper's configuration, ``smoke`` four seeds of a
+few hundred steps and 16 of the released checkpoints."""
 
 
 def resolve(
     profile: str, steps: int | None = None, seed: int | None = None, measure_sequences: int | None = None
-) -> DynamicsChapterConfig:
+) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
     ``steps`` of every seed run, ``seed`` of the run to dissect instead of the rule's pick,
     sequences of the progress measures."""
     return mechbook.resolve_profile(
         CONFIGS, profile, runs__train__steps=steps, runs__pick=seed, measures__n_sequences=measure_sequences
     )
+
+
+def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
+    return Claim(f"ch08.{name}", CHAPTER, source, statement, measure, rule, section=section, **kw)
+
+
+PAPER_WINDOWS = {"phase2": (5300, 5400), "phase3": (14500, 16000)}
+"""The paper's step windows of the binding jump and of the refinement (its released run)."""
+
+CLAIMS: tuple[Claim, ...] = (
+    _claim(
+        "phase1_step",
+        "paper",
+        "Modular addition on constants is learned by about step 500 (0-var training accuracy reaches 0.9)",
+        "step of phase 1 (first evaluation with 0var_train ≥ 0.9)",
+        Rule("<=", 600, partly=1500),
+        "ch08-release",
+        paper="~500",
+        spec=",d",
+    ),
+    _claim(
+        "phase2_window",
+        "paper",
+        "Variable binding comes in a sharp jump between steps 5,300 and 5,400",
+        "steps from the binding jump (phase-2 rule) to the window 5,300-5,400 (0 inside it)",
+        Rule("<=", 100, partly=1000),
+        "ch08-release",
+        paper="5,300-5,400",
+        spec=",d",
+    ),
+    _claim(
+        "phase3_window",
+        "paper",
+        "A refinement lifts the misplaced pools off their plateau between steps 14,500 and 16,000",
+        "steps from phase 3 (refinement rule) to the window 14,500-16,000 (0 inside it)",
+        Rule("<=", 100, partly=2000),
+        "ch08-release",
+        paper="14,500-16,000",
+        spec=",d",
+    ),
+    _claim(
+        "addition_first",
+        "paper",
+        "Modular addition is learned before variable binding",
+        "phase 1 detected before phase 2",
+        Rule("==", True),
+        "ch08-phases",
+        paper="addition first, then binding",
+    ),
+    _claim(
+        "binding_jump_rise",
+        "paper",
+        "Binding comes in a sharp jump of 1-var training accuracy",
+        "largest rise of 1var_train accuracy within 500 steps",
+        Rule(">=", 0.2, partly=0.1),
+        "ch08-phases",
+        paper="0.76 → 0.99",
+        spec=".2f",
+    ),
+    _claim(
+        "l1_top2_before",
+        "paper",
+        "Before the binding jump, layer 1 at '=' rarely puts its top-2 weights on the operand positions",
+        "share of sequences whose two most-attended layer-1 keys from '=' are positions 13, 14, last checkpoint before the jump",
+        Rule("<=", 0.3, partly=0.5),
+        "ch08-measures",
+        paper="0.12",
+        spec=".2f",
+    ),
+    _claim(
+        "l1_top2_after",
+        "paper",
+        "After the binding jump, layer 1 at '=' puts its top-2 weights on the operand positions",
+        f"the same share at the first checkpoint where 1var_train accuracy reaches {BOUND_LEVEL}",
+        Rule(">=", 0.9, partly=0.7),
+        "ch08-measures",
+        paper="0.95",
+        spec=".2f",
+    ),
+    _claim(
+        "adder_before_jump",
+        "paper",
+        "The adder (MLP₂ on OV₂ eₙ + OV₂ eₘ) is complete before the binding jump",
+        "share of all pairs the adder alone gets right, last checkpoint before the jump",
+        Rule(">=", 0.9, partly=0.5),
+        "ch08-measures",
+        paper="~100% by ~3,600, jump at ~5,300",
+        spec=".3f",
+    ),
+    _claim(
+        "prev_token_before_jump",
+        "book",
+        "Layer 1's previous-token head (each value attending to its variable) is in place before the binding jump",
+        "mean layer-1 attention from a value to its variable, last checkpoint before the jump",
+        Rule(">=", 0.5, partly=0.3),
+        "ch08-measures",
+        spec=".2f",
+    ),
+    _claim(
+        "plateau_b_right",
+        "paper",
+        "The phase-3 plateau comes from one case only: b as the right operand",
+        f"the cases below {PLATEAU_LAG} over the plateau are exactly those with b on the right",
+        Rule("==", True),
+        "ch08-plateau",
+        paper="released run: b as right operand only",
+    ),
+    _claim(
+        "readable_before_jump",
+        "book",
+        "The variable can be read after layer 1 before the binding jump",
+        f"steps from the first checkpoint where the probe reads the variable after layer 1 with {PROBE_LEVEL:.0%} "
+        "accuracy to the binding jump (positive: before it)",
+        Rule(">", 0),
+        "ch08-probe",
+        spec=",d",
+    ),
+    _claim(
+        "three_phases_most_seeds",
+        "paper",
+        "Most seeds show all three phases",
+        "share of the stack's seeds in which the rules detect all three phases",
+        Rule(">", 0.5),
+        "ch08-seeds",
+        paper="most seeds",
+        spec=".2f",
+    ),
+    _claim(
+        "final_heldout",
+        "paper",
+        "The final model adds pairs it never trained on",
+        "final 0-var accuracy on held-out pairs (released run: every held-out pair, where enumerated)",
+        Rule(">=", 0.99, partly=0.95),
+        "ch08-release",
+        paper="99.4%",
+        spec=".3f",
+    ),
+    _claim(
+        "final_misplaced",
+        "paper",
+        "The final model answers 1-var questions with the variable in a slot training never showed it in",
+        "final 1var_misplaced accuracy",
+        Rule(">=", 0.99, partly=0.9),
+        "ch08-release",
+        paper="~100%",
+        spec=".3f",
+    ),
+    _claim(
+        "final_union",
+        "paper",
+        "The final model generalises on 2-var questions (the 2-var generalisation union)",
+        "final accuracy on the 2-var union, parts weighted by their sizes (released run: enumerated, where scored)",
+        Rule(">=", 0.975, partly=0.9),
+        "ch08-release",
+        paper="0.98",
+        spec=".3f",
+    ),
+    _claim(
+        "heldout_follows",
+        "book",
+        "Held-out pairs end as well learned as training pairs: what is learned is a rule, not a table",
+        "final 0var_train accuracy minus final 0var_heldout accuracy",
+        Rule("<=", 0.02, partly=0.05),
+        "ch08-final",
+        spec=".3f",
+    ),
+)
+"""Every claim of the paper chapter 8 tests and every reading of the book its sentences assert."""
+
+CLAIM = {c.id: c for c in CLAIMS}
+
+
+def outside(step: int | None, window: tuple[int, int]) -> int | None:
+    """Steps from ``step`` to the closed ``window`` (0 inside it; None without a step)."""
+    if step is None:
+        return None
+    lo, hi = window
+    return max(lo - step, step - hi, 0)
+
+
+def _before_after(phases: Phases) -> bool:
+    return phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2
+
+
+def _at(reading: JumpReading | None, where: str, measure: str) -> float | None:
+    if reading is None:
+        return None
+    return float((reading.at_before if where == "before" else reading.at_after)[measure])
+
+
+def _release_last(d: Dynamics, pool: str) -> float:
+    return float(d.release.run.accuracy().iloc[-1][pool])
+
+
+def _release_heldout(d: Dynamics) -> float:
+    if d.release_exact is not None:
+        return float(d.release_exact["0var_heldout_all"])
+    return _release_last(d, "0var_heldout")
+
+
+def _release_union(d: Dynamics) -> float:
+    if d.release_exact is not None:
+        return float(d.release_exact["2var_union_paper"])
+    last = d.release.run.accuracy().iloc[-1].to_dict()
+    return union_accuracy(last, Task(d.release.run.config.task), "paper")
+
+
+def evidence(d: Dynamics) -> dict[str, Evidence]:
+    """Every claim's :class:`~mechbook.claims.Evidence`, over every seed of the stack and on the
+    released run. The phase dates are the paper's run's, so the rebuild's seeds count only when they
+    train the paper's configuration (otherwise the released run alone decides them)."""
+    summary = d.dissected.summary.set_index("seed")
+    seeds = d.seeds
+    paper_config = differences_from_paper(d.rebuild.run.config).empty
+    rel = d.release
+
+    def per_seed(f: Callable) -> dict[int, object]:
+        return {r.seed: f(r) for r in seeds}
+
+    def timing(f: Callable[[Phases], object]) -> dict[int, object] | None:
+        return per_seed(lambda r: f(r.phases)) if paper_config else None
+
+    def final(column: str) -> dict[int, float]:
+        return {int(s): float(v) for s, v in summary[column].items()}
+
+    jump_rise = {r.seed: r.phases.phase2_jump or 0.0 for r in seeds}
+    values = {
+        "phase1_step": (timing(lambda p: p.phase1), rel.phases.phase1),
+        "phase2_window": (
+            timing(lambda p: outside(p.phase2, PAPER_WINDOWS["phase2"])),
+            outside(rel.phases.phase2, PAPER_WINDOWS["phase2"]),
+        ),
+        "phase3_window": (
+            timing(lambda p: outside(p.phase3, PAPER_WINDOWS["phase3"])),
+            outside(rel.phases.phase3, PAPER_WINDOWS["phase3"]),
+        ),
+        "addition_first": (per_seed(lambda r: _before_after(r.phases)), _before_after(rel.phases)),
+        "binding_jump_rise": (jump_rise, rel.phases.phase2_jump),
+        "l1_top2_before": (
+            per_seed(lambda r: _at(r.jump, "before", "l1_operands_top2")),
+            _at(rel.jump, "before", "l1_operands_top2"),
+        ),
+        "l1_top2_after": (
+            per_seed(lambda r: _at(r.jump, "after", "l1_operands_top2")),
+            _at(rel.jump, "after", "l1_operands_top2"),
+        ),
+        "adder_before_jump": (per_seed(lambda r: _at(r.jump, "before", "adder")), _at(rel.jump, "before", "adder")),
+        "prev_token_before_jump": (
+            per_seed(lambda r: _at(r.jump, "before", "prev_token")),
+            _at(rel.jump, "before", "prev_token"),
+        ),
+        "plateau_b_right": ({s: p.b_right_only for s, p in d.seed_plateaus.items()}, rel.plateau.b_right_only),
+        "readable_before_jump": (per_seed(lambda r: r.probe.lead if r.probe else None), rel.probe.lead),
+        "three_phases_most_seeds": (float(summary["three_phases"].mean()), None),
+        "final_heldout": (final("final_0var_heldout"), _release_heldout(d)),
+        "final_misplaced": (final("final_1var_misplaced"), _release_last(d, "1var_misplaced")),
+        "final_union": (final("final_2var_union"), _release_union(d)),
+        "heldout_follows": (
+            {s: a - b for (s, a), b in zip(final("final_0var_train").items(), final("final_0var_heldout").values())},
+            _release_last(d, "0var_train") - _release_heldout(d),
+        ),
+    }
+    why = {
+        "phase1_step": "the rebuild trains another configuration and the released run has no phase 1 here",
+        "phase2_window": "the rebuild trains another configuration and the released run has no binding jump here",
+        "phase3_window": "the rebuild trains another configuration and no refinement was detected in the released run",
+    }
+    out = {}
+    for claim in CLAIMS:
+        name = claim.id.split(".", 1)[1]
+        rebuild, released = values[name]
+        measured = released is not None or (
+            any(v is not None for v in rebuild.values()) if isinstance(rebuild, dict) else rebuild is not None
+        )
+        untested = None if measured else why.get(name, "no run of this profile reached the event it is measured at")
+        out[claim.id] = claim.evidence(rebuild, release=released, untested=untested)
+    return out
+
+
+def claims_prose(ev: dict[str, Evidence], ids: Iterable[str]) -> str:
+    """The verdict sentences of the claims ``ids`` (``"ch08.name"`` or ``"name"``), one bullet each."""
+    keys = [i if i.startswith("ch08.") else f"ch08.{i}" for i in ids]
+    return "\n".join(f"- {ev[k].sentence()}" for k in keys)
+
+
+def both(d: Dynamics, part: str | None = None) -> dict[str, object]:
+    """The released run's and the rebuild's readings (or their ``part``, e.g. ``"plateau"``), by
+    the names the page gives them."""
+    runs = {RUNS[0]: d.release, RUNS[1]: d.rebuild}
+    return runs if part is None else {who: getattr(r, part) for who, r in runs.items()}
+
+
+# ---------------------------------------------------------------- setup
 
 
 def n_parameters(train: TrainConfig) -> int:
@@ -181,6 +488,9 @@ def setup_prose(train: TrainConfig) -> str:
     )
 
 
+# ---------------------------------------------------------------- training
+
+
 def training_prose(result: TrainResult) -> str:
     """How many evaluations and checkpoints the run kept, and how long it took."""
     acc = result.accuracy()
@@ -189,6 +499,19 @@ def training_prose(result: TrainResult) -> str:
         f"{len(result.checkpoints)} checkpoints kept; training took {result.train_seconds / 60:.1f} minutes "
         "(when it ran; a cached run loads in seconds)."
     )
+
+
+# ---------------------------------------------------------------- nine accuracy curves
+
+POOL_TYPE = {
+    "train": "train",
+    "heldout": "held-out pairs",
+    "misplaced": "misplaced",
+    "misplaced_one": "misplaced (one)",
+    "misplaced_both": "misplaced (both)",
+}
+"""Pool-name suffix -> what is new about the question (the curves' line style)."""
+VARIABLE_COLOURS = {"0-var": "#2e86ab", "1-var": "#f18f01", "2-var": "#c73e1d"}
 
 
 def curves_frame(history: pd.DataFrame) -> pd.DataFrame:
@@ -214,22 +537,51 @@ def phase_rules(marks: pd.DataFrame) -> list[alt.Chart]:
     return [rule, label]
 
 
+def baseline_frame(baselines: PoolBaselines, modulus: int) -> pd.DataFrame:
+    """The accuracy baselines the curves are drawn against: chance and, for the 1-var and 2-var
+    training pools, exact addition with any context value (``level``, ``baseline``, ``colour``)."""
+    rows = [{"baseline": f"chance (1/{modulus})", "level": baselines.chance, "colour": "#777"}]
+    for pool, group in (("1var_train", "1-var"), ("2var_train", "2-var")):
+        rows.append(
+            {
+                "baseline": f"{group}: adds any context value",
+                "level": baselines.any_value[pool],
+                "colour": VARIABLE_COLOURS[group],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def baseline_rules(frame: pd.DataFrame) -> alt.LayerChart:
+    """Horizontal dotted rules at each baseline, labelled at the right edge."""
+    base = alt.Chart(frame).encode(
+        y=alt.Y("level:Q"),
+        color=alt.Color("colour:N", scale=None),
+        tooltip=["baseline:N", alt.Tooltip("level:Q", format=".3f")],
+    )
+    rule = base.mark_rule(strokeDash=[1, 3], strokeWidth=1.5)
+    text = base.mark_text(align="right", baseline="bottom", dy=-2, fontSize=11).encode(
+        x=alt.value("width"), text="baseline:N"
+    )
+    return rule + text
+
+
 def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
     """The curves chart's title: the detected phases, or what the run reached without them."""
     if phases.phase1 is not None and phases.phase2 is not None:
-        return (
-            f"Addition first (phase 1 at step {phases.phase1:,}), binding in a jump (phase 2 at step {phases.phase2:,})"
-        )
+        order = claims.order(phases.phase1, phases.phase2)
+        return f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
     last = acc.iloc[-1]
     return (
         f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "
-        f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.0%})"
+        f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.1%})"
     )
 
 
-def curves_chart(result: TrainResult, phases: Phases) -> alt.LayerChart:
+def curves_chart(result: TrainResult, phases: Phases, baselines: PoolBaselines) -> alt.LayerChart:
     """The nine accuracy curves (colour: variables; dash: what is new; click the legend to bring
-    a group forward) with the phase rules, under a title stating the finding."""
+    a group forward) with the phase rules and the baselines (chance, and exact addition with any
+    context value for the 1-var and 2-var pools), under a title stating the finding."""
     lines = viz.highlight_lines(
         curves_frame(result.history),
         x="step",
@@ -245,8 +597,14 @@ def curves_chart(result: TrainResult, phases: Phases) -> alt.LayerChart:
         y_title="accuracy at '=' (fraction of pool)",
         height=340,
     )
-    title = curves_title(phases, result.accuracy(), result.config.task.modulus)
-    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
+    modulus = result.config.task.modulus
+    title = curves_title(phases, result.accuracy(), modulus)
+    return alt.layer(
+        lines, baseline_rules(baseline_frame(baselines, modulus)), *phase_rules(phases.marks())
+    ).properties(title=title)
+
+
+# ---------------------------------------------------------------- detecting the phases
 
 
 def rules_table(rules: PhaseRules) -> pd.DataFrame:
@@ -298,203 +656,110 @@ def phases_prose(phases: Phases, rules: PhaseRules) -> str:
     return "\n".join(lines)
 
 
-def final_table(acc: pd.DataFrame) -> pd.DataFrame:
-    """The nine pools' final accuracies."""
+def _last_before(acc: pd.Series, step: int) -> tuple[int, float] | None:
+    earlier = acc[acc.index < step]
+    return None if earlier.empty else (int(earlier.index[-1]), float(earlier.iloc[-1]))
+
+
+def control_prose(runs: dict[str, RunReadings], baselines: PoolBaselines) -> str:
+    """Where 1-var training accuracy stands just before each run's binding jump against what exact
+    addition with any context value earns (and chance), the word derived from the printed numbers."""
+    control, lines = baselines.any_value["1var_train"], []
+    for who, r in runs.items():
+        acc = r.run.accuracy()["1var_train"]
+        last = None if r.phases.phase2 is None else _last_before(acc, r.phases.phase2)
+        if last is None:
+            lines.append(
+                f"- **{who}**: no evaluation before a binding jump; 1-var training accuracy ends at "
+                f"{float(acc.iloc[-1]):.2f}, {claims.compare(float(acc.iloc[-1]), control, '.2f')} that control."
+            )
+            continue
+        step, value = last
+        lines.append(
+            f"- **{who}**: at step {step:,}, the last evaluation before the jump, 1-var training accuracy is "
+            f"{value:.2f}, {claims.compare(value, control, '.2f')} that control."
+        )
+    head = (
+        f"A model that adds exactly but takes any value assigned in the context for a variable operand "
+        f"would score {control:.2f} on the 1-var training pool ({baselines.any_value['2var_train']:.2f} on the "
+        f"2-var one; chance is {baselines.chance:.3f}): what addition earns on variable questions without binding."
+    )
+    return head + "\n\n" + "\n".join(lines)
+
+
+# ---------------------------------------------------------------- final accuracies
+
+
+def final_table(acc: pd.DataFrame, baselines: PoolBaselines) -> pd.DataFrame:
+    """The nine pools' final accuracies beside their baselines: chance, the best constant answer,
+    and exact addition with any context value (pools with a variable)."""
     final = acc.iloc[-1]
-    return pd.DataFrame({"pool": POOL_NAMES, "final accuracy": [float(final[p]) for p in POOL_NAMES]})
+    return pd.DataFrame(
+        {
+            "pool": POOL_NAMES,
+            "final accuracy": [float(final[p]) for p in POOL_NAMES],
+            "chance": [baselines.chance] * len(POOL_NAMES),
+            "best constant": [baselines.best_constant[p] for p in POOL_NAMES],
+            "adds any context value": [baselines.any_value.get(p, float("nan")) for p in POOL_NAMES],
+        }
+    )
 
 
-def union_score(acc: pd.DataFrame) -> float:
-    """The final 2-var generalisation union: the mean of its three pools' final accuracies."""
-    return float(np.mean([acc.iloc[-1][p] for p in GENERALISATION_UNION]))
+def final_union(acc: pd.DataFrame, task: Task, weighting: str = "paper") -> float:
+    """The last evaluation's 2-var generalisation union (:func:`mechbook.assign_add.task.union_accuracy`:
+    ``"paper"`` weights its parts by their sizes, as the paper scores it; ``"equal"`` 1/3 each)."""
+    return union_accuracy(acc.iloc[-1].to_dict(), task, weighting)
 
 
-def union_paper(acc: pd.DataFrame, task: Task) -> float:
-    """The final 2-var union with its parts weighted by their sizes in the enumerated union, as
-    the paper scores it (:func:`mechbook.assign_add.task.union_accuracy`)."""
-    return union_accuracy(acc.iloc[-1].to_dict(), task, "paper")
-
-
-def union_prose(acc: pd.DataFrame, task: Task) -> str:
-    """The union's sentence, both weightings, next to chance."""
+def union_prose(acc: pd.DataFrame, task: Task, baselines: PoolBaselines) -> str:
+    """The union's sentence, both weightings, next to chance and to the harder control (exact
+    addition with any context value, weighted as the paper weights the union)."""
     n = task.cfg.modulus
+    control = union_accuracy(dict(baselines.any_value), task, "paper")
     return (
-        f"2-var generalisation union: **{union_paper(acc, task):.3f}** with its parts weighted by their sizes (the "
-        f"paper's score), {union_score(acc):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}."
+        f"2-var generalisation union: **{final_union(acc, task):.3f}** with its parts weighted by their sizes (the "
+        f"paper's score), {final_union(acc, task, 'equal'):.3f} with the three parts weighted equally; chance is 1/{n} = {1 / n:.3f}, "
+        f"and a model that adds any two context values would score {control:.3f}."
     )
 
 
-def measures_shown(measures: pd.DataFrame) -> pd.DataFrame:
-    """The headline progress measures with their chart labels."""
-    return measures[measures.measure.isin(list(MEASURES))].assign(label=lambda d: d.measure.map(MEASURES))
-
-
-def final_measures(measures: pd.DataFrame) -> pd.Series:
-    """Each measure's value at the last checkpoint."""
-    return measures[measures.step == measures.step.max()].set_index("measure").value
-
-
-def adder_first_step(measures: pd.DataFrame, level: float = 0.9) -> int | None:
-    """The first checkpoint where the adder alone is right on at least ``level`` of the pairs."""
-    hits = measures[(measures.measure == "adder") & (measures.value >= level)].step
-    return None if hits.empty else int(hits.min())
-
-
-def measures_chart(measures: pd.DataFrame, phases: Phases) -> alt.LayerChart:
-    """The progress measures over the checkpoints (click the legend to highlight one), with the
-    phase rules; the title states where the adder and layer 2 end."""
-    end = final_measures(measures)
-    lines = viz.highlight_lines(
-        measures_shown(measures),
-        x="step",
-        y="value",
-        series="label",
-        series_title="progress measure",
-        point=True,
-        y_domain=[0, 1],
-        x_title="training step",
-        y_title="measure (fraction)",
-        height=340,
-    )
-    title = (
-        f"At the end the adder alone is right on {end['adder']:.0%} of pairs and layer 2's top-2 keys "
-        f"are the needed numbers in {end['l2_needed_top2']:.0%} of sequences"
-    )
-    return alt.layer(lines, *phase_rules(phases.marks())).properties(title=title)
-
-
-def measure_at(measures: pd.DataFrame, measure: str, step: int) -> float:
-    """``measure`` at the last checkpoint at or before ``step`` (NaN if none)."""
-    rows = measures[(measures.measure == measure) & (measures.step <= step)]
-    return float(rows.sort_values("step").value.iloc[-1]) if len(rows) else float("nan")
-
-
-def jump_prose(result: TrainResult, phases: Phases, measures: pd.DataFrame) -> str:
-    """What the progress measures do across the binding jump: from the last checkpoint before
-    phase 2 to the first where 1-var training accuracy is at least 0.95, or, when the run never
-    gets there, to its last checkpoint, said as such."""
-    if phases.phase2 is None:
-        return (
-            "No binding jump was detected in this run, so there is no before and after to compare; "
-            f"at the end the adder alone is right on {measure_at(measures, 'adder', result.config.steps):.0%} of pairs."
-        )
-    steps = sorted(result.checkpoints)
-    acc = result.accuracy()["1var_train"]
-    before = max([s for s in steps if s < phases.phase2], default=steps[0])
-    reached = acc[(acc.index >= phases.phase2) & (acc >= BOUND_LEVEL)]
-    if len(reached):
-        after = min([s for s in steps if s >= int(reached.index[0])], default=steps[-1])
-        until = f"step {after:,} (the first checkpoint where `1var_train` accuracy is at least {BOUND_LEVEL})"
-    else:
-        after = steps[-1]
-        until = (
-            f"step {after:,}, the last checkpoint (`1var_train` accuracy never reaches {BOUND_LEVEL} in this run: "
-            f"it ends at {float(acc.iloc[-1]):.2f})"
-        )
-    return (
-        f"Across the phase-2 jump, from step {before:,} (the last checkpoint before it) to {until}, layer-1 "
-        f"attention from `=` onto the operand positions goes from {measure_at(measures, 'l1_operands_mass', before):.2f} "
-        f"to {measure_at(measures, 'l1_operands_mass', after):.2f}, and layer 2's top-2 keys land on the needed numbers "
-        f"in {measure_at(measures, 'l2_needed_top2', before):.0%} → {measure_at(measures, 'l2_needed_top2', after):.0%} "
-        f"of sequences. The adder alone was already right on {measure_at(measures, 'adder', before):.0%} of all pairs."
-    )
-
-
-def window_steps(checkpoints: list[int], centre: int, window: int) -> list[int]:
-    """Kept checkpoints within ``window`` steps of ``centre`` (all of them if none is)."""
-    near = sorted(s for s in checkpoints if abs(s - centre) <= window)
-    return near or sorted(checkpoints)
-
-
-def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, title: str) -> alt.FacetChart:
-    """Both layers' attention for one sequence (``patterns``: rows of
-    :func:`~mechbook.assign_add.circuits.pattern_frame` with ``step`` and ``layer`` labels) at each
-    of ``steps``, a slider choosing the checkpoint (starting at ``steps[start]``); the cells
-    where the circuit says attention should go are outlined."""
-    slider = alt.param(
-        name="checkpoint",
-        value=start,
-        bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "),
-    )
-    position = {s: i for i, s in enumerate(steps)}
-    frame = patterns.assign(index=patterns.step.map(position))
-    order = list(dict.fromkeys(frame.sort_values("query").query_token))
-    base = alt.Chart(frame).transform_filter(alt.datum.index == slider)
-    return viz.attention_heatmap(
-        base,
-        order=order,
-        highlight="role",
-        facet="layer",
-        title=title,
-        tooltip=[alt.Tooltip("step:Q", title="checkpoint step")],
-    ).add_params(slider)
-
-
-def attention_slider(result: TrainResult, phases: Phases, cfg: DynamicsChapterConfig) -> tuple[alt.FacetChart, int]:
-    """The slider chart of both layers' attention on one 2-var training sequence at the kept
-    checkpoints within ``cfg.window`` steps of phase 2 (of the last checkpoint when no jump was
-    found), starting at the last one before it; and how many checkpoints it shows."""
-    task = Task(result.config.task)
-    example = task.eval_pools(4, seed=result.config.eval_seed)["2var_train"][0][0]
-    centre = phases.phase2 if phases.phase2 is not None else max(result.checkpoints)
-    steps = window_steps(list(result.checkpoints), centre, cfg.window)
-    patterns = pd.concat(
-        [circuits.pattern_frame(load_model(result, s), example, task).assign(step=s) for s in steps], ignore_index=True
-    )
-    patterns["layer"] = "layer " + patterns.layer.astype(str)
-    start = max([i for i, s in enumerate(steps) if s < centre], default=0)
-    title = f"{task.render(example)}: attention before and after the binding jump"
-    return pattern_slider_chart(patterns, steps, start, title), len(steps)
-
-
-PAPER_PHASES = {"phase 1": "~500", "phase 2": "5,300-5,400", "phase 3": "14,500-16,000"}
-"""When the paper dates its three phases (steps of its released run)."""
-
-
-def release_run(cfg: DynamicsChapterConfig) -> TrainResult:
-    """The authors' released run as a :class:`TrainResult`: the nine sampled pools (the rebuild's
-    own pools) at the released checkpoints of ``cfg.release_steps`` (None: every one present
-    locally), those checkpoints' weights, the final weights and the paper's training config, so
-    the chapter's functions read it exactly as they read the rebuild."""
-    history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
-    steps = sorted(history.step.unique().tolist())
-    return TrainResult(
-        history=history,
-        checkpoints={s: release.release_state(s) for s in steps},
-        final_state=release.release_state(release.FINAL),
-        config=TrainConfig(),
-        train_seconds=0.0,
-    )
+# ---------------------------------------------------------------- the paper's own run, side by side
 
 
 def _step(step: int | None) -> str:
     return f"{step:,}" if step is not None else "not found"
 
 
+def _phase3(phases: Phases) -> str:
+    return _step(phases.phase3) if phases.phase3 is not None else phases.phase3_status
+
+
 def side_by_side(
-    rebuild: TrainResult, rebuild_phases: Phases, released: TrainResult, release_phases: Phases
+    rebuild: TrainResult,
+    rebuild_phases: Phases,
+    released: TrainResult,
+    release_phases: Phases,
+    baselines: PoolBaselines,
 ) -> pd.DataFrame:
     """The phases and the last evaluation's accuracies of both runs, one row each, with the
-    paper's dates of the phases."""
+    paper's dates of the phases and, for each pool, its hardest baseline."""
     rows = [
         {
             "": "phase 1 (addition)",
-            "paper's run, as released": _step(release_phases.phase1),
-            "this rebuild": _step(rebuild_phases.phase1),
+            RUNS[0]: _step(release_phases.phase1),
+            RUNS[1]: _step(rebuild_phases.phase1),
             "the paper says": PAPER_PHASES["phase 1"],
         },
         {
             "": "phase 2 (binding)",
-            "paper's run, as released": _step(release_phases.phase2),
-            "this rebuild": _step(rebuild_phases.phase2),
+            RUNS[0]: _step(release_phases.phase2),
+            RUNS[1]: _step(rebuild_phases.phase2),
             "the paper says": PAPER_PHASES["phase 2"],
         },
         {
             "": "phase 3 (refinement)",
-            "paper's run, as released": _step(release_phases.phase3)
-            if release_phases.phase3
-            else release_phases.phase3_status,
-            "this rebuild": _step(rebuild_phases.phase3) if rebuild_phases.phase3 else rebuild_phases.phase3_status,
+            RUNS[0]: _phase3(release_phases),
+            RUNS[1]: _phase3(rebuild_phases),
             "the paper says": PAPER_PHASES["phase 3"],
         },
     ]
@@ -503,37 +768,22 @@ def side_by_side(
     for pool in POOL_NAMES:
         rows.append(
             {
-                "": f"{pool} at the last evaluation",
-                "paper's run, as released": f"{a[pool]:.3f}",
-                "this rebuild": f"{b[pool]:.3f}",
+                "": f"{pool} at the last evaluation (baseline {baselines.control(pool):.3f})",
+                RUNS[0]: f"{a[pool]:.3f}",
+                RUNS[1]: f"{b[pool]:.3f}",
                 "the paper says": "",
             }
         )
     rows.append(
-        {
-            "": "last evaluation (step)",
-            "paper's run, as released": f"{steps[0]:,}",
-            "this rebuild": f"{steps[1]:,}",
-            "the paper says": "40,000",
-        }
+        {"": "last evaluation (step)", RUNS[0]: f"{steps[0]:,}", RUNS[1]: f"{steps[1]:,}", "the paper says": "40,000"}
     )
     return pd.DataFrame(rows)
 
 
-def release_exact_scores(cfg: DynamicsChapterConfig) -> dict[str, float] | None:
-    """The released final model's scores on the exactly enumerated pools
-    (:func:`mechbook.assign_add.scores.exact_scores`, cached), or None when ``cfg`` skips them."""
-    if not cfg.release_exact:
-        return None
-    key = {"commit": release.RELEASE_COMMIT, "task": TaskConfig()}
-    return cached(
-        "chapters/ch08_release_exact", key, lambda: scores.exact_scores(release.load_release(), Task(TaskConfig()))
-    )
-
-
-def release_prose(phases: Phases, released: TrainResult, exact: dict[str, float] | None, n_heldout: int) -> str:
+def release_prose(release: RunReadings, exact: dict[str, float] | None, n_heldout: int, modulus: int) -> str:
     """The released run's phases as the rules find them, and its final model's exact scores
-    (or, without them, its last sampled evaluation)."""
+    (or, without them, its last sampled evaluation), next to chance."""
+    phases, released = release.phases, release.run
     three = (
         f"phase 3 at step {phases.phase3:,} (`{phases.phase3_pool}` plateaued at {phases.plateau[2]:.2f})"
         if phases.phase3 is not None
@@ -547,28 +797,224 @@ def release_prose(phases: Phases, released: TrainResult, exact: dict[str, float]
         acc = released.accuracy()
         return text + (
             f"At its last checkpoint read here (step {int(acc.index.max()):,}) it is right on "
-            f"{acc.iloc[-1]['0var_heldout']:.1%} of the sampled held-out pairs; this profile skips the exactly "
-            "enumerated pools."
+            f"{acc.iloc[-1]['0var_heldout']:.1%} of the sampled held-out pairs (chance {1 / modulus:.1%}); this "
+            "profile skips the exactly enumerated pools."
         )
     return text + (
         f"Its final model is right on **{exact['0var_heldout_all']:.1%}** of all {n_heldout:,} held-out pairs "
         f"and on **{exact['2var_union_paper']:.1%}** of the enumerated 2-var union (weighted by its parts' "
-        f"sizes, as the paper scores it; {exact['2var_union_equal']:.1%} with the three parts weighted equally)."
+        f"sizes, as the paper scores it; {exact['2var_union_equal']:.1%} with the three parts weighted equally); "
+        f"chance is {1 / modulus:.1%}."
     )
 
 
-def record_release(released: TrainResult, phases: Phases, exact: dict[str, float] | None) -> dict[str, object]:
-    """Record the released run's numbers as ``release_*``."""
-    final = released.accuracy().iloc[-1]
-    values = {
-        "release_phase1_step": phases.phase1,
-        "release_phase2_step": phases.phase2,
-        "release_phase3_step": phases.phase3 if phases.phase3 is not None else phases.phase3_status,
-        "release_checkpoints": int(released.accuracy().index.nunique()),
-        **{f"release_last_{pool}": float(final[pool]) for pool in POOL_NAMES},
-        **{f"release_final_{name}": float(value) for name, value in (exact or {}).items()},
+def timing_note(train: TrainConfig) -> str:
+    """Why the rebuild's steps are or are not held to the paper's dates."""
+    if differences_from_paper(train).empty:
+        return "This rebuild trains the paper's configuration, so its seeds are held to the paper's dates too."
+    return (
+        "This rebuild trains another configuration (the settings above), so its steps are not held to the "
+        "paper's dates: the released run alone decides those three claims."
+    )
+
+
+# ---------------------------------------------------------------- progress measures
+
+
+def measures_shown(measures: pd.DataFrame) -> pd.DataFrame:
+    """The headline progress measures with their chart labels."""
+    return measures[measures.measure.isin(list(MEASURES))].assign(label=lambda d: d.measure.map(MEASURES))
+
+
+def measures_chart(measures: pd.DataFrame, phases: Phases, modulus: int) -> alt.LayerChart:
+    """The progress measures over the checkpoints (click the legend to highlight one), with the
+    phase rules and the adder's chance level; the title states where the adder and layer 2 end."""
+    end = final_measures(measures)
+    lines = viz.highlight_lines(
+        measures_shown(measures),
+        x="step",
+        y="value",
+        series="label",
+        series_title="progress measure",
+        point=True,
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="measure (fraction)",
+        height=340,
+    )
+    chance = pd.DataFrame([{"baseline": f"adder's chance (1/{modulus})", "level": 1 / modulus, "colour": "#777"}])
+    title = (
+        f"At the end the adder alone is right on {end['adder']:.0%} of pairs (chance {1 / modulus:.1%}) and layer 2's "
+        f"top-2 keys are the needed numbers in {end['l2_needed_top2']:.0%} of sequences"
+    )
+    return alt.layer(lines, baseline_rules(chance), *phase_rules(phases.marks())).properties(title=title)
+
+
+def jumps_prose(d: Dynamics) -> str:
+    """:func:`jump_prose` for both runs, one paragraph each."""
+    modulus = d.rebuild.run.config.task.modulus
+    return "\n\n".join(jump_prose(who, r, modulus) for who, r in both(d).items())
+
+
+def jump_prose(who: str, r: RunReadings, modulus: int) -> str:
+    """What the progress measures do across one run's binding jump: from the last checkpoint before
+    phase 2 to the first where 1-var training accuracy is at least 0.95 (or, when the run never
+    gets there, to its last checkpoint, said as such); every up/down word derived from the numbers."""
+    j = r.jump
+    if j is None:
+        end = measure_at(r.measures, "adder", int(r.measures.step.max()))
+        return (
+            f"**{who}**: no binding jump was detected, so there is no before and after to compare; at the end "
+            f"the adder alone is right on {end:.0%} of pairs (chance {1 / modulus:.1%})."
+        )
+    if j.reached:
+        until = f"step {j.after:,} (the first checkpoint where `1var_train` accuracy is at least {BOUND_LEVEL})"
+    else:
+        until = (
+            f"step {j.after:,}, the last checkpoint (`1var_train` accuracy never reaches {BOUND_LEVEL} in this run: "
+            f"it ends at {j.final_1var:.2f})"
+        )
+
+    def move(measure: str, spec: str = ".2f", pct: bool = False) -> str:
+        a, b = j.at_before[measure], j.at_after[measure]
+        word = claims.change(a, b, ".0%" if pct else spec, "rises", "falls", "stays")
+        shown = (f"{a:.0%}", f"{b:.0%}") if pct else (format(a, spec), format(b, spec))
+        return f"stays at {shown[0]}" if word == "stays" else f"{word} from {shown[0]} to {shown[1]}"
+
+    return (
+        f"**{who}**: across the jump at step {j.jump:,}, from step {j.before:,} (the last checkpoint before it) to "
+        f"{until}, the share of sequences whose two most-attended layer-1 keys from `=` are the operand positions "
+        f"{move('l1_operands_top2')} (the attention mass on them {move('l1_operands_mass')}); layer 2's top-2 keys "
+        f"land on the needed numbers in a share that {move('l2_needed_top2', pct=True)}; value → variable attention "
+        f"in layer 1 {move('prev_token')}. The adder alone was already right on {j.at_before['adder']:.0%} of all "
+        f"pairs (chance {1 / modulus:.1%})."
+    )
+
+
+# ---------------------------------------------------------------- the plateau, case by case
+
+
+def cases_prose(runs: dict[str, Plateau], baselines: PoolBaselines) -> str:
+    """Which cases each run's plateau is made of (or that it has none), one bullet per run, with
+    chance and the misplaced pools' any-value control."""
+    controls = ", ".join(f"`{p}` {baselines.any_value[p]:.2f}" for p in ("1var_misplaced", "2var_misplaced_one"))
+    lines = [f"Baselines: chance {baselines.chance:.3f}; exact addition with any context value: {controls}."]
+    for who, run in runs.items():
+        if run.lag is None:
+            lines.append(f"- **{who}**: the rules found no phase-3 plateau, so there is no lagging case to trace.")
+            continue
+        start, end, level = run.phases.plateau
+        lagging, others = run.lag[run.lag.lags], run.lag[~run.lag.lags]
+        named = "; ".join(f"`{r.pool}` {r.case} ({r.accuracy:.2f})" for r in lagging.itertuples()) or "none"
+        rest = f"every other case averages at least {others.accuracy.min():.2f}" if len(others) else "no case is above"
+        lines.append(
+            f"- **{who}**: over the plateau (steps {start:,}-{end:,}, `{run.phases.phase3_pool}` at {level:.2f}) the "
+            f"cases below {PLATEAU_LAG} are {named}; {rest}."
+        )
+    return "\n".join(lines)
+
+
+def cases_chart(runs: dict[str, Plateau], baselines: PoolBaselines, ev: Evidence) -> alt.TopLevelMixin:
+    """Each misplaced case's accuracy over training, one panel per run and pool, each on its run's
+    own steps (click a case to bring it forward), with chance as a grey series, under a title
+    stating the plateau claim's verdict on the released run."""
+    frames = []
+    for who, run in runs.items():
+        h = run.history
+        frames.append(h.assign(panel=[f"{who}: {p}" for p in h.pool]))
+        chance = h.drop_duplicates(["step", "pool"]).assign(case=f"chance (1/{round(1 / baselines.chance)})")
+        frames.append(chance.assign(accuracy=baselines.chance, panel=[f"{who}: {p}" for p in chance.pool]))
+    frame = pd.concat(frames, ignore_index=True)
+    verdict = runs[RUNS[0]].b_right_only
+    title = {
+        True: "In the released run's plateau only the cases with b as the right operand lag",
+        False: "In the released run's plateau other cases lag besides b as the right operand",
+        None: "The misplaced cases over training (the released run has no plateau here)",
+    }[verdict]
+    return viz.highlight_lines(
+        frame,
+        x="step",
+        y="accuracy",
+        series="case",
+        series_title="misplaced",
+        facet="panel",
+        columns=3,
+        y_domain=[0, 1],
+        x_title="training step",
+        y_title="accuracy",
+        height=180,
+        title=[title, "Over the runs with a plateau: {} of {} ({})".format(*held(ev), ev.verdict)],
+        keyboard=False,
+    ).resolve_scale(x="independent")
+
+
+# ---------------------------------------------------------------- when can the variable be read?
+
+
+def probe_chart(runs: dict[str, ProbeCurve], ev: Evidence) -> alt.FacetChart:
+    """The probe's accuracy over training, one panel per run, the binding jump as a dashed rule and
+    chance (1 / the number of variables) as a dotted one; the title is the readable-before-jump
+    claim's verdict."""
+    frame = pd.concat(
+        [
+            c.frame.assign(run=who, jump=float("nan") if c.phases.phase2 is None else c.phases.phase2)
+            for who, c in runs.items()
+        ],
+        ignore_index=True,
+    )
+    line = (
+        alt.Chart()
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="training step"),
+            y=alt.Y("accuracy:Q", title="probe accuracy (held-out examples)", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("where:N", title="read from", legend=alt.Legend(orient="bottom")),
+            tooltip=["run:N", "where:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+        )
+    )
+    rule = alt.Chart().mark_rule(color="#555", strokeDash=[3, 3]).encode(x="mean(jump):Q")
+    chance = alt.Chart().mark_rule(color="#777", strokeDash=[1, 3]).encode(y="mean(chance):Q")
+    words = {
+        "reproduced": "In every run read the variable can be read after layer 1 before the binding jump (dashed)",
+        "partly": "In some runs the variable can be read after layer 1 before the binding jump (dashed), not in all",
+        "not reproduced": "In no run read can the variable be read after layer 1 before the binding jump (dashed)",
+        "untested": "When the variable can be read after layer 1, against the binding jump (dashed)",
     }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+    return (
+        alt.layer(line, rule, chance, data=frame)
+        .properties(width=300, height=200)
+        .facet(column=alt.Column("run:N", title=None))
+        .resolve_scale(x="independent")
+        .properties(title=words[ev.verdict])
+    )
+
+
+def probe_prose(runs: dict[str, ProbeCurve], level: float = PROBE_LEVEL) -> str:
+    """When the probe first reads the variable after layer 1, against the binding jump, per run,
+    with chance and the embedding-only control at that step."""
+    lines = []
+    for who, c in runs.items():
+        first, jump = c.first, c.phases.phase2
+        chance = float(c.frame.chance.mean())
+        if first is None:
+            text = f"the probe never reads the variable after layer 1 with {level:.0%} accuracy (chance {chance:.2f})"
+        else:
+            emb = c.frame[(c.frame["where"] == "embedding") & (c.frame.step == first)].accuracy
+            control = f"; from the embedding alone it reads {float(emb.iloc[0]):.2f} there" if len(emb) else ""
+            where = (
+                "; the rules found no binding jump"
+                if jump is None
+                else f", {claims.order(first, jump)} the binding jump at step {jump:,}"
+            )
+            text = (
+                f"the probe reads the variable after layer 1 with {level:.0%} accuracy from step {first:,}{where} "
+                f"(chance {chance:.2f}{control})"
+            )
+        lines.append(f"- **{who}**: {text}.")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- over seeds
 
 
 def seed_frame(summary: pd.DataFrame) -> pd.DataFrame:
@@ -617,9 +1063,11 @@ def seeds_prose(dissected: Dissected) -> str:
     jumps = summary["phase2"].dropna().astype(int).sort_values()
     three = int(summary["three_phases"].sum())
     if len(jumps):
-        spread, rule = f"the binding jump came at steps {', '.join(f'{s:,}' for s in jumps)}", "the median binding jump"
+        spread = f"the binding jump came at steps {', '.join(f'{s:,}' for s in jumps)}"
+        rule = "the median binding jump; it reads only the phase-2 steps, never the final scores"
     else:
-        spread, rule = "no seed reached the binding jump", "no seed bound, so the median final 1-var training accuracy"
+        spread = "no seed reached the binding jump"
+        rule = "no seed bound, so the median final 1-var training accuracy"
     if dissected.picked_by_rule:
         relation = "the run that this chapter and chapters 9 and 10 open"
     else:
@@ -631,222 +1079,158 @@ def seeds_prose(dissected: Dissected) -> str:
     )
 
 
-def record_seeds(dissected: Dissected) -> dict[str, object]:
-    """Record the multi-seed numbers."""
-    summary = dissected.summary
-    values = {
-        "seeds_n": len(summary),
-        "seeds_bound": int(summary["phase2"].notna().sum()),
-        "seeds_three_phases": int(summary["three_phases"].sum()),
-        "seeds_phase2_steps": [int(s) for s in summary["phase2"].dropna()],
-        "seeds_min_final_2var_union": float(summary["final_2var_union"].min()),
-        "example_seed": dissected.example,
-        "dissected_seed": dissected.run.config.seed,
-    }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+# ---------------------------------------------------------------- one example across the jump
 
 
-PLATEAU_LAG = 0.5
-"""A misplaced case lags in the plateau when its mean accuracy there is below this."""
-RUNS = ("paper's run, as released", "this rebuild")
-"""The two runs' names in the side-by-side tables and charts."""
-
-
-@dataclass
-class Plateau:
-    """One run's misplaced cases over training (``history``: ``step``, ``pool``, ``case``,
-    ``accuracy``), its phases, and each case's mean over the phase-3 plateau (``lag``, lowest
-    first, ``lags`` below :data:`PLATEAU_LAG`; None without a plateau)."""
-
-    history: pd.DataFrame
-    phases: Phases
-    lag: pd.DataFrame | None
-
-
-def plateau_cases(history: pd.DataFrame, phases: Phases) -> pd.DataFrame | None:
-    """Every case's mean accuracy over the phase-3 plateau, lowest first, with ``lags`` (below
-    :data:`PLATEAU_LAG`); None when the rules found no plateau."""
-    if phases.plateau is None:
-        return None
-    start, end, _ = phases.plateau
-    lag = cases.lagging_cases(history, start, end)
-    return lag.assign(lags=lag.accuracy < PLATEAU_LAG)
-
-
-def plateaus(
-    cfg: DynamicsChapterConfig, rebuild: TrainResult, phases: Phases, released: TrainResult, release_phases: Phases
-) -> dict[str, Plateau]:
-    """The misplaced cases (:mod:`mechbook.assign_add.cases`) of both runs: the released run at
-    ``cfg.release_steps`` (cached), the rebuild at every kept checkpoint."""
-    task = Task(rebuild.config.task)
-    release_history = cases.release_case_history(cfg.release_steps, n_per_case=cfg.case_sequences)
-    rebuild_history = cases.case_history(
-        lambda s: load_model(rebuild, s), sorted(rebuild.checkpoints), task, cfg.case_sequences
+def pattern_slider_chart(patterns: pd.DataFrame, steps: list[int], start: int, title: str) -> alt.FacetChart:
+    """Both layers' attention for one sequence (``patterns``: rows of
+    :func:`~mechbook.assign_add.circuits.pattern_frame` with ``step`` and ``layer`` labels) at each
+    of ``steps``, a slider choosing the checkpoint (starting at ``steps[start]``); the cells
+    where the circuit says attention should go are outlined."""
+    slider = alt.param(
+        name="checkpoint",
+        value=start,
+        bind=alt.binding_range(min=0, max=len(steps) - 1, step=1, name="checkpoint (index) "),
     )
-    return {
-        RUNS[0]: Plateau(release_history, release_phases, plateau_cases(release_history, release_phases)),
-        RUNS[1]: Plateau(rebuild_history, phases, plateau_cases(rebuild_history, phases)),
-    }
-
-
-def _named(lag: pd.DataFrame) -> list[str]:
-    return [f"{r.pool}: {r.case}" for r in lag.itertuples()]
-
-
-def b_right_only(lag: pd.DataFrame | None) -> bool | None:
-    """Whether the lagging cases are exactly those with ``b`` as the right operand (the paper's
-    account of the plateau); None without a plateau."""
-    if lag is None:
-        return None
-    lagging = set(_named(lag[lag.lags]))
-    return bool(lagging) and lagging == {n for n in _named(lag) if "b right" in n}
-
-
-def cases_prose(runs: dict[str, Plateau]) -> str:
-    """Which cases each run's plateau is made of (or that it has none), one bullet per run."""
-    lines = []
-    for who, run in runs.items():
-        if run.lag is None:
-            lines.append(f"- **{who}**: the rules found no phase-3 plateau, so there is no lagging case to trace.")
-            continue
-        start, end, level = run.phases.plateau
-        lagging, others = run.lag[run.lag.lags], run.lag[~run.lag.lags]
-        named = "; ".join(f"`{r.pool}` {r.case} ({r.accuracy:.2f})" for r in lagging.itertuples()) or "none"
-        rest = f"every other case averages at least {others.accuracy.min():.2f}" if len(others) else "no case is above"
-        lines.append(
-            f"- **{who}**: over the plateau (steps {start:,}-{end:,}, `{run.phases.phase3_pool}` at {level:.2f}) the "
-            f"cases below {PLATEAU_LAG} are {named}; {rest}."
-        )
-    return "\n".join(lines)
-
-
-def cases_chart(runs: dict[str, Plateau]) -> alt.TopLevelMixin:
-    """Each misplaced case's accuracy over training, one panel per run and pool, each on its run's
-    own steps (click a case to bring it forward), under a title saying whether the released run's
-    plateau is the b-right case."""
-    frame = pd.concat(
-        [run.history.assign(panel=[f"{who}: {p}" for p in run.history.pool]) for who, run in runs.items()],
-        ignore_index=True,
-    )
-    verdict = b_right_only(runs[RUNS[0]].lag)
-    title = {
-        True: "In the released run's plateau only the cases with b as the right operand lag",
-        False: "In the released run's plateau other cases lag besides b as the right operand",
-        None: "The misplaced cases over training (the released run has no plateau here)",
-    }[verdict]
-    return viz.highlight_lines(
-        frame,
-        x="step",
-        y="accuracy",
-        series="case",
-        series_title="misplaced",
-        facet="panel",
-        columns=3,
-        y_domain=[0, 1],
-        x_title="training step",
-        y_title="accuracy",
-        height=180,
+    position = {s: i for i, s in enumerate(steps)}
+    frame = patterns.assign(index=patterns.step.map(position))
+    order = list(dict.fromkeys(frame.sort_values("query").query_token))
+    base = alt.Chart(frame).transform_filter(alt.datum.index == slider)
+    return viz.attention_heatmap(
+        base,
+        order=order,
+        highlight="role",
+        facet="layer",
         title=title,
-        keyboard=False,
-    ).resolve_scale(x="independent")
+        tooltip=[alt.Tooltip("step:Q", title="checkpoint step")],
+    ).add_params(slider)
 
 
-def probe_curves(
-    cfg: DynamicsChapterConfig, rebuild: TrainResult, phases: Phases, released: TrainResult, release_phases: Phases
-) -> dict[str, tuple[pd.DataFrame, Phases]]:
-    """The variable-identity probe (embedding and after layer 1) over training, both runs: the
-    released run at ``cfg.release_steps`` (cached), the rebuild at every kept checkpoint, each on
-    ``cfg.probe_sequences`` training sequences; with each run's phases."""
-    task = Task(rebuild.config.task)
-    tokens, _ = task.sample(cfg.probe_sequences, np.random.default_rng([0, 19]))
-    rebuild_frame = probes.variable_identity_over_training(
-        lambda s: load_model(rebuild, s), sorted(rebuild.checkpoints), task.cfg, tokens, cfg=cfg.probe
+def attention_slider(result: TrainResult, phases: Phases, cfg: ChapterConfig) -> tuple[alt.FacetChart, int]:
+    """The slider chart of both layers' attention on one 2-var training sequence at the kept
+    checkpoints within ``cfg.window`` steps of phase 2 (of the last checkpoint when no jump was
+    found), starting at the last one before it; and how many checkpoints it shows."""
+    task = Task(result.config.task)
+    example = task.eval_pools(4, seed=result.config.eval_seed)["2var_train"][0][0]
+    centre = phases.phase2 if phases.phase2 is not None else max(result.checkpoints)
+    steps = window_steps(list(result.checkpoints), centre, cfg.window)
+    patterns = pd.concat(
+        [circuits.pattern_frame(load_model(result, s), example, task).assign(step=s) for s in steps], ignore_index=True
     )
-    release_frame = probes.release_probe_history(cfg.release_steps, n_sequences=cfg.probe_sequences, cfg=cfg.probe)
-    return {RUNS[0]: (release_frame, release_phases), RUNS[1]: (rebuild_frame, phases)}
+    patterns["layer"] = "layer " + patterns.layer.astype(str)
+    start = max([i for i, s in enumerate(steps) if s < centre], default=0)
+    title = f"{task.render(example)}: attention around the binding jump"
+    return pattern_slider_chart(patterns, steps, start, title), len(steps)
 
 
-def identity_step(frame: pd.DataFrame, level: float = 0.95, where: str = "after layer 1") -> int | None:
-    """The first checkpoint where the probe reads the variable with at least ``level`` accuracy."""
-    part = frame[(frame["where"] == where) & (frame.accuracy >= level)]
-    return int(part.step.min()) if len(part) else None
+# ---------------------------------------------------------------- what to take away
 
 
-def _before_jump(frame: pd.DataFrame, phases: Phases) -> bool:
-    first = identity_step(frame)
-    return first is not None and phases.phase2 is not None and first < phases.phase2
+def _runs_word(ev: Evidence, all_: str, some: str, none: str) -> str:
+    return {"reproduced": all_, "partly": some, "not reproduced": none, "untested": "untested here"}[ev.verdict]
 
 
-def probe_chart(runs: dict[str, tuple[pd.DataFrame, Phases]]) -> alt.FacetChart:
-    """The probe's accuracy over training, one panel per run, the binding jump as a dashed rule."""
-    frame = pd.concat(
-        [f.assign(run=who, jump=float("nan") if ph.phase2 is None else ph.phase2) for who, (f, ph) in runs.items()],
-        ignore_index=True,
+def held(ev: Evidence) -> tuple[int, int]:
+    """How many of a claim's values (the rebuild's seeds and the released run) meet its rule, of how many."""
+    values = ev.values + ([] if ev.release is None else [ev.release])
+    return sum(bool(ev.claim.rule.holds(v)) for v in values), len(values)
+
+
+def _in_runs(ev: Evidence, what: str) -> str:
+    k, n = held(ev)
+    return f"{what} in {k} of the {n} runs with a binding jump"
+
+
+RUN_NAMES = {RUNS[0]: "the released run", RUNS[1]: "this rebuild"}
+"""How a sentence names each run."""
+
+
+def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
+    """The chapter's take-aways, each computed from the claims' evidence and the runs' numbers."""
+    first, follows = ev["ch08.addition_first"], ev["ch08.heldout_follows"]
+    released = {True: ", and in the released run", False: ", but not in the released run", None: ""}[first.release]
+    rule = _runs_word(
+        follows,
+        "what is learned is a rule, not a table",
+        "on some runs held-out pairs trail the training pairs, so the rule is not learned everywhere",
+        "held-out pairs trail the training pairs: part of what is learned is a table",
     )
-    line = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", title="training step"),
-            y=alt.Y("accuracy:Q", title="probe accuracy (held-out examples)", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("where:N", title="read from", legend=alt.Legend(orient="bottom")),
-            tooltip=["run:N", "where:N", "step:Q", alt.Tooltip("accuracy:Q", format=".3f")],
+    bullets = [
+        f"Addition on constants comes before binding in {sum(bool(v) for v in first.values)} of "
+        f"{len(first.values)} seeds{released}. At the end, 0-var training accuracy minus held-out accuracy is "
+        f"{follows.summary()} on the rebuild"
+        + ("" if follows.release is None else f" and {follows.release:.3f} on the released run")
+        + f": {rule}."
+    ]
+    runs = []
+    for who, r in both(d).items():
+        if r.jump is None or r.probe.first is None:
+            continue
+        runs.append(
+            f"on {RUN_NAMES[who]} the probe reads the variable after layer 1 from step {r.probe.first:,}, "
+            f"{claims.order(r.probe.first, r.jump.jump)} the jump at step {r.jump.jump:,}, and value → variable "
+            f"attention is {r.jump.at_before['prev_token']:.2f} at step {r.jump.before:,}"
         )
+    line = (
+        _in_runs(ev["ch08.prev_token_before_jump"], "Layer 1's previous-token head is in place before the binding jump")
+        + "; "
+        + _in_runs(ev["ch08.readable_before_jump"], "the variable is readable after layer 1 before the jump")
+        + (f" ({'; '.join(runs)})." if runs else ".")
     )
-    rule = alt.Chart().mark_rule(color="#555", strokeDash=[3, 3]).encode(x="mean(jump):Q")
-    early = all(_before_jump(f, ph) for f, ph in runs.values())
-    title = (
-        "In both runs the variable can be read after layer 1 before the binding jump (dashed)"
-        if early
-        else "When the variable can be read after layer 1, against the binding jump (dashed)"
+    before, after = ev["ch08.l1_top2_before"], ev["ch08.l1_top2_after"]
+    if d.release.jump is not None:
+        j = d.release.jump
+        a, b = j.at_before["l1_operands_top2"], j.at_after["l1_operands_top2"]
+        line += (
+            f" Across the jump on the released run, the share of sequences whose top-2 layer-1 keys from `=` are "
+            f"the operand positions {claims.change(a, b, '.2f')} from {a:.2f} to {b:.2f} (the paper's claim "
+            f"0.12 → 0.95: before {before.verdict}, after {after.verdict})."
+        )
+    bullets.append(line)
+    adder = ev["ch08.adder_before_jump"]
+    measured = [f"{adder.summary()} on the seeds of the rebuild that bound"] if adder.values else []
+    measured += [] if adder.release is None else [f"{adder.release:.3f} on the released run"]
+    bullets.append(
+        "Just before the jump, the share of pairs the adder alone gets right is "
+        + (" and ".join(measured) or "not measured (no run bound)")
+        + ": "
+        + _runs_word(
+            adder,
+            "it is there before binding and serves the looked-up numbers unchanged",
+            "it is there before binding on some runs, not all",
+            "it is not complete before binding",
+        )
+        + "."
     )
-    return (
-        alt.layer(line, rule, data=frame)
-        .properties(width=300, height=200)
-        .facet(column=alt.Column("run:N", title=None))
-        .resolve_scale(x="independent")
-        .properties(title=title)
+    summary = d.dissected.summary
+    plateau = ev["ch08.plateau_b_right"]
+    rel_plateau = {
+        True: "made of the b-right cases only",
+        False: "not made of the b-right cases only",
+        None: "not found here",
+    }[d.release.plateau.b_right_only]
+    bullets.append(
+        f"Phase 3 (the misplaced pools' plateau, then a refinement) is detected in "
+        f"{int(summary['three_phases'].sum())} of {len(summary)} seeds; the released run's plateau is {rel_plateau} "
+        f"(the paper's account: {plateau.verdict} here)."
     )
+    return "\n".join(f"* {b}" for b in bullets)
 
 
-def probe_prose(runs: dict[str, tuple[pd.DataFrame, Phases]], level: float = 0.95) -> str:
-    """When the probe first reads the variable after layer 1, against the binding jump, per run."""
-    lines = []
-    for who, (frame, phases) in runs.items():
-        first, jump = identity_step(frame, level), phases.phase2
-        if first is None:
-            text = f"the probe never reads the variable after layer 1 with {level:.0%} accuracy"
-        elif jump is None:
-            text = f"the probe reads the variable after layer 1 from step {first:,}; the rules found no binding jump"
-        else:
-            relation = "before" if first < jump else "at or after"
-            text = (
-                f"the probe reads the variable after layer 1 with {level:.0%} accuracy from step {first:,}, "
-                f"{relation} the binding jump at step {jump:,}"
-            )
-        lines.append(f"- **{who}**: {text}.")
-    return "\n".join(lines)
+# ---------------------------------------------------------------- records
 
 
-def record_analyses(plateau: dict[str, Plateau], probe: dict[str, tuple[pd.DataFrame, Phases]]) -> dict[str, object]:
-    """Record the plateau's lagging cases and the probe's first readable step, both runs."""
-    released, rebuild = plateau[RUNS[0]].lag, plateau[RUNS[1]].lag
-    values = {
-        "release_plateau_lagging": [] if released is None else _named(released[released.lags]),
-        "release_plateau_b_right_only": b_right_only(released),
-        "plateau_lagging": None if rebuild is None else _named(rebuild[rebuild.lags]),
-        "release_identity_probe_step": identity_step(probe[RUNS[0]][0]),
-        "identity_probe_step": identity_step(probe[RUNS[1]][0]),
-    }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
-
-
-def record_all(
-    result: TrainResult, phases: Phases, measures: pd.DataFrame, pattern_checkpoints: int
-) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/08_training_dynamics.yml``)."""
+def record_all(d: Dynamics, ev: dict[str, Evidence], pattern_checkpoints: int) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/08_training_dynamics.yml``): the
+    opened rebuild's, the released run's (``release_*``), the stack's (``seeds_*``), the plateau and
+    probe readings, and every claim (``claim.ch08.*``); returns the records."""
+    result, phases, measures = d.rebuild.run, d.rebuild.phases, d.rebuild.measures
     acc = result.accuracy()
     final = acc.iloc[-1]
+    released, rphases = d.release.run, d.release.phases
+    rfinal = released.accuracy().iloc[-1]
+    summary = d.dissected.summary
+    rel_plateau, plateau = d.release.plateau, d.rebuild.plateau
     values: dict[str, object] = {
         "n_parameters": n_parameters(result.config),
         "steps": int(acc.index.max()),
@@ -859,10 +1243,32 @@ def record_all(
             phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2
         ),
         **{f"final_{pool}": float(final[pool]) for pool in POOL_NAMES},
-        "final_2var_union": union_score(acc),
-        "final_2var_union_paper": union_paper(acc, Task(result.config.task)),
+        "final_2var_union": final_union(acc, Task(result.config.task), "equal"),
+        "final_2var_union_paper": final_union(acc, Task(result.config.task)),
         **{f"measure_{name}": float(value) for name, value in final_measures(measures).items()},
         "adder_reaches_0.9_step": adder_first_step(measures),
         "pattern_checkpoints": pattern_checkpoints,
+        "chance": d.baselines.chance,
+        "control_1var_train": d.baselines.any_value["1var_train"],
+        "release_phase1_step": rphases.phase1,
+        "release_phase2_step": rphases.phase2,
+        "release_phase3_step": rphases.phase3 if rphases.phase3 is not None else rphases.phase3_status,
+        "release_checkpoints": int(released.accuracy().index.nunique()),
+        **{f"release_last_{pool}": float(rfinal[pool]) for pool in POOL_NAMES},
+        **{f"release_final_{name}": float(value) for name, value in (d.release_exact or {}).items()},
+        "seeds_n": len(summary),
+        "seeds_bound": int(summary["phase2"].notna().sum()),
+        "seeds_three_phases": int(summary["three_phases"].sum()),
+        "seeds_phase2_steps": [int(s) for s in summary["phase2"].dropna()],
+        "seeds_min_final_2var_union": float(summary["final_2var_union"].min()),
+        "example_seed": d.dissected.example,
+        "dissected_seed": result.config.seed,
+        "release_plateau_lagging": rel_plateau.lagging or [],
+        "release_plateau_b_right_only": rel_plateau.b_right_only,
+        "plateau_lagging": plateau.lagging,
+        "release_identity_probe_step": d.release.probe.first,
+        "identity_probe_step": d.rebuild.probe.first,
     }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+    records = common.record_all(values)
+    records.update(claims.record_claims(ev.values()))
+    return records
