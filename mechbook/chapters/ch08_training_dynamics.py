@@ -370,6 +370,11 @@ def evidence(d: Dynamics) -> dict[str, Evidence]:
     def per_seed(f: Callable) -> dict[int, object]:
         return {r.seed: f(r) for r in seeds}
 
+    def jumped(f: Callable) -> dict[int, object]:
+        """Over the seeds that reach the binding jump: a reading taken against the jump does not
+        apply to a seed without one (that seed counts against ``binding_jump_rise`` instead)."""
+        return {r.seed: f(r) for r in seeds if r.jump is not None}
+
     def timing(f: Callable[[Phases], object]) -> dict[int, object] | None:
         return per_seed(lambda r: f(r.phases)) if paper_config else None
 
@@ -390,20 +395,20 @@ def evidence(d: Dynamics) -> dict[str, Evidence]:
         "addition_first": (per_seed(lambda r: _before_after(r.phases)), _before_after(rel.phases)),
         "binding_jump_rise": (jump_rise, rel.phases.phase2_jump),
         "l1_top2_before": (
-            per_seed(lambda r: _at(r.jump, "before", "l1_operands_top2")),
+            jumped(lambda r: _at(r.jump, "before", "l1_operands_top2")),
             _at(rel.jump, "before", "l1_operands_top2"),
         ),
         "l1_top2_after": (
-            per_seed(lambda r: _at(r.jump, "after", "l1_operands_top2")),
+            jumped(lambda r: _at(r.jump, "after", "l1_operands_top2")),
             _at(rel.jump, "after", "l1_operands_top2"),
         ),
-        "adder_before_jump": (per_seed(lambda r: _at(r.jump, "before", "adder")), _at(rel.jump, "before", "adder")),
+        "adder_before_jump": (jumped(lambda r: _at(r.jump, "before", "adder")), _at(rel.jump, "before", "adder")),
         "prev_token_before_jump": (
-            per_seed(lambda r: _at(r.jump, "before", "prev_token")),
+            jumped(lambda r: _at(r.jump, "before", "prev_token")),
             _at(rel.jump, "before", "prev_token"),
         ),
         "plateau_b_right": ({s: p.b_right_only for s, p in d.seed_plateaus.items()}, rel.plateau.b_right_only),
-        "readable_before_jump": (per_seed(lambda r: r.probe.lead if r.probe else None), rel.probe.lead),
+        "readable_before_jump": (jumped(lambda r: r.probe.lead if r.probe else None), rel.probe.lead),
         "three_phases_most_seeds": (float(summary["three_phases"].mean()), None),
         "final_heldout": (final("final_0var_heldout"), _release_heldout(d)),
         "final_misplaced": (final("final_1var_misplaced"), _release_last(d, "1var_misplaced")),
