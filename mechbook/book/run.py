@@ -50,6 +50,7 @@ from mechbook.book.environment import DigestMemo, key_environment, make_paths_ab
 from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import sha256_file
+from mechbook.lifeline import stop_kernels_on_signals
 
 KERNEL = "python3"
 #: Set for every kernel: no progress bars in the outputs, ``explore`` in its static form.
@@ -57,6 +58,9 @@ KERNEL_ENV: dict[str, str] = {"MECHBOOK_QUIET": "1", "MECHBOOK_STATIC": "1"}
 #: The tag myst-nb honours to leave a cell off the page.
 HIDDEN_TAG = "remove-cell"
 INJECTED_TAG = "injected-parameters"
+#: Arguments of every kernel: its own log (transport notes such as "Kernel is running over TCP
+#: without encryption") stays off the console; errors still show.
+KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=ERROR",)
 
 
 def _package_digest(root: Path) -> dict[str, str]:
@@ -271,6 +275,7 @@ def execute_chapter(
                 cwd=str(src.parent),
                 progress_bar=False,
                 execution_timeout=cfg.cell_timeout,
+                extra_arguments=list(KERNEL_ARGS),
             )
     except KeyboardInterrupt as exc:
         error, interrupted = exc, True
@@ -442,7 +447,14 @@ def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[Chapt
     cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
     progress is relayed (to ``stream``, default stderr), then what each chapter took. The
     seconds of each chapter executed to the end refresh the costs. With ``cfg.lanes`` > 1 the
-    parts run at once (:func:`execute_lanes`)."""
+    parts run at once (:func:`execute_lanes`). SIGTERM and SIGINT kill the kernels' process
+    groups and end the run with :class:`KeyboardInterrupt`
+    (:func:`mechbook.lifeline.stop_kernels_on_signals`)."""
+    with stop_kernels_on_signals():
+        return _execute_book(cfg, stream)
+
+
+def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResult]:
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     for source in chosen:
         try:
