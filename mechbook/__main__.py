@@ -101,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[DEBUG_ENV] = "1"  # lanes and kernels started from here inherit it
     try:
         return _run(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):  # argparse's usage errors (2) and plain exits
+            raise
+        print(f"error: {exc.code}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt as exc:
         text = str(exc).strip("'\"")
         print(text if "interrupted" in text else f"interrupted ({text or 'Ctrl-C'})", file=sys.stderr, flush=True)
@@ -125,6 +130,14 @@ def one_line(exc: BaseException) -> str:
 
 def _run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("execute", "build", "spread", "cache"):
+        from mechbook.book.environment import check_environment
+
+        problems = check_environment()
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        if problems:
+            return 1
     if args.command == "bench":
         from mechbook.benchmarks import run
 

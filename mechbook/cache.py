@@ -39,10 +39,29 @@ from mechbook.determinism import deterministic
 T = TypeVar("T")
 
 
+CACHE_ENV = "MECHBOOK_CACHE"
+
+
+class CacheRootError(NotADirectoryError):
+    """``$MECHBOOK_CACHE`` (or the default cache folder) cannot be a folder; the message says why."""
+
+
 def cache_root() -> Path:
-    """The cache folder (created on demand): ``$MECHBOOK_CACHE`` or ``~/.cache/mechbook``."""
-    root = Path(os.environ.get("MECHBOOK_CACHE") or Path.home() / ".cache" / "mechbook")
-    root.mkdir(parents=True, exist_ok=True)
+    """The cache folder (created on demand): ``$MECHBOOK_CACHE`` or ``~/.cache/mechbook``; a
+    :class:`CacheRootError` naming the variable when that is a file or cannot be created."""
+    value = os.environ.get(CACHE_ENV)
+    root = Path(value).expanduser() if value else Path.home() / ".cache" / "mechbook"
+    named = f"{CACHE_ENV}={value}" if value else f"the cache folder {root}"
+    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        what = "is a file" if blocker == root else f"lies under the file {blocker}"
+        raise CacheRootError(f"{named} {what}, not a folder: set {CACHE_ENV} to a folder (it is created if missing)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheRootError(
+            f"{named} cannot be created ({exc.strerror}): set {CACHE_ENV} to a folder you can write to"
+        ) from exc
     return root
 
 
@@ -322,7 +341,16 @@ def cached(
     with deterministic():
         value = compute()
     try:
-        save_verified(path, dumps(value))
+        data = dumps(value)
+    except Exception as exc:  # a value the serialiser cannot write (a lambda, an open file ...)
+        warnings.warn(
+            f"could not serialise the value of the cache entry {path} ({type(exc).__name__}: {exc}); "
+            f"using the computed value without caching it",
+            stacklevel=2,
+        )
+        return value
+    try:
+        save_verified(path, data)
     except OSError as exc:
         warnings.warn(
             f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2

@@ -11,6 +11,19 @@ from typing import Any
 from mechbook.book.toc import ROOT
 from mechbook.profiles import PROFILES
 
+#: Names the harness sets itself, refused as knobs (``--knob profile=cpu`` would run one profile
+#: while the console, the executed notebook, its cost and ``check`` file it under another), each
+#: with the option that sets it.
+HARNESS_NAMES: dict[str, str] = {
+    "profile": "--profile P",
+    "only": "--only STEM",
+    "force": "--force",
+    "lanes": "--lanes N",
+    "lane": "--lanes N",
+    "seeds": "spread --seeds N",
+    "debug": "--debug (or MECHBOOK_DEBUG=1)",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class ExecuteConfig:
@@ -33,8 +46,14 @@ class ExecuteConfig:
     def __post_init__(self):
         if self.profile not in PROFILES:
             raise SystemExit(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
-        if self.lanes < 1:
-            raise SystemExit(f"--lanes must be at least 1, got {self.lanes}")
+        if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
+            raise SystemExit(f"--lanes must be a whole number of at least 1, got {self.lanes!r}")
+        for name, _ in self.knobs:
+            if name in HARNESS_NAMES:
+                raise SystemExit(
+                    f"--knob {name}=... is refused: {name} is set by the command line, not by a knob; "
+                    f"use {HARNESS_NAMES[name]}"
+                )
 
     def parameters(self) -> dict[str, Any]:
         """What papermill injects: ``profile`` and the knobs."""
