@@ -326,6 +326,10 @@ def cached(
     serialised with ``torch.save`` by default (tensors, numpy arrays, dicts). ``refresh=True``
     recomputes and overwrites. A failed write warns and returns the value.
     """
+    if not isinstance(namespace, str):
+        raise TypeError(f"namespace must be a str like 'part/name', got {type(namespace).__name__}")
+    if not callable(compute):
+        raise TypeError(f"compute must be a function of no arguments, got {type(compute).__name__}")
     caller = sys._getframe(1).f_globals.get("__name__")
     path = entry_path(namespace, key, computation_modules(compute, caller))
     if not refresh:

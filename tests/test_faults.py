@@ -15,8 +15,9 @@ import pytest
 import torch
 from conftest import ROOT
 
-from mechbook import cache, cache_bundle
+from mechbook import arguments, cache, cache_bundle, data
 from mechbook.__main__ import main
+from mechbook.assign_add import release
 from mechbook.book.config import HARNESS_NAMES, ExecuteConfig
 from mechbook.book.environment import check_environment
 from mechbook.device import DeviceUnavailable, check_device, default_device
@@ -164,3 +165,38 @@ def test_no_warning_escapes_a_clean_start_up(env):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert check_environment() == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "named"),
+    [
+        (lambda: release.available_steps(folder=5), TypeError, "folder must be a path"),
+        (lambda: release.load_release(1, folder="", download=False), ValueError, "folder must be a path"),
+        (lambda: data.load_stories(path=5), TypeError, "path must be a path"),
+        (lambda: data.load_stories(max_stories=2.5), ValueError, "max_stories"),
+        (lambda: data.load_stories(max_stories=0), ValueError, "max_stories"),
+        (lambda: data.split_stories(5), TypeError, "text must be a str"),
+        (lambda: data.data_fingerprint("one story"), TypeError, "stories must be a list of strings"),
+        (lambda: data.data_fingerprint(["a", 5]), TypeError, "stories must hold only strings"),
+        (lambda: cache.cached(5, {}, lambda: 1), TypeError, "namespace must be a str"),
+        (lambda: cache.cached("t/x", {}, 5), TypeError, "compute must be a function"),
+        (lambda: ExecuteConfig(profile="smoke", only="07_task"), TypeError, "only must be a tuple"),
+        (lambda: ExecuteConfig(profile="smoke", knobs={"seed": 1}), TypeError, "knobs must be (name, value) pairs"),
+        (lambda: ExecuteConfig(profile="smoke", cell_timeout=-1), ValueError, "cell_timeout"),
+        (lambda: ExecuteConfig(profile="smoke", root="x"), TypeError, "root must be a pathlib.Path"),
+    ],
+)
+def test_public_arguments_are_checked_by_name(env, call, error, named):
+    with pytest.raises(error) as info:
+        call()
+    assert named in str(info.value) and "\n" not in str(info.value)
+
+
+def test_arguments_accept_what_they_should(tmp_path):
+    assert arguments.path_argument("~/x", "p") == Path.home() / "x"
+    assert arguments.path_argument(tmp_path, "p") == tmp_path
+    assert arguments.whole_number(3, "n") == 3 and arguments.whole_number(0, "n", minimum=0) == 0
+    assert arguments.text_sequence(("a", "b"), "s") == ["a", "b"]
+    for bad in (True, 1.0, -1, "3"):
+        with pytest.raises(ValueError, match="n must be a whole number of at least 1"):
+            arguments.whole_number(bad, "n")

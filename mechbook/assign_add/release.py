@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.release_sums import SHA256
 from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
@@ -85,7 +86,7 @@ def file_name(step: int | str) -> str:
 
 def _folders(folder: str | Path | None) -> list[Path]:
     """The local folders searched, in order (each as given and its ``checkpoints/``)."""
-    roots = [Path(folder)] if folder is not None else []
+    roots = [path_argument(folder, "folder")] if folder is not None else []
     if os.environ.get(ENV_VAR):
         roots.append(Path(os.environ[ENV_VAR]))
     out = []
