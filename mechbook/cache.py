@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mechbook.determinism import deterministic
+from mechbook.notices import notice
 
 T = TypeVar("T")
 
@@ -265,7 +266,7 @@ def load_verified(path: Path) -> bytes | None:
         return None
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest() != side.read_text().strip():
-        warnings.warn(f"cache file {path} does not match its checksum; recomputing it", stacklevel=3)
+        notice(f"cache file {path} does not match its checksum; recomputing it", stacklevel=3)
         return None
     return data
 
@@ -338,7 +339,7 @@ def cached(
             try:
                 value = loads(data)
             except Exception as exc:  # a file that passes the checksum but will not load
-                warnings.warn(f"cache file {path} failed to load ({exc}); recomputing it", stacklevel=2)
+                notice(f"cache file {path} failed to load ({exc}); recomputing it")
             else:
                 _note_served(namespace, path)
                 return value
@@ -347,7 +348,7 @@ def cached(
     try:
         data = dumps(value)
     except Exception as exc:  # a value the serialiser cannot write (a lambda, an open file ...)
-        warnings.warn(
+        notice(
             f"could not serialise the value of the cache entry {path} ({type(exc).__name__}: {exc}); "
             f"using the computed value without caching it",
             stacklevel=2,
@@ -356,7 +357,7 @@ def cached(
     try:
         save_verified(path, data)
     except OSError as exc:
-        warnings.warn(
+        notice(
             f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2
         )
     else:

@@ -17,11 +17,11 @@ import hashlib
 import os
 import socket
 import tempfile
-import warnings
 from pathlib import Path
 
 from mechbook.arguments import path_argument, text_sequence
 from mechbook.cache import cache_root, sha256_file
+from mechbook.notices import notice
 from mechbook.progress import progress
 
 REPO_ID = "roneneldan/TinyStories"
@@ -169,7 +169,7 @@ def load_stories(path: str | Path | None = None, split: str = "valid", max_stori
     if max_stories is None:
         return stories
     if len(stories) < max_stories:
-        warnings.warn(
+        notice(
             f"{file} holds {len(stories):,} stories, fewer than the {max_stories:,} asked for; "
             f"using all {len(stories):,}",
             FewerStoriesWarning,

@@ -33,7 +33,6 @@ import os
 import re
 import threading
 import urllib.request
-import warnings
 from pathlib import Path
 
 import torch
@@ -42,6 +41,7 @@ from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.release_sums import SHA256
 from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
+from mechbook.notices import notice
 from mechbook.progress import progress
 
 RELEASE_COMMIT = "d60c064bfa17e4e55f3753daf11e50d4cc764c1e"
@@ -246,7 +246,7 @@ def available_steps(folder: str | Path | None = None, online: bool = False) -> l
                     found.add(step)
                 elif str(path) not in _WARNED:
                     _WARNED.add(str(path))
-                    warnings.warn(
+                    notice(
                         f"{path} is not a released checkpoint (checkpoint_step_N.pth for N = 1, 101, ..., 39901); "
                         f"ignored: rename or remove it",
                         stacklevel=2,

@@ -47,7 +47,7 @@ import nbformat
 from mechbook.book import costs
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
-from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
+from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import sha256_file
 from mechbook.lifeline import stop_kernels_on_signals
@@ -237,9 +237,11 @@ def execute_chapter(
     cfg: ExecuteConfig,
     memo: DigestMemo | None = None,
     progress_file: Path | None = None,
+    notices_file: Path | None = None,
 ) -> ChapterResult:
     """Run one notebook (repo-relative ``source``) with papermill unless its cached run is valid;
-    its progress bars write their state to ``progress_file`` when given (see
+    its progress bars write their state to ``progress_file`` and its notices
+    (:func:`mechbook.notices.notice`) to ``notices_file`` when given (see
     :mod:`mechbook.book.relay`)."""
     import papermill
 
@@ -262,6 +264,8 @@ def execute_chapter(
     env = {**KERNEL_ENV, "MECHBOOK_PROFILE": cfg.profile}
     if progress_file is not None:
         env[PROGRESS_ENV] = str(progress_file)
+    if notices_file is not None:
+        env[NOTICES_ENV] = str(notices_file)
     start = time.perf_counter()
     error: BaseException | None = None
     interrupted = False
@@ -480,7 +484,7 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
         with Relay(
             f"{prefix}[{i}/{len(chosen)}] {source.stem}", stream=stream, live=False if cfg.lane else None
         ) as relay:
-            result = execute_chapter(source, cfg, memo, progress_file=relay.path)
+            result = execute_chapter(source, cfg, memo, progress_file=relay.path, notices_file=relay.notices)
         note = f"FAILED at {result.failure}" if result.failure else result.status
         print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)

@@ -140,7 +140,7 @@ def _spread(cfg: ExecuteConfig, seeds: int) -> tuple[list[Path], list[str]]:
             tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile}, seed {seed if seed is not None else '-'})"
             print(f"{tag}: running", flush=True)
             with Relay(f"[{i}/{len(chosen)}] {source.stem} seed {seed}") as relay:
-                result = execute_chapter(source, run_cfg, memo, progress_file=relay.path)
+                result = execute_chapter(source, run_cfg, memo, progress_file=relay.path, notices_file=relay.notices)
             print(
                 f"{tag}: {(result.failure and 'FAILED at ' + result.failure) or result.status} "
                 f"({result.seconds:.1f} s)",
