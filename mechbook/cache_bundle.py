@@ -89,6 +89,8 @@ def _safe(namespace: str, key: str) -> str:
 def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The manifest and the verified bytes of every entry (``"namespace/key"`` -> bytes) of the
     bundle at ``path``; a :class:`BundleError` names the first problem found."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no bundle at {path}: give the file that `python -m mechbook cache export PATH` wrote")
     try:
         with tarfile.open(path, mode="r:") as tar:
             members = {m.name: m for m in tar.getmembers()}

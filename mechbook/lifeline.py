@@ -150,8 +150,9 @@ def _children() -> list[int]:
 
 @contextlib.contextmanager
 def stop_kernels_on_signals() -> Iterator[None]:
-    """While inside: SIGTERM and SIGINT kill the kernels' process groups (:func:`kill_child_groups`),
-    pass SIGTERM on to the executor's own child processes (the lanes, which do the same), and
+    """While inside: SIGTERM, SIGINT and SIGHUP (a closed terminal) kill the kernels' process
+    groups (:func:`kill_child_groups`), pass SIGTERM and SIGHUP on to the executor's own child
+    processes (the lanes, which do the same), and
     raise :class:`KeyboardInterrupt` so the run ends as an interrupted one. Only in the main thread
     (signal handlers can be set nowhere else); the previous handlers come back on the way out."""
     if threading.current_thread() is not threading.main_thread():
@@ -162,7 +163,7 @@ def stop_kernels_on_signals() -> Iterator[None]:
 
     def handler(signum: int, frame: object) -> None:
         kill_child_groups(signal.SIGKILL)
-        if signum == signal.SIGTERM:
+        if signum != signal.SIGINT:  # a terminal's Ctrl-C reaches the lanes itself
             for child in _children():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGTERM)
@@ -170,7 +171,7 @@ def stop_kernels_on_signals() -> Iterator[None]:
             raised.append(signum)
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    saved = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    saved = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         yield
     finally:

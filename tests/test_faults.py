@@ -200,3 +200,9 @@ def test_arguments_accept_what_they_should(tmp_path):
     for bad in (True, 1.0, -1, "3"):
         with pytest.raises(ValueError, match="n must be a whole number of at least 1"):
             arguments.whole_number(bad, "n")
+
+
+def test_cache_import_of_a_missing_bundle_is_one_line(env, capsys):
+    missing = env / "nowhere.tar"
+    assert main(["cache", "import", str(missing)]) == 1
+    _one_line_error(capsys, f"no bundle at {missing}", "cache export")

@@ -169,6 +169,22 @@ def test_die_with_parent_arms_the_parent_death_signal_on_linux():
     assert how == ("prctl" if sys.platform.startswith("linux") else "watchdog")
 
 
+def test_a_closed_terminal_takes_the_kernels_down(tmp_path):
+    """SIGHUP to the executor: its kernels' groups are killed and the run ends as interrupted."""
+    repo = _tiny_book(tmp_path / "repo")
+    proc = _start(repo, tmp_path)
+    tree = _wait_for_workers(proc)
+    os.kill(proc.pid, signal.SIGHUP)
+    out, _ = proc.communicate(timeout=GONE_WITHIN_S)
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while _alive(set(tree)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _alive(set(tree))
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left and proc.returncode == 130, out
+
+
 def test_child_groups_are_the_children_leading_their_own_group():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     same = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
