@@ -72,3 +72,4 @@ def test_reader_facing_warnings_reach_the_console_once_and_transport_chatter_doe
     assert len(fewer) == 1 and fewer[0].startswith("[1/1] warns: warning: ")
     assert sum("could not serialise the value of the cache entry" in line for line in console.splitlines()) == 1
     assert "without encryption" not in console and "IPKernelApp" not in console
+    assert "KeyboardInterrupt" not in console

@@ -58,9 +58,11 @@ KERNEL_ENV: dict[str, str] = {"MECHBOOK_QUIET": "1", "MECHBOOK_STATIC": "1"}
 #: The tag myst-nb honours to leave a cell off the page.
 HIDDEN_TAG = "remove-cell"
 INJECTED_TAG = "injected-parameters"
-#: Arguments of every kernel: its own log (transport notes such as "Kernel is running over TCP
-#: without encryption") stays off the console; errors still show.
-KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=ERROR",)
+#: Arguments of every kernel: its own log stays off the console. It holds transport notes ("Kernel
+#: is running over TCP without encryption") and the "KeyboardInterrupt caught in kernel" line that
+#: the SIGINT jupyter_client sends before every shutdown can leave; a cell's errors go to the
+#: executed notebook and the one failure line, not to this log.
+KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=CRITICAL",)
 
 
 def _package_digest(root: Path) -> dict[str, str]:
