@@ -98,6 +98,7 @@ def _wait_for_workers(proc: subprocess.Popen) -> dict[int, str]:
     pytest.fail("the training workers never started")
 
 
+@pytest.mark.book
 @pytest.mark.parametrize("target", ["executor", "kernel"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
 def test_nothing_outlives_a_killed_run(tmp_path, target, sig):
@@ -169,6 +170,7 @@ def test_die_with_parent_arms_the_parent_death_signal_on_linux():
     assert how == ("prctl" if sys.platform.startswith("linux") else "watchdog")
 
 
+@pytest.mark.book
 def test_a_closed_terminal_takes_the_kernels_down(tmp_path):
     """SIGHUP to the executor: its kernels' groups are killed and the run ends as interrupted."""
     repo = _tiny_book(tmp_path / "repo")
