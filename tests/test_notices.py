@@ -73,3 +73,34 @@ def test_reader_facing_warnings_reach_the_console_once_and_transport_chatter_doe
     assert sum("could not serialise the value of the cache entry" in line for line in console.splitlines()) == 1
     assert "without encryption" not in console and "IPKernelApp" not in console
     assert "KeyboardInterrupt" not in console
+
+
+def _noticed(file) -> list[str]:
+    return [json.loads(line)["message"] for line in file.read_text().splitlines()] if file.exists() else []
+
+
+def test_a_read_only_cache_and_a_recomputed_entry_are_notices(tmp_path, monkeypatch):
+    import errno
+
+    import torch
+
+    from mechbook import cache
+
+    file = tmp_path / "notices.jsonl"
+    monkeypatch.setenv(notices.NOTICES_ENV, str(file))
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
+    value = cache.cached("t/n", {"k": 1}, lambda: torch.ones(3))
+    assert _noticed(file) == []
+    [entry] = (tmp_path / "cache" / "t" / "n").glob("*.pt")
+    entry.write_bytes(entry.read_bytes() + b"x")
+    with pytest.warns(UserWarning, match="does not match its checksum; recomputing it"):
+        assert torch.equal(cache.cached("t/n", {"k": 1}, lambda: torch.ones(3)), value)
+    assert len(_noticed(file)) == 1 and "recomputing it" in _noticed(file)[0]
+
+    def denied(path, data):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(cache, "atomic_write_bytes", denied)
+    with pytest.warns(UserWarning, match="could not write the cache entry"):
+        assert torch.equal(cache.cached("t/n", {"k": 2}, lambda: torch.zeros(3)), torch.zeros(3))
+    assert "could not write the cache entry" in _noticed(file)[-1] and "Permission denied" in _noticed(file)[-1]
