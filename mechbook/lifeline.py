@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
 import multiprocessing
 import os
 import signal
@@ -71,15 +72,29 @@ def die_with_parent(parent: int | None = None) -> str:
     return how
 
 
-def _worker_init(parent: int, initializer: Callable[..., Any] | None, initargs: tuple) -> None:
+def _worker_init(parent: int, initializer: tuple[str, str] | None, initargs: tuple) -> None:
+    """Arm :func:`die_with_parent` first, then import and run the pool's own initializer (passed
+    by name, so that starting a worker imports nothing heavy before the signal is armed)."""
     die_with_parent(parent)
     if initializer is not None:
-        initializer(*initargs)
+        module, name = initializer
+        getattr(importlib.import_module(module), name)(*initargs)
+
+
+def _named(func: Callable[..., Any] | None) -> tuple[str, str] | None:
+    """``(module, name)`` of a module-level function, which the worker imports after arming."""
+    if func is None:
+        return None
+    module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", "")
+    if not module or not name.isidentifier():
+        raise TypeError(f"initializer must be a module-level function, got {func!r}")
+    return module, name
 
 
 class WorkerPool(ProcessPoolExecutor):
-    """A pool of ``workers`` spawned processes that die with this one (:func:`die_with_parent`),
-    then run ``initializer(*initargs)``. Leaving its ``with`` block on an exception kills the
+    """A pool of ``workers`` spawned processes that die with this one (:func:`die_with_parent`,
+    armed before anything else is imported), then run ``initializer(*initargs)`` (a module-level
+    function). Leaving its ``with`` block on an exception kills the
     workers and cancels what is pending, rather than waiting for running tasks to end."""
 
     def __init__(self, workers: int, initializer: Callable[..., Any] | None = None, initargs: tuple = ()) -> None:
@@ -87,7 +102,7 @@ class WorkerPool(ProcessPoolExecutor):
             workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_worker_init,
-            initargs=(os.getpid(), initializer, tuple(initargs)),
+            initargs=(os.getpid(), _named(initializer), tuple(initargs)),
         )
 
     def kill(self) -> None:

@@ -84,13 +84,14 @@ def _start(repo: Path, tmp: Path) -> subprocess.Popen:
     )
 
 
-def _wait_for_workers(proc: subprocess.Popen) -> dict[int, str]:
+def _wait_for_workers(proc: subprocess.Popen, settle: float = 1.0) -> dict[int, str]:
+    """The run's processes once both training workers exist and ``settle`` seconds more passed."""
     deadline = time.monotonic() + STARTED_WITHIN_S
     while time.monotonic() < deadline:
         tree = _descendants(proc.pid)
         workers = [p for p, cmd in tree.items() if "spawn_main" in cmd]
         if len(workers) >= 2:
-            time.sleep(1.0)  # let them start training
+            time.sleep(settle)
             return _descendants(proc.pid)
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.5)
@@ -168,6 +169,24 @@ def test_die_with_parent_arms_the_parent_death_signal_on_linux():
         check=True,
     ).stdout.strip()
     assert how == ("prctl" if sys.platform.startswith("linux") else "watchdog")
+
+
+@pytest.mark.book
+def test_workers_killed_while_they_start_die_too(tmp_path):
+    """The kernel killed the moment its workers appear (still importing torch): they go as well,
+    since the parent-death signal is armed before anything heavy is imported."""
+    proc = _start(_tiny_book(tmp_path / "repo"), tmp_path)
+    tree = _wait_for_workers(proc, settle=0.0)
+    [kernel] = [p for p, cmd in tree.items() if "ipykernel" in cmd and "spawn_main" not in cmd]
+    os.kill(kernel, signal.SIGKILL)
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while _alive(set(tree) - {proc.pid}) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _alive(set(tree))
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=GONE_WITHIN_S)
+    assert not left
 
 
 @pytest.mark.book
