@@ -11,11 +11,16 @@
   spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 - ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
+
+A failure ends in one line on stderr that says what is wrong and what to do, and a non-zero exit
+(1; 130 when interrupted, with the one "interrupted at ..." line); ``--debug`` (anywhere on the
+line) or ``MECHBOOK_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from mechbook.profiles import PROFILES
@@ -33,6 +38,7 @@ def _knob(text: str) -> tuple[str, object]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mechbook", description="Build, check and benchmark the book.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks (also MECHBOOK_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (
         ("execute", "run the chapters with papermill into _build/executed/<profile>"),
@@ -91,9 +97,57 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEBUG_ENV = "MECHBOOK_DEBUG"
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; the exit status is non-zero when a chapter, a check or a build fails."""
+    """Run one command; the exit status is non-zero when a chapter, a check or a build fails.
+    Errors are one line each (:data:`DEBUG_ENV` or ``--debug``: the traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # lanes and kernels started from here inherit it
+    try:
+        return _run(argv)
+    except SystemExit as exc:
+        if not isinstance(exc.code, str):  # argparse's usage errors (2) and plain exits
+            raise
+        print(f"error: {exc.code}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt as exc:
+        text = str(exc).strip("'\"")
+        print(text if "interrupted" in text else f"interrupted ({text or 'Ctrl-C'})", file=sys.stderr, flush=True)
+        return INTERRUPTED
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"error: {one_line(exc)} (--debug shows the traceback)", file=sys.stderr, flush=True)
+        return 1
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line: its message's first line, prefixed by its type unless the message is
+    one of the book's sentences (:class:`ValueError`, :class:`TypeError`, :class:`OSError`
+    subclasses with a message name what to fix)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if isinstance(exc, (ValueError, TypeError, OSError)) and text:
+        return text
+    return f"{type(exc).__name__}: {text}".rstrip(": ")
+
+
+def _run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("execute", "build", "spread", "cache"):
+        from mechbook.book.environment import check_environment
+
+        problems = check_environment()
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        if problems:
+            return 1
     if args.command == "bench":
         from mechbook.benchmarks import run
 

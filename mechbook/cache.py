@@ -40,14 +40,34 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mechbook.determinism import deterministic
+from mechbook.notices import notice
 
 T = TypeVar("T")
 
 
+CACHE_ENV = "MECHBOOK_CACHE"
+
+
+class CacheRootError(NotADirectoryError):
+    """``$MECHBOOK_CACHE`` (or the default cache folder) cannot be a folder; the message says why."""
+
+
 def cache_root() -> Path:
-    """The cache folder (created on demand): ``$MECHBOOK_CACHE`` or ``~/.cache/mechbook``."""
-    root = Path(os.environ.get("MECHBOOK_CACHE") or Path.home() / ".cache" / "mechbook")
-    root.mkdir(parents=True, exist_ok=True)
+    """The cache folder (created on demand): ``$MECHBOOK_CACHE`` or ``~/.cache/mechbook``; a
+    :class:`CacheRootError` naming the variable when that is a file or cannot be created."""
+    value = os.environ.get(CACHE_ENV)
+    root = Path(value).expanduser() if value else Path.home() / ".cache" / "mechbook"
+    named = f"{CACHE_ENV}={value}" if value else f"the cache folder {root}"
+    blocker = next((p for p in (root, *root.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        what = "is a file" if blocker == root else f"lies under the file {blocker}"
+        raise CacheRootError(f"{named} {what}, not a folder: set {CACHE_ENV} to a folder (it is created if missing)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheRootError(
+            f"{named} cannot be created ({exc.strerror}): set {CACHE_ENV} to a folder you can write to"
+        ) from exc
     return root
 
 
@@ -284,7 +304,7 @@ def load_verified(path: Path) -> bytes | None:
         return None
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest() != side.read_text().strip():
-        warnings.warn(f"cache file {path} does not match its checksum; recomputing it", stacklevel=3)
+        notice(f"cache file {path} does not match its checksum; recomputing it", stacklevel=3)
         return None
     return data
 
@@ -345,6 +365,10 @@ def cached(
     serialised with ``torch.save`` by default (tensors, numpy arrays, dicts). ``refresh=True``
     recomputes and overwrites. A failed write warns and returns the value.
     """
+    if not isinstance(namespace, str):
+        raise TypeError(f"namespace must be a str like 'part/name', got {type(namespace).__name__}")
+    if not callable(compute):
+        raise TypeError(f"compute must be a function of no arguments, got {type(compute).__name__}")
     caller = sys._getframe(1).f_globals.get("__name__")
     path = entry_path(namespace, key, computation_modules(compute, caller))
     if not refresh:
@@ -353,16 +377,25 @@ def cached(
             try:
                 value = loads(data)
             except Exception as exc:  # a file that passes the checksum but will not load
-                warnings.warn(f"cache file {path} failed to load ({exc}); recomputing it", stacklevel=2)
+                notice(f"cache file {path} failed to load ({exc}); recomputing it")
             else:
                 _note_served(namespace, path)
                 return value
     with deterministic():
         value = compute()
     try:
-        save_verified(path, dumps(value))
+        data = dumps(value)
+    except Exception as exc:  # a value the serialiser cannot write (a lambda, an open file ...)
+        notice(
+            f"could not serialise the value of the cache entry {path} ({type(exc).__name__}: {exc}); "
+            f"using the computed value without caching it",
+            stacklevel=2,
+        )
+        return value
+    try:
+        save_verified(path, data)
     except OSError as exc:
-        warnings.warn(
+        notice(
             f"could not write the cache entry {path} ({exc}); using the computed value without caching it", stacklevel=2
         )
     else:

@@ -18,10 +18,11 @@ import hashlib
 import io
 import json
 import re
+import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from mechbook.cache import atomic_write_bytes, cache_root, load_verified, save_verified
+from mechbook.cache import CACHE_ENV, CacheRootError, atomic_write_bytes, cache_root, load_verified, save_verified
 
 FORMAT = "mechbook-cache-bundle/1"
 _ENTRY = re.compile(r"[0-9a-f]{64}\.pt")  # what cached() names its entries (not resume states)
@@ -88,6 +89,8 @@ def _safe(namespace: str, key: str) -> str:
 def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The manifest and the verified bytes of every entry (``"namespace/key"`` -> bytes) of the
     bundle at ``path``; a :class:`BundleError` names the first problem found."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no bundle at {path}: give the file that `python -m mechbook cache export PATH` wrote")
     try:
         with tarfile.open(path, mode="r:") as tar:
             members = {m.name: m for m in tar.getmembers()}
@@ -146,16 +149,33 @@ def main(argv: list[str]) -> int:
     imp.add_argument("path")
     args = parser.parse_args(argv)
     try:
-        if args.action == "export":
-            manifest = export_bundle(args.path, args.profile)
-            size = Path(args.path).stat().st_size
-            print(
-                f"{args.path}: {len(manifest['entries'])} entries, {size / 2**20:.1f} MiB"
-                + (f"; left out (missing or damaged): {len(manifest['missing'])}" if manifest["missing"] else "")
-            )
-        else:
-            print(f"installed {import_bundle(args.path)} entries into {cache_root()}")
-    except (BundleError, FileNotFoundError) as exc:
-        print(f"error: {exc}")
-        return 1
+        return _run(args)
+    except (BundleError, FileNotFoundError, CacheRootError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"error: {_os_problem(args, exc)}", file=sys.stderr)
+    return 1
+
+
+def _os_problem(args: argparse.Namespace, exc: OSError) -> str:
+    """One line for a file-system failure of ``export`` (the target) or ``import`` (the cache)."""
+    where = exc.filename or args.path
+    if args.action == "export":
+        return f"cannot write the bundle {args.path} ({exc.strerror or exc} at {where}): choose a path you can write to"
+    return (
+        f"cannot install into the cache {cache_root()} ({exc.strerror or exc} at {where}): make it writable or set "
+        f"{CACHE_ENV} to a folder you can write to; what was installed before this entry is intact"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        manifest = export_bundle(args.path, args.profile)
+        size = Path(args.path).stat().st_size
+        print(
+            f"{args.path}: {len(manifest['entries'])} entries, {size / 2**20:.1f} MiB"
+            + (f"; left out (missing or damaged): {len(manifest['missing'])}" if manifest["missing"] else "")
+        )
+    else:
+        print(f"installed {import_bundle(args.path)} entries into {cache_root()}")
     return 0

@@ -17,10 +17,11 @@ import hashlib
 import os
 import socket
 import tempfile
-import warnings
 from pathlib import Path
 
+from mechbook.arguments import path_argument, text_sequence
 from mechbook.cache import cache_root, sha256_file
+from mechbook.notices import notice
 from mechbook.progress import progress
 
 REPO_ID = "roneneldan/TinyStories"
@@ -115,7 +116,7 @@ def tinystories_file(path: str | Path | None = None, split: str = "valid") -> Pa
     if split not in FILES:
         raise ValueError(f"split must be one of {sorted(FILES)}, got {split!r}")
     if path is not None:
-        found = Path(path).expanduser()
+        found = path_argument(path, "path")
         if not found.is_file():
             raise FileNotFoundError(f"TinyStories file {found} does not exist (given as path=...)")
         return found
@@ -133,6 +134,8 @@ def tinystories_file(path: str | Path | None = None, split: str = "valid") -> Pa
 
 def split_stories(text: str, source: str = "text") -> list[str]:
     """Split TinyStories text on ``<|endoftext|>`` lines into stripped, non-empty stories."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str of TinyStories text, got {type(text).__name__}")
     if not text.strip():
         raise ValueError(f"{source} is empty: expected TinyStories text separated by '{SEPARATOR}' lines")
     if SEPARATOR not in text:
@@ -166,7 +169,7 @@ def load_stories(path: str | Path | None = None, split: str = "valid", max_stori
     if max_stories is None:
         return stories
     if len(stories) < max_stories:
-        warnings.warn(
+        notice(
             f"{file} holds {len(stories):,} stories, fewer than the {max_stories:,} asked for; "
             f"using all {len(stories):,}",
             FewerStoriesWarning,
@@ -178,7 +181,7 @@ def load_stories(path: str | Path | None = None, split: str = "valid", max_stori
 def data_fingerprint(stories: list[str]) -> str:
     """SHA-256 of the stories, for cache keys of anything computed from them."""
     digest = hashlib.sha256()
-    for s in stories:
+    for s in text_sequence(stories, "stories"):
         digest.update(s.encode())
         digest.update(b"\0")
     return digest.hexdigest()

@@ -185,15 +185,66 @@ def test_a_corrupt_download_is_refused_and_not_kept(isolated, served):
     assert release.available_steps() == []
 
 
+def test_every_released_file_has_a_packaged_sum():
+    names = {release.file_name(s) for s in release.RELEASE_STEPS} | {release.file_name(release.FINAL)}
+    assert set(release.SHA256) == names and len(names) == 401
+    sums = SHARED / "SHA256SUMS-all"
+    if sums.is_file():
+        listed = dict(reversed(line.split()) for line in sums.read_text().splitlines() if line.strip())
+        assert listed == release.SHA256
+
+
 @needs_release
-def test_a_step_without_a_packaged_sum_is_checked_by_structure_then_by_its_recorded_sum(isolated, served):
+def test_every_local_copy_passes_its_sum(isolated):
+    for path in sorted((SHARED / "checkpoints").glob("*.pth")):
+        step = release.step_of(path.name) or release.FINAL
+        assert release.release_path(step, folder=SHARED, download=False) == path
+
+
+@needs_release
+def test_a_download_of_other_weights_is_refused_without_trust_on_first_use(isolated, served):
     folder, url = served
-    assert "checkpoint_step_601.pth" not in release.SHA256
     shutil.copy(SHARED / "checkpoints" / "checkpoint_step_501.pth", folder / "checkpoint_step_601.pth")
-    path = release.release_path(601, base_url=url)
-    assert path.with_name(path.name + ".sha256").exists()
-    data = bytearray(path.read_bytes())
-    data[len(data) // 3] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match="does not match its SHA-256"):
+    with pytest.raises(ValueError, match="does not match its SHA-256") as info:
         release.release_path(601, base_url=url)
+    assert "\n" not in str(info.value)
+    cache = Path(os.environ["MECHBOOK_CACHE"]) / "assign_add_release" / release.RELEASE_COMMIT
+    assert not cache.exists() or not any(cache.iterdir()), "nothing of a refused download is kept"
+
+
+@needs_release
+def test_other_weights_under_a_known_name_fail_with_one_line(isolated):
+    folder = isolated / "copy" / "checkpoints"
+    folder.mkdir(parents=True)
+    shutil.copy(SHARED / "checkpoints" / "checkpoint_step_1401.pth", folder / "checkpoint_step_601.pth")
+    assert release.available_steps(folder.parent) == [601]
+    with pytest.raises(ValueError) as info:
+        release.load_release(601, folder=folder.parent, download=False)
+    message = str(info.value)
+    assert "\n" not in message and "checkpoint_step_601.pth" in message and "does not match its SHA-256" in message
+
+
+def test_a_stray_file_name_is_ignored_with_one_warning_naming_it(isolated, recwarn):
+    folder = isolated / "copy"
+    folder.mkdir()
+    for name in ("checkpoint_step_latest.pth", "checkpoint_step_600.pth", "checkpoint_step_0101.pth"):
+        (folder / name).write_bytes(b"not a checkpoint")
+    assert release.available_steps(folder) == []
+    named = sorted(str(w.message).split(" ", 1)[0] for w in recwarn)
+    assert named == sorted(
+        str(folder / n) for n in ("checkpoint_step_latest.pth", "checkpoint_step_600.pth", "checkpoint_step_0101.pth")
+    )
+    recwarn.clear()
+    assert release.available_steps(folder) == []
+    assert not recwarn.list, "one warning per file, not one per call"
+
+
+def test_step_of_reads_only_released_names():
+    assert release.step_of("checkpoint_step_1401.pth") == 1401
+    for name in (
+        "checkpoint_step_latest.pth",
+        "checkpoint_step_600.pth",
+        "checkpoint_step_1401.pt",
+        "model_state_dict.pth",
+    ):
+        assert release.step_of(name) is None

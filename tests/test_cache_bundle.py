@@ -126,7 +126,7 @@ def test_an_unlisted_member_is_refused(filled):
 def test_command_line_reports_errors_plainly(filled, tmp_path, capsys):
     _, target, bundle, _ = filled
     assert main(["cache", "export", str(tmp_path / "x.tar"), "--profile", "cpu"]) == 1
-    assert "run the book" in capsys.readouterr().out
+    assert "run the book" in capsys.readouterr().err
     _rewrite(bundle, _flip_entry)
     assert main(["cache", "import", str(bundle)]) == 1
-    assert "nothing was installed" in capsys.readouterr().out and _entries(target) == {}
+    assert "nothing was installed" in capsys.readouterr().err and _entries(target) == {}

@@ -16,18 +16,19 @@ A file is looked for, in order, in
 4. the repository at the pinned commit (one download per file, with a progress bar, written
    atomically into the user cache).
 
-Verification: files with a sum in :mod:`mechbook.assign_add.release_sums` (the final model and
-101 of the checkpoints) must match it wherever they come from. A downloaded file without such a
-sum is fetched from the commit-pinned address, must pass the structural checks (keys, shapes,
-zero biases and layer-0 MLP), and its SHA-256 is then written beside it in the cache, so a later
-change to the cached copy is detected. The files carry no license: the project never commits them.
+Verification: :mod:`mechbook.assign_add.release_sums` holds the SHA-256 of every released file
+(the 400 checkpoints and the final model). A file is checked against its sum before use, wherever
+it comes from (a local folder, the user cache, a download); one that does not match is refused
+with one line naming it, and a download that does not match is not kept. There is no trust on
+first use. :func:`available_steps` ignores, with one warning each, files in those folders whose
+name is not that of a released step (``checkpoint_step_latest.pth``). The files carry no license:
+the project never commits them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
-import io
 import os
 import re
 import threading
@@ -36,9 +37,11 @@ from pathlib import Path
 
 import torch
 
+from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.release_sums import SHA256
 from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
+from mechbook.notices import notice
 from mechbook.progress import progress
 
 RELEASE_COMMIT = "d60c064bfa17e4e55f3753daf11e50d4cc764c1e"
@@ -83,7 +86,7 @@ def file_name(step: int | str) -> str:
 
 def _folders(folder: str | Path | None) -> list[Path]:
     """The local folders searched, in order (each as given and its ``checkpoints/``)."""
-    roots = [Path(folder)] if folder is not None else []
+    roots = [path_argument(folder, "folder")] if folder is not None else []
     if os.environ.get(ENV_VAR):
         roots.append(Path(os.environ[ENV_VAR]))
     out = []
@@ -97,18 +100,14 @@ def _cache_dir() -> Path:
 
 
 def _verify(path: Path) -> None:
-    """Raise if ``path`` does not match its known SHA-256 (package sum, or the cache sidecar)."""
-    expected = SHA256.get(path.name)
-    sidecar = path.with_name(path.name + ".sha256")
-    if expected is None and sidecar.exists():
-        expected = sidecar.read_text().strip()
-    if expected is None:
-        return
+    """Raise (one line) if ``path`` does not match the released file's SHA-256 of its name."""
+    expected = SHA256[path.name]
     actual = sha256_file(path)
     if actual != expected:
         raise ValueError(
             f"{path} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...): the copy is "
-            f"corrupt or not the released file; delete it (it is downloaded again) or point {ENV_VAR} at a good copy"
+            f"corrupt or not the released {path.name}; delete it (it is downloaded again) or point {ENV_VAR} at a "
+            f"good copy"
         )
 
 
@@ -138,16 +137,14 @@ def _download(name: str, dest: Path, base_url: str) -> None:
             chunks.append(chunk)
             bar.update(len(chunk))
     data = b"".join(chunks)
-    expected = SHA256.get(name)
+    expected = SHA256[name]
     actual = hashlib.sha256(data).hexdigest()
-    if expected is not None and actual != expected:
+    if actual != expected:
         raise ValueError(
-            f"the download of {url} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...)"
+            f"the download of {url} does not match its SHA-256 ({actual[:12]}... instead of {expected[:12]}...); "
+            f"nothing was kept: try again later, or point {ENV_VAR} at a copy of the release"
         )
-    release_state_from(torch.load(io.BytesIO(data), weights_only=True), name)
     atomic_write_bytes(dest, data)
-    if expected is None:
-        atomic_write_bytes(dest.with_name(name + ".sha256"), actual.encode())
 
 
 def release_path(
@@ -221,16 +218,37 @@ def load_release(step: int | str = FINAL, folder: str | Path | None = None, down
     return model.eval()
 
 
+_STEP_FILE = re.compile(r"checkpoint_step_([1-9][0-9]*)\.pth")
+_WARNED: set[str] = set()
+
+
+def step_of(name: str) -> int | None:
+    """The released step a file name stands for (``checkpoint_step_1401.pth``: 1401); None for any
+    other name (``checkpoint_step_latest.pth``, ``checkpoint_step_600.pth``)."""
+    match = _STEP_FILE.fullmatch(name)
+    step = int(match.group(1)) if match else None
+    return step if step in RELEASE_STEPS else None
+
+
 def available_steps(folder: str | Path | None = None, online: bool = False) -> list[int]:
     """The released checkpoint steps present locally (folder argument, ``$MECHBOOK_AA_RELEASE``,
-    user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use)."""
+    user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use). A
+    ``checkpoint_step_*.pth`` whose name is not a released step is ignored, with one warning
+    naming it. Each file is verified when it is loaded (:func:`release_path`)."""
     if online:
         return list(RELEASE_STEPS)
     found = set()
     for where in _folders(folder):
         if where.is_dir():
             for path in where.glob("checkpoint_step_*.pth"):
-                step = int(path.stem.rsplit("_", 1)[1])
-                if step in RELEASE_STEPS:
+                step = step_of(path.name)
+                if step is not None:
                     found.add(step)
+                elif str(path) not in _WARNED:
+                    _WARNED.add(str(path))
+                    notice(
+                        f"{path} is not a released checkpoint (checkpoint_step_N.pth for N = 1, 101, ..., 39901); "
+                        f"ignored: rename or remove it",
+                        stacklevel=2,
+                    )
     return sorted(found)

@@ -34,7 +34,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, wait
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,7 @@ from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, keep
 from mechbook.cache import cached
 from mechbook.determinism import deterministic
 from mechbook.device import available_cores, default_device
+from mechbook.lifeline import WorkerPool
 from mechbook.progress import PROGRESS_ENV, progress
 
 SHARED_FIELDS = ("steps", "batch_size", "lr", "betas", "weight_decay", "eval_every", "eval_per_pool", "eval_seed")
@@ -118,9 +119,7 @@ class _Streams:
     def __init__(self, cfgs: Sequence[TrainConfig], workers: int) -> None:
         self.cfgs = list(cfgs)
         self.states: list[dict | None] = [None] * len(cfgs)
-        self.pool = (
-            ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if workers > 1 else None
-        )
+        self.pool = WorkerPool(workers) if workers > 1 else None
         self.pending: list[Future] | None = None
         self.pending_n = 0
 
@@ -333,7 +332,7 @@ def train_groups(
     bar = progress(
         total=cfgs[0].steps * len(cfgs), desc=f"{desc} ({len(groups)} stacks on {processes} cores)", unit="run-step"
     )
-    with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_init_worker, initargs=(done,)) as pool:
+    with WorkerPool(processes, initializer=_init_worker, initargs=(done,)) as pool:
         futures = [pool.submit(_train_group, i, g, device, keep) for i, g in enumerate(groups)]
         try:
             while wait(futures, timeout=0.5).not_done:

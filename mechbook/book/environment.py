@@ -158,6 +158,37 @@ def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) 
     }
 
 
+def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per environment variable of the book that is set but unusable, checked once at
+    start-up by ``python -m mechbook``: ``MECHBOOK_CACHE`` a folder (created if missing),
+    ``MECHBOOK_TINYSTORIES`` an existing file, ``MECHBOOK_AA_RELEASE`` an existing folder,
+    ``MECHBOOK_DEVICE`` a device this machine has. Empty when all is well."""
+    from mechbook.cache import CacheRootError, cache_root
+    from mechbook.device import DEVICE_ENV, DeviceUnavailable, check_device
+
+    env = os.environ if environ is None else environ
+    problems = []
+    with patched_environ({k: v for k, v in env.items() if k in PATH_ENV}):
+        try:
+            cache_root()
+        except CacheRootError as exc:
+            problems.append(str(exc))
+    for name, kind, ok in (
+        ("MECHBOOK_TINYSTORIES", "an existing TinyStories text file", Path.is_file),
+        ("MECHBOOK_AA_RELEASE", "an existing folder holding the release (or its checkpoints/)", Path.is_dir),
+    ):
+        value = env.get(name)
+        if value and not ok(Path(value).expanduser()):
+            state = "does not exist" if not Path(value).expanduser().exists() else "is the wrong kind of path"
+            problems.append(f"{name}={value} {state}: set it to {kind}, or unset it")
+    if env.get(DEVICE_ENV):
+        try:
+            check_device(env[DEVICE_ENV])
+        except DeviceUnavailable as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def make_paths_absolute(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Rewrite the relative paths of :data:`PATH_ENV` in ``environ`` (default ``os.environ``) as
     absolute ones, and return what changed."""

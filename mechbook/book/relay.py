@@ -5,6 +5,11 @@ The executor names a side-channel file in the kernel's environment (:data:`PROGR
 polls the file and shows one updating line: chapter, the bar's ``desc``, steps done out of total,
 rate and time left (nested bars as ``outer 2/6 › inner 300/1,000``). On a terminal the line is
 redrawn in place; elsewhere (a log, CI) a line is printed at most every ``every`` seconds.
+
+Warnings that change what a reader gets (:func:`mechbook.notices.notice`: a recomputed cache
+entry, an unwritable cache, fewer stories than asked) come through a second file,
+:attr:`Relay.notices` (named in :data:`NOTICES_ENV`), and are printed once each as
+``label: warning: message``.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from mechbook.notices import NOTICES_ENV
 from mechbook.progress import PROGRESS_ENV
 
-__all__ = ["PROGRESS_ENV", "Relay", "format_bars", "format_seconds"]
+__all__ = ["NOTICES_ENV", "PROGRESS_ENV", "Relay", "format_bars", "format_seconds"]
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -58,7 +64,8 @@ def format_bars(label: str, bars: list[dict[str, Any]]) -> str:
 class Relay:
     """Poll the side-channel file of one running chapter and show its progress on ``stream``.
 
-    Use as a context manager; :attr:`path` is the file to name in the kernel's environment.
+    Use as a context manager; :attr:`path` is the file to name in the kernel's environment
+    (:data:`PROGRESS_ENV`), :attr:`notices` that of its notices (:data:`NOTICES_ENV`).
     ``live`` (default: whether ``stream`` is a terminal) redraws one line in place.
     """
 
@@ -77,6 +84,9 @@ class Relay:
         self.live = self.stream.isatty() if live is None else live
         self._dir = tempfile.TemporaryDirectory(prefix="mechbook-progress-")
         self.path = Path(self._dir.name) / "bars.json"
+        self.notices = Path(self._dir.name) / "notices.jsonl"
+        self._notices_read = 0
+        self.noticed: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._last_text = ""
@@ -90,8 +100,32 @@ class Relay:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def relay_notices(self) -> None:
+        """Print each notice the kernel appended since the last call, once per distinct message."""
+        try:
+            with self.notices.open("rb") as fh:
+                fh.seek(self._notices_read)
+                chunk = fh.read()
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._notices_read += len(complete)
+        for line in complete.decode("utf-8", "replace").splitlines():
+            try:
+                message = str(json.loads(line)["message"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if message in self.noticed:
+                continue
+            self.noticed.append(message)
+            self.stream.write(("\r\x1b[2K" if self.live else "") + f"{self.label}: warning: {message}\n")
+            self._last_text = ""  # redraw the progress line below it
+            self.stream.flush()
+
     def poll(self) -> None:
-        """Read the file once and show the line if it changed (throttled when not live)."""
+        """Read the files once: print new notices, and show the line if it changed (throttled
+        when not live)."""
+        self.relay_notices()
         bars = self.read()
         if bars is None:
             return
@@ -120,6 +154,7 @@ class Relay:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.relay_notices()
         if self.live and self._last_text:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()

@@ -47,9 +47,10 @@ import nbformat
 from mechbook.book import costs
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
-from mechbook.book.relay import PROGRESS_ENV, Relay, format_seconds
+from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import sha256_file
+from mechbook.lifeline import stop_kernels_on_signals
 
 KERNEL = "python3"
 #: Set for every kernel: no progress bars in the outputs, ``explore`` in its static form.
@@ -57,6 +58,11 @@ KERNEL_ENV: dict[str, str] = {"MECHBOOK_QUIET": "1", "MECHBOOK_STATIC": "1"}
 #: The tag myst-nb honours to leave a cell off the page.
 HIDDEN_TAG = "remove-cell"
 INJECTED_TAG = "injected-parameters"
+#: Arguments of every kernel: its own log stays off the console. It holds transport notes ("Kernel
+#: is running over TCP without encryption") and the "KeyboardInterrupt caught in kernel" line that
+#: the SIGINT jupyter_client sends before every shutdown can leave; a cell's errors go to the
+#: executed notebook and the one failure line, not to this log.
+KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=CRITICAL",)
 
 
 def _package_digest(root: Path) -> dict[str, str]:
@@ -233,9 +239,11 @@ def execute_chapter(
     cfg: ExecuteConfig,
     memo: DigestMemo | None = None,
     progress_file: Path | None = None,
+    notices_file: Path | None = None,
 ) -> ChapterResult:
     """Run one notebook (repo-relative ``source``) with papermill unless its cached run is valid;
-    its progress bars write their state to ``progress_file`` when given (see
+    its progress bars write their state to ``progress_file`` and its notices
+    (:func:`mechbook.notices.notice`) to ``notices_file`` when given (see
     :mod:`mechbook.book.relay`)."""
     import papermill
 
@@ -258,6 +266,8 @@ def execute_chapter(
     env = {**KERNEL_ENV, "MECHBOOK_PROFILE": cfg.profile}
     if progress_file is not None:
         env[PROGRESS_ENV] = str(progress_file)
+    if notices_file is not None:
+        env[NOTICES_ENV] = str(notices_file)
     start = time.perf_counter()
     error: BaseException | None = None
     interrupted = False
@@ -271,6 +281,7 @@ def execute_chapter(
                 cwd=str(src.parent),
                 progress_bar=False,
                 execution_timeout=cfg.cell_timeout,
+                extra_arguments=list(KERNEL_ARGS),
             )
     except KeyboardInterrupt as exc:
         error, interrupted = exc, True
@@ -442,7 +453,14 @@ def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[Chapt
     cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
     progress is relayed (to ``stream``, default stderr), then what each chapter took. The
     seconds of each chapter executed to the end refresh the costs. With ``cfg.lanes`` > 1 the
-    parts run at once (:func:`execute_lanes`)."""
+    parts run at once (:func:`execute_lanes`). SIGTERM and SIGINT kill the kernels' process
+    groups and end the run with :class:`KeyboardInterrupt`
+    (:func:`mechbook.lifeline.stop_kernels_on_signals`)."""
+    with stop_kernels_on_signals():
+        return _execute_book(cfg, stream)
+
+
+def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResult]:
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     for source in chosen:
         try:
@@ -468,7 +486,7 @@ def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[Chapt
         with Relay(
             f"{prefix}[{i}/{len(chosen)}] {source.stem}", stream=stream, live=False if cfg.lane else None
         ) as relay:
-            result = execute_chapter(source, cfg, memo, progress_file=relay.path)
+            result = execute_chapter(source, cfg, memo, progress_file=relay.path, notices_file=relay.notices)
         note = f"FAILED at {result.failure}" if result.failure else result.status
         print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)

@@ -36,6 +36,7 @@ from mechbook.book.environment import make_paths_absolute
 from mechbook.book.relay import Relay
 from mechbook.book.run import check_knobs, digest_memo, execute_chapter
 from mechbook.book.toc import select, toc_notebooks
+from mechbook.lifeline import stop_kernels_on_signals
 from mechbook.records import read_records
 
 SEED_KNOB = "seed"
@@ -109,9 +110,17 @@ def write_spread(
 
 def spread_book(cfg: ExecuteConfig, seeds: int) -> tuple[list[Path], list[str]]:
     """Execute each chosen chapter once per seed (once when it has no ``seed`` knob), write its
-    spread file, and return ``(spread files written, failed runs)``."""
-    if seeds < 1:
-        raise SystemExit(f"--seeds must be at least 1, got {seeds}")
+    spread file, and return ``(spread files written, failed runs)``. SIGTERM and SIGINT take the
+    kernels down (:func:`mechbook.lifeline.stop_kernels_on_signals`)."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise SystemExit(f"--seeds must be a whole number of at least 1, got {seeds!r}")
+    if SEED_KNOB in dict(cfg.knobs):
+        raise SystemExit(f"--knob {SEED_KNOB}=... is refused: spread sets the seeds itself; use --seeds N")
+    with stop_kernels_on_signals():
+        return _spread(cfg, seeds)
+
+
+def _spread(cfg: ExecuteConfig, seeds: int) -> tuple[list[Path], list[str]]:
     chosen = select(toc_notebooks(cfg.root), cfg.only)
     make_paths_absolute()
     memo = digest_memo(cfg.root)
@@ -131,7 +140,7 @@ def spread_book(cfg: ExecuteConfig, seeds: int) -> tuple[list[Path], list[str]]:
             tag = f"[{i}/{len(chosen)}] {source} ({cfg.profile}, seed {seed if seed is not None else '-'})"
             print(f"{tag}: running", flush=True)
             with Relay(f"[{i}/{len(chosen)}] {source.stem} seed {seed}") as relay:
-                result = execute_chapter(source, run_cfg, memo, progress_file=relay.path)
+                result = execute_chapter(source, run_cfg, memo, progress_file=relay.path, notices_file=relay.notices)
             print(
                 f"{tag}: {(result.failure and 'FAILED at ' + result.failure) or result.status} "
                 f"({result.seconds:.1f} s)",

@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 def toc_files(root: Path = ROOT) -> list[Path]:
     """Every file ``_toc.yml`` names (root first), repo-relative, with its extension resolved."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    path = root / "_toc.yml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run from the book's repository (the folder holding _toc.yml)")
+    toc = yaml.safe_load(path.read_text(encoding="utf-8"))
     entries = [toc["root"]]
 
     def walk(items: list[dict[str, Any]]) -> None:
@@ -37,7 +40,10 @@ def toc_parts(root: Path = ROOT) -> list[tuple[str, list[Path]]]:
     """``(name, notebooks)`` per part of ``_toc.yml``, in book order: the name is the caption up
     to its colon (``Part I``), the root page joins the first part, and chapters outside any part
     form a part of their own. The parts share no cached computation, so they can run at once."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    path = root / "_toc.yml"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: run from the book's repository (the folder holding _toc.yml)")
+    toc = yaml.safe_load(path.read_text(encoding="utf-8"))
     notebooks = set(toc_notebooks(root))
 
     def files(items: list[dict[str, Any]]) -> list[str]:
