@@ -6,7 +6,7 @@ the code: the source of every ``mechbook`` module the computation can reach (the
 closure of the module that calls :func:`cached` and of the modules ``compute`` refers to), plus
 the versions of Python, torch and numpy. The closure does not follow imports into the modules of
 :data:`UNKEYED` (progress bars, records, profiles, claims, charts, chapters, the book's
-machinery, this cache itself): their code cannot change a cached value, so rewording a progress
+machinery, this cache itself, console notices, worker lifetime, argument checks): their code cannot change a cached value, so rewording a progress
 bar or a chapter's prose retrains nothing. They count only where the computation itself is
 written in one (a chapter module that calls :func:`cached` with its own ``compute``).
 :mod:`mechbook.determinism`, under which every computation runs, is always in. Data files enter keys by their contents
@@ -148,6 +148,9 @@ UNKEYED: tuple[str, ...] = (
     "mechbook.book",
     "mechbook.site",
     "mechbook.cache",
+    "mechbook.notices",
+    "mechbook.lifeline",
+    "mechbook.arguments",
 )
 
 

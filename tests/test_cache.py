@@ -188,6 +188,9 @@ def _training_entry(monkeypatch) -> Path:
         "chapters/common.py",
         "book/run.py",
         "cache.py",
+        "notices.py",
+        "lifeline.py",
+        "arguments.py",
     ],
 )
 def test_a_training_key_ignores_presentation_and_follows_the_model(package_copy, monkeypatch, unkeyed):
