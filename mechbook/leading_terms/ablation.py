@@ -306,3 +306,30 @@ def cached_cooperation(
         "tokens": fingerprint(np.ascontiguousarray(tokens, dtype=np.int64)),
     }
     return cached("leading_terms/cooperation", key, lambda: cooperation(state, model, stats, tokens))
+
+
+@dataclass(frozen=True)
+class EvalRuns:
+    """Chapter 3's runs as chapter 5 evaluates them: the runs, one model per learning rate, and the
+    evaluation sequences (the first ``n_eval`` training sequences)."""
+
+    runs: Any
+    models: dict[float, AttentionModel]
+    evaluation: np.ndarray
+
+    @property
+    def lrs(self) -> tuple[float, ...]:
+        return tuple(self.models)
+
+    def experiments(self) -> dict[float, Cooperation]:
+        """:func:`cached_cooperation` of every run."""
+        return {
+            lr: cached_cooperation(self.runs.results[lr].state, model, self.runs.stats, self.evaluation)
+            for lr, model in self.models.items()
+        }
+
+
+def eval_runs(runs: Any, n_eval: int) -> EvalRuns:
+    """:class:`EvalRuns` of trained (or cached) runs (:class:`mechbook.leading_terms.train.Runs`)."""
+    models = {lr: r.model() for lr, r in runs.results.items()}
+    return EvalRuns(runs, models, runs.sequences.tokens[:n_eval])
