@@ -6,7 +6,11 @@ the ablated matrix keeps only what the leading term does not explain:
     M' = M - (<M, T> / ||T||^2) T,        <M, T> = tr(M^T T)
 
 so <M', T> = 0. Replacing one matrix at a time and measuring the loss shows how much of the
-model's skill rides on each leading term.
+model's skill rides on each leading term. Ablating W_O removes the readout of every path at once, so
+the module also drops single logit paths (:func:`path_ablation`), splits W_O into its B part and
+remainder read alone (:func:`output_split`), zeroes every key-query matrix (:func:`zeroed_loss`) and
+compares single removals with the joint one (:func:`additivity`); :func:`cached_cooperation` runs
+them all for one trained run.
 """
 
 from __future__ import annotations
