@@ -197,7 +197,7 @@ def test_length_prose_and_title_follow_the_reuse_reading():
     reuse = build_overview(["a b", "c d", "e f g", "h i", "x x x x x x x x y", "z z z z z z z w", "q q q q q q q q"])
     assert intro.reuse_gap(reuse) < 0
     text = intro.length_prose(reuse)
-    assert "**Holds.**" in text and "less" in text
+    assert "**Holds.**" in text and "points less" in text
     title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"]
     assert title == "Distinct words grow slower than story length"
     # every story all distinct words: the share does not fall

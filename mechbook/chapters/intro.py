@@ -317,7 +317,7 @@ def length_prose(ov: CorpusOverview) -> str:
     return (
         f"In the shortest quarter of the stories (at most {short:.0f} words) the median story has {a:.0%} distinct "
         f"words; in the longest quarter (at least {long:.0f}) it has {b:.0%}, "
-        f"{claims.difference(b, a, '.2f', 'more', 'less', 'no different')}.\n\n{reuse_evidence(ov).sentence()}"
+        f"{claims.difference(100 * b, 100 * a, '.0f', 'points more', 'points less', 'no different')}.\n\n{reuse_evidence(ov).sentence()}"
     )
 
 
@@ -348,7 +348,7 @@ def coverage_explorer(ov: CorpusOverview, cfg: ChapterConfig) -> Any:
         lambda vocab_size: coverage_histogram(ov, vocab_size),
         chart,
         controls={"vocab_size": list(cfg.vocab_sizes)},
-        title=f"With the {top:,} most frequent words the median story has {median:.0%} of its words in the vocabulary",
+        title=f"V = {top:,}: the median story has {median:.0%} of its words inside",
     )
 
 
