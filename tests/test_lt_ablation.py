@@ -138,3 +138,39 @@ def test_zeroed_loss_and_additivity(corpus):
     assert zeroed_loss(model, state, [], tokens) == pytest.approx(evaluate_loss(model, tokens), rel=1e-12)
     assert torch.equal(model.blocks[0].attn.W, state["blocks.0.attn.W"]), "restored afterwards"
     assert additivity([0.1, 0.2], 0.5) == (pytest.approx(0.3), 0.5)
+
+
+def test_cooperation_readings_from_a_hand_made_table():
+    import pandas as pd
+
+    from mechbook.leading_terms.ablation import Cooperation
+
+    rows = [
+        ("full model", None, None, 5.0),
+        ("remove leading term of W_O", "W_O", "W_O", 5.4),
+        ("remove leading term of blocks.0.attn.V", "blocks.0.attn.V", "V", 5.1),
+        ("remove leading term of blocks.0.attn.W", "blocks.0.attn.W", "W", 5.02),
+        ("remove leading term of blocks.0.attn.P", "blocks.0.attn.P", "P", 5.0),
+        ("remove every leading term", None, None, 5.45),
+        ("zero model", None, None, 5.5),
+    ]
+    matrices = pd.DataFrame(rows, columns=["ablation", "matrix", "kind", "loss"])
+    matrices["delta_loss"] = matrices["loss"] - 5.0
+    paths = pd.DataFrame(
+        {
+            "removal": [
+                "full model",
+                "without the residual path",
+                "without attention layer 0",
+                "without every attention path",
+            ],
+            "delta_loss": [0.0, 0.3, 0.05, 0.05],
+        }
+    )
+    e = Cooperation(matrices, paths, split=None, loss_w_zero=5.05)
+    assert e.way_back == pytest.approx(0.45 / 0.5)
+    assert e.idle_share == pytest.approx(0.05 / 0.5)
+    assert e.costliest == ("W_O", pytest.approx(0.4))
+    assert e.attention_shaping_gap == pytest.approx(0.02 - 0.1)
+    assert e.matrix_additivity == (pytest.approx(0.52), pytest.approx(0.45))
+    assert e.path_additivity == (pytest.approx(0.05), pytest.approx(0.05))

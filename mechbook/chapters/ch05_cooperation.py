@@ -290,12 +290,6 @@ def ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _costliest(table: pd.DataFrame) -> pd.DataFrame:
-    """Per learning rate, the single-matrix removal with the largest loss increase."""
-    single = table[table["matrix"].notna()]
-    return single.loc[single.groupby("lr")["delta_loss"].idxmax()].set_index("lr")
-
-
 def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
     """Loss increase over the full model of every removal, one panel per learning rate (each with
     its own scale, as the two runs differ by orders of magnitude); the title names the costliest
@@ -345,29 +339,14 @@ def against_sum(joint: float, total: float, spec: str) -> str:
     return f"{gap} than their sum" if gap else "equal to their sum"
 
 
-def _way_back(table: pd.DataFrame, lr: float) -> float:
-    loss = table[table["lr"] == lr].set_index("ablation")["loss"]
-    return float((loss[EVERY] - loss[FULL]) / max(loss[ZERO] - loss[FULL], 1e-12))
-
-
-def _w_p_gap(table: pd.DataFrame, lr: float) -> float:
-    single = table[(table["lr"] == lr) & table["matrix"].notna()]
-    soft = single[single["kind"].isin(["W", "P"])]["delta_loss"].max()
-    hard = single[single["kind"].isin(["W_O", "V"])]["delta_loss"].min()
-    return float(soft - hard)
-
-
-def ablation_evidence(table: pd.DataFrame, lrs: tuple[float, ...]) -> dict[str, Evidence]:
+def ablation_evidence(exps: dict[float, Cooperation]) -> dict[str, Evidence]:
     """Evidence of the matrix-ablation claims: the costliest removal and the way back to the zero
     model at the paper's learning rate, the W/P against W_O/V gap at the larger one."""
-    paper_lr, large_lr = lrs
-    worst = _costliest(table)
+    paper, large = exps.values()
     return {
-        "ch05.w_o_costliest": claim("ch05.w_o_costliest").evidence(str(worst.loc[paper_lr, "matrix"])),
-        "ch05.w_p_least": claim("ch05.w_p_least").evidence(_w_p_gap(table, large_lr)),
-        "ch05.leading_terms_hold_the_skill": claim("ch05.leading_terms_hold_the_skill").evidence(
-            _way_back(table, paper_lr)
-        ),
+        "ch05.w_o_costliest": claim("ch05.w_o_costliest").evidence(paper.costliest[0]),
+        "ch05.w_p_least": claim("ch05.w_p_least").evidence(large.attention_shaping_gap),
+        "ch05.leading_terms_hold_the_skill": claim("ch05.leading_terms_hold_the_skill").evidence(paper.way_back),
     }
 
 
@@ -375,22 +354,21 @@ def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation]) -> str:
     """The zero model's loss, then per run: the full loss, the loss with every leading component
     removed (and how far back to the zero model that is), the costliest single removal, and how far
     the single removals are from adding up; then the verdicts."""
-    lrs = tuple(exps)
     loss = table.set_index(["lr", "ablation"])["loss"]
-    zero = loss[(lrs[0], ZERO)]
-    worst = _costliest(table)
+    zero = loss[(next(iter(exps)), ZERO)]
     parts = [f"The zero model scores $\\log|V|$ = **{zero:.3f}** nats."]
     for lr, e in exps.items():
         full, none = loss[(lr, FULL)], loss[(lr, EVERY)]
         total, joint = e.matrix_additivity
+        worst, cost = e.costliest
         parts.append(
             f"At $\\eta = {lr}$ the full model reaches **{full:.4f}**; removing every leading component at once gives "
-            f"**{none:.4f}** ({_way_back(table, lr):.0%} of the way back to the zero model), and the single most "
-            f"costly removal is the leading term of {matrix_label(worst.loc[lr, 'matrix'])} "
-            f"(+{worst.loc[lr, 'delta_loss']:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
+            f"**{none:.4f}** ({e.way_back:.0%} of the way back to the zero model), and the single most "
+            f"costly removal is the leading term of {matrix_label(worst)} "
+            f"(+{cost:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
             f"removal costs +{joint:.4f} ({against_sum(joint, total, '.4f')})."
         )
-    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(table, lrs).values())
+    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(exps).values())
     return " ".join(parts) + "\n\n" + verdicts
 
 
@@ -484,11 +462,6 @@ def split_prose(exps: dict[float, Cooperation]) -> str:
 # --- The "W := 0" control ------------------------------------------------------------------------
 
 
-def _idle_share(e: Cooperation) -> float:
-    loss = e.matrices.set_index("ablation")["loss"]
-    return float((e.loss_w_zero - loss[FULL]) / max(loss[ZERO] - loss[FULL], 1e-12))
-
-
 def w_zero_prose(exps: dict[float, Cooperation]) -> str:
     """The loss with every key-query matrix zeroed at both learning rates, against the full model
     and the W leading-term removals, then the verdict at the paper's learning rate."""
@@ -497,7 +470,7 @@ def w_zero_prose(exps: dict[float, Cooperation]) -> str:
         loss = e.matrices.set_index("ablation")["loss"]
         parts.append(
             f"at $\\eta = {lr}$, W := 0 gives **{e.loss_w_zero:.5f}** nats against the full model's "
-            f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {_idle_share(e):.2%} of the "
+            f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {e.idle_share:.2%} of the "
             f"model's gain over the zero model)"
         )
     return "With every key-query matrix set to zero, " + "; ".join(parts) + f".\n\n{w_zero_evidence(exps).sentence()}"
@@ -505,7 +478,7 @@ def w_zero_prose(exps: dict[float, Cooperation]) -> str:
 
 def w_zero_evidence(exps: dict[float, Cooperation]) -> Evidence:
     """Evidence of ``ch05.w_zero_idle`` at the paper's learning rate (the first run)."""
-    return claim("ch05.w_zero_idle").evidence(_idle_share(exps[next(iter(exps))]))
+    return claim("ch05.w_zero_idle").evidence(exps[next(iter(exps))].idle_share)
 
 
 # --- Records --------------------------------------------------------------------------------------
@@ -518,8 +491,6 @@ def headline(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -
     increase, the path removals, the W_O split and the W := 0 loss; and the zero model's loss
     (:math:`\log |V|`)."""
     labels = run_labels(c.lrs)
-    table = ablation(exps)
-    worst = _costliest(table)
     numbers: dict[str, Any] = {}
     for lr, name in labels.items():
         e = exps[lr]
@@ -530,8 +501,7 @@ def headline(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -
         numbers[f"loss_full_{name}"] = float(rows.loc[FULL, "loss"])
         numbers[f"loss_no_leading_{name}"] = float(rows.loc[EVERY, "loss"])
         numbers[f"loss_no_W_O_term_{name}"] = float(rows.loc["remove leading term of W_O", "loss"])
-        numbers[f"max_single_delta_{name}"] = float(worst.loc[lr, "delta_loss"])
-        numbers[f"worst_single_{name}"] = str(worst.loc[lr, "matrix"])
+        numbers[f"worst_single_{name}"], numbers[f"max_single_delta_{name}"] = e.costliest
         numbers[f"sum_single_delta_{name}"], numbers[f"joint_delta_{name}"] = e.matrix_additivity
         numbers[f"delta_no_residual_path_{name}"] = float(paths["without the residual path"])
         numbers[f"delta_no_attention_paths_{name}"] = float(paths["without every attention path"])
@@ -546,7 +516,7 @@ def evidences(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) 
     """Every claim's evidence, in the order of :data:`CLAIMS`."""
     found = {
         "ch05.residual_leads": evidence_of_paths(means, c.lrs),
-        **ablation_evidence(ablation(exps), c.lrs),
+        **ablation_evidence(exps),
         "ch05.residual_path_costs_most": path_evidence(exps),
         **split_evidence(exps),
         "ch05.w_zero_idle": w_zero_evidence(exps),

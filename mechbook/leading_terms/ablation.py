@@ -280,6 +280,41 @@ class Cooperation:
         joint = self.matrices.loc[self.matrices["ablation"] == "remove every leading term", "delta_loss"].iloc[0]
         return additivity(single.to_numpy(), joint)
 
+    def _loss(self, row: str) -> float:
+        return float(self.matrices.set_index("ablation").loc[row, "loss"])
+
+    def _gain_share(self, loss: float) -> float:
+        """Share of the full model's gain over the zero model that a loss of ``loss`` gives back."""
+        full = self._loss("full model")
+        return (loss - full) / max(self._loss("zero model") - full, 1e-12)
+
+    @property
+    def way_back(self) -> float:
+        """Share of the way from the full model's loss back to the zero model's with every leading
+        component removed (1: the leading terms hold all of the skill)."""
+        return self._gain_share(self._loss("remove every leading term"))
+
+    @property
+    def idle_share(self) -> float:
+        """Share of the full model's gain over the zero model lost with every W := 0."""
+        return self._gain_share(self.loss_w_zero)
+
+    @property
+    def costliest(self) -> tuple[str, float]:
+        """(matrix, loss increase) of the single leading-term removal that costs most."""
+        single = self.matrices[self.matrices["matrix"].notna()]
+        row = single.loc[single["delta_loss"].idxmax()]
+        return str(row["matrix"]), float(row["delta_loss"])
+
+    @property
+    def attention_shaping_gap(self) -> float:
+        """Largest loss increase from removing a W or P leading term minus the smallest from a W_O or
+        V one (negative: the terms that only shape attention cost least)."""
+        single = self.matrices[self.matrices["matrix"].notna()]
+        soft = single[single["kind"].isin(["W", "P"])]["delta_loss"].max()
+        hard = single[single["kind"].isin(["W_O", "V"])]["delta_loss"].min()
+        return float(soft - hard)
+
     @property
     def path_additivity(self) -> tuple[float, float]:
         """(sum of the single attention-layer path removals' increases, the increase with every
