@@ -13,10 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-import mechbook
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch05_cooperation as ch05
+from mechbook.leading_terms.ablation import EvalRuns, OutputSplit
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.stats import cached_corpus_stats
@@ -40,9 +42,9 @@ def test_config_ranges(knobs, message):
 
 
 def test_seed_knob_reaches_the_runs():
-    assert mechbook.resolve_profile(ch05.CONFIGS, "smoke", runs__seed=4).runs.seed == 4
+    assert ch05.resolve("smoke", seed=4).runs.seed == 4
     with pytest.raises(TypeError, match="n_eval"):
-        mechbook.resolve_profile(ch05.CONFIGS, "smoke", n_eval="10")
+        ch05.resolve("smoke", n_eval="10")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def _coop(corpus, weights):
         state = {k: weights(k, lr, torch.zeros_like(v)) for k, v in model.state_dict().items()}
         results[lr] = TrainResult(pd.DataFrame(), state, model_cfg, cfg.runs.run(lr).train_cfg(len(seqs.tokens)))
         models[lr] = results[lr].model(device="cpu")
-    return ch05.Cooperation(cfg, Runs(tok, seqs, stats, results), models, seqs.tokens[: cfg.n_eval])
+    return EvalRuns(Runs(tok, seqs, stats, results), models, seqs.tokens[: cfg.n_eval])
 
 
 def _leading(corpus):
@@ -103,7 +105,7 @@ def test_path_means_against_the_weights_read_literally(corpus):
 
 def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     c = _coop(corpus, _leading(corpus))
-    table = ch05.ablation(c)
+    table = ch05.ablation(ch05.experiments(c))
     for lr in c.lrs:
         labels = table.loc[table["lr"] == lr, "label"]
         assert labels.is_unique and len(labels) == len(parameter_names(c.models[lr].cfg)) + 3
@@ -119,25 +121,121 @@ def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
 
 def test_records_and_sentences_of_a_leading_term_model(corpus):
     c = _coop(corpus, _leading(corpus))
-    table, means = ch05.ablation(c), ch05.path_means(c)
-    numbers = ch05.headline(c, table, means)
+    exps, means = ch05.experiments(c), ch05.path_means(c)
+    table = ch05.ablation(exps)
+    numbers = ch05.headline(c, exps, means)
     bounds = load_thresholds("05_cooperation")
     assert set(bounds["smoke"]) <= set(numbers) and set(bounds["cpu"]) <= set(numbers)
     assert numbers["loss_zero"] == pytest.approx(math.log(c.runs.tokenizer.vocab_size), abs=1e-5)
     assert numbers["worst_single_large_lr"] == "W_O"  # the bigram term carries the most
     assert numbers["loss_full_large_lr"] < numbers["loss_no_leading_large_lr"]
-    assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_note(c)
-    text = ch05.ablation_prose(c, table)
+    assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_prose(c)
+    text = ch05.ablation_prose(table, exps)
     assert f"reaches **{numbers['loss_full_paper_lr']:.4f}**" in text and "leading term of W_O" in text
     assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(c, means)
     frame = ch05.sentence_paths(c, 1, c.lrs[1])
-    assert len(frame) == c.cfg.runs.corpus.context * (1 + c.models[c.lrs[1]].cfg.n_layers)
+    assert len(frame) == corpus[0].runs.corpus.context * (1 + c.models[c.lrs[1]].cfg.n_layers)
     assert frame["label"].str.match(r"^\d\d ").all()
 
 
 def test_smoke_bounds_reject_an_untrained_model(corpus):
     c = _coop(corpus, lambda name, lr, zero: zero)
-    numbers = ch05.headline(c, ch05.ablation(c), ch05.path_means(c))
+    numbers = ch05.headline(c, ch05.experiments(c), ch05.path_means(c))
     problems = check_thresholds(numbers, load_thresholds("05_cooperation")["smoke"])
     for name in ("loss_full_paper_lr", "loss_full_large_lr", "mean_residual_paper_lr", "mean_residual_large_lr"):
         assert any(p.startswith(name) for p in problems), problems
+
+
+def test_every_section_reads_its_experiments_and_records_every_claim(corpus):
+    c = _coop(corpus, _leading(corpus))
+    exps, means = ch05.experiments(c), ch05.path_means(c)
+    evs = ch05.evidences(c, exps, means)
+    assert [e.claim.id for e in evs] == [cl.id for cl in ch05.CLAIMS]
+    # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
+    assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
+    assert {e.claim.id: e.values[0] for e in evs}["ch05.w_o_costliest"] == "W_O"
+    paths = ch05.path_table(exps)
+    assert paths.shape == (3 + c.models[c.lrs[0]].cfg.n_layers, 4)
+    text = ch05.path_ablation_prose(exps)
+    assert text.count("At $\\eta = ") == 2 and ("Holds" in text or "Does not hold" in text)
+    split = ch05.split_prose(exps)
+    assert "its remainder alone" in split and split.count("**") >= 4
+    assert ch05.split_table(exps).shape == (9, 2)
+    assert "W := 0 gives" in ch05.w_zero_prose(exps)
+
+
+def _split(**changes):
+    base = dict(
+        loss_full=5.0,
+        loss_b_part=5.1,
+        loss_remainder=8.5,
+        loss_zero=5.5,
+        logit_cosine=-0.6,
+        right_b_part=0.4,
+        right_remainder=-0.3,
+        rms_full=1.0,
+        rms_b_part=1.2,
+        rms_remainder=0.9,
+    )
+    return OutputSplit(**{**base, **changes})
+
+
+class _Exp:
+    """Stands in for a Cooperation where only the split is read."""
+
+    def __init__(self, split):
+        self.split = split
+
+
+@pytest.mark.parametrize(
+    "split, word, verdicts",
+    [
+        (_split(), "worse than the zero model", ("Holds", "Holds")),
+        (_split(loss_remainder=5.2, right_remainder=0.1, logit_cosine=0.3), "better than", ("Does not hold",) * 2),
+        (_split(loss_remainder=5.5), "as good as", ("Holds", "Holds")),
+    ],
+)
+def test_split_prose_branches_follow_the_numbers(split, word, verdicts):
+    exps = {0.005: _Exp(_split()), 0.1: _Exp(split)}
+    text = ch05.split_prose(exps)
+    assert word in text
+    lines = [line for line in text.splitlines() if line.startswith("- ")]
+    assert [line[4:].split(".")[0] for line in lines] == list(verdicts)
+
+
+@pytest.mark.parametrize("claim", ch05.CLAIMS, ids=lambda c: c.id)
+def test_each_claim_on_both_sides_of_its_rule(claim):
+    rule = claim.rule
+    if rule.op == "==":
+        hold, fail = rule.threshold, "V"
+    else:
+        step = 0.05 if claim.spec.endswith("%") else 0.01
+        sign = 1 if rule.op in (">", ">=") else -1
+        hold, fail = rule.threshold + sign * step, rule.threshold - sign * (step if rule.partly is None else 1.0)
+    good, bad = claim.evidence(hold), claim.evidence(fail)
+    assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
+    yes, no = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
+    assert good.sentence().startswith(f"**{yes}.**") and bad.sentence().startswith(f"**{no}.**")
+    assert claims_fmt(hold, claim.spec) in good.sentence()
+    if rule.partly is not None:
+        assert claim.evidence((rule.threshold + rule.partly) / 2).verdict == "partly"
+    assert claim.section and claim.section.startswith("ch05-") and claim.chapter == "05_cooperation"
+
+
+def claims_fmt(value, spec):
+    from mechbook.claims import fmt
+
+    return fmt(value, spec)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0, 10, allow_nan=False), st.floats(0, 10, allow_nan=False), st.sampled_from([".4f", ".4g", ".2f"]))
+def test_against_sum_never_contradicts_the_printed_numbers(joint, total, spec):
+    from mechbook.claims import fmt
+
+    text = ch05.against_sum(joint, total, spec)
+    a, b = float(fmt(joint, spec)), float(fmt(total, spec))
+    if a == b:
+        assert text == "equal to their sum"
+    else:
+        assert text.endswith("more than their sum" if a > b else "less than their sum")

@@ -11,32 +11,30 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mechbook.chapters import ch06_pythia as ch06
 from mechbook.chapters.ch06_pythia import (
     CONFIGS,
     WIDTH,
-    Chapter6Config,
-    Chapter6Result,
-    PythiaConfig,
-    banner_html,
-    best_head,
-    build_source,
+    banner_prose,
     controls_chart,
-    corpus_note,
+    corpus_prose,
     curves_frame,
-    defect_note,
+    defect_prose,
     head_heatmap,
     layer_heatmaps,
     loss_chart,
-    reading,
+    reading_prose,
     record_all,
     similarity_curves,
-    verdict,
 )
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summarise
 from mechbook.pythia.checkpoints import pythia_steps
 from mechbook.pythia.miniature import MiniatureConfig
 from mechbook.pythia.similarity import MEASURES
+from mechbook.pythia.study import PythiaConfig, StudyConfig, StudyResult, best_head, build_source, control_reading
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 TINY = MiniatureConfig(
@@ -48,20 +46,20 @@ CONTROLS = ("random_init", "shuffled_tokens", "offset", "linear")
 
 def test_profiles_are_consistent():
     assert set(CONFIGS) == {"smoke", "cpu", "paper"}
-    assert CONFIGS["smoke"].source == "miniature" and len(CONFIGS["smoke"].miniature.schedule) == 12
-    assert len(CONFIGS["cpu"].miniature.schedule) >= 20 and len(CONFIGS["cpu"].pythia.steps) >= 20
-    assert set(CONFIGS["cpu"].pythia.steps) <= set(pythia_steps())
-    assert (
-        CONFIGS["paper"].pythia.size == "1.4b" and CONFIGS["paper"].pythia.deduped and not CONFIGS["paper"].pythia.steps
-    )
+    smoke, cpu, paper = (CONFIGS[p].study for p in ("smoke", "cpu", "paper"))
+    assert smoke.source == "miniature" and len(smoke.miniature.schedule) == 12
+    assert len(cpu.miniature.schedule) >= 20 and len(cpu.pythia.steps) >= 20
+    assert set(cpu.pythia.steps) <= set(pythia_steps())
+    assert paper.pythia.size == "1.4b" and paper.pythia.deduped and not paper.pythia.steps
 
 
 def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():
     import mechbook
 
-    cfg = mechbook.resolve_profile(CONFIGS, "cpu", pythia__n_texts=50, seed=7, miniature__steps=600)
-    assert cfg.pythia.n_texts == 50 and cfg.miniature.steps == 600 and cfg.seed == 7
-    assert cfg.miniature_run.seed == 7 and cfg.miniature_run.steps == 600
+    cfg = mechbook.resolve_profile(CONFIGS, "cpu", study__pythia__n_texts=50, study__miniature__steps=600).study
+    assert cfg.pythia.n_texts == 50 and cfg.miniature.steps == 600
+    study = ch06.resolve("cpu", seed=7, source="miniature", top_k=9).study
+    assert study.miniature_run.seed == 7 and (study.source, study.top_k) == ("miniature", 9)
 
 
 def test_bad_configs_say_what_to_do():
@@ -70,7 +68,7 @@ def test_bad_configs_say_what_to_do():
     with pytest.raises(ValueError, match="one of 14m"):
         PythiaConfig(size="70b")
     with pytest.raises(ValueError, match="top_k must be >= 2"):
-        Chapter6Config(source="miniature", top_k=1, n_stories=10, miniature=TINY)
+        StudyConfig(source="miniature", top_k=1, n_stories=10, miniature=TINY)
 
 
 def test_offline_auto_builds_the_miniature_and_says_so(monkeypatch, tmp_path):
@@ -78,10 +76,10 @@ def test_offline_auto_builds_the_miniature_and_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     if not os.environ.get("MECHBOOK_TINYSTORIES"):
         monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
-    choice = build_source(Chapter6Config(source="auto", top_k=8, n_stories=300, miniature=TINY, seed=3))
+    choice = build_source(StudyConfig(source="auto", top_k=8, n_stories=300, miniature=TINY, seed=3))
     assert choice.kind == "miniature" and "did not answer" in choice.reason
     assert choice.source.steps == TINY.schedule and choice.source.run.config.seed == 3
-    html = banner_html(choice)
+    html = banner_prose(SimpleNamespace(choice=choice))
     assert 'class="admonition warning"' in html and "Pythia in miniature" in html and choice.reason in html
 
 
@@ -117,7 +115,7 @@ def _fake(
 
 
 def _read(table: pd.DataFrame, ctl: pd.DataFrame) -> str:
-    return reading(summarise(layer_mean(table)), layer_mean(ctl), STEPS[-1])
+    return reading_prose(_result(table, ctl, [3.0, 2.0]))
 
 
 PEAKS = {"embedding": 0.5, "no_mlp": 0.3, "attention": 0.1, "attention_resid_pre": 0.12}
@@ -147,7 +145,10 @@ def test_reading_a_peak_at_the_end_is_not_an_early_peak():
         PEAKS, {"random_init": 0.02, "shuffled_tokens": 0.01, "offset": 0.0, "linear": 0.9}, peak_at=STEPS[-1]
     )
     text = _read(table, ctl)
-    assert "ends at 0.500 (step 20), so there is no early peak that fades" in text and "clearest early" not in text
+    assert (
+        "ends at 0.500 (step 20), so there is no early peak that fades" in text
+        and "clearest early and fade." not in text
+    )
     assert "the attention scores the model computes carry Q" in text
 
 
@@ -155,7 +156,7 @@ def test_reading_a_tiny_drift_is_not_fading():
     """A peak at the first checkpoint that loses under a tenth of its margin does not fade."""
     table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.95)
     text = _read(table, ctl)
-    assert "clearest early" not in text and "early-then-fading" not in text
+    assert "clearest early and fade." not in text and "early-then-fading" not in text
     table, ctl = _fake(PEAKS, {"random_init": 0.0, "shuffled_tokens": 0.0, "offset": 0.0, "linear": 0.9}, late=0.85)
     assert "drifts down by 0.075 to 0.425" in _read(table, ctl)
 
@@ -168,21 +169,41 @@ def test_reading_a_measure_that_cannot_see_the_feature_and_is_fooled_by_an_offse
         in text
     )
     assert text.count("This measure supports none of the paper's claims on this run.") == 2
-    assert text.count("A random representation with one shared offset already scores 0.900") == 2
+    # the offset caveat is the claim about the paper's measure: said once, under that measure
+    assert text.count("A random representation with one shared offset already scores 0.900") == 1
 
 
 def test_verdict_picks_the_strongest_negative_control():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.35, "offset": 0.05, "linear": 0.99})
     s = summarise(layer_mean(table))
-    v = verdict(s["cka", "embedding"], layer_mean(ctl), "cka", "embedding")
-    assert v["strongest"] == "shuffled_tokens" and v["margin"] == pytest.approx(0.15) and v["sees_linear"]
+    r = control_reading(s["cka", "embedding"], layer_mean(ctl), "cka", "embedding")
+    assert r.strongest == "shuffled_tokens" and r.margin == pytest.approx(0.15) and r.controls["linear"] > r.baseline
 
 
-def test_defect_note_names_the_papers_variant_and_the_corrected_one():
+def test_defect_prose_names_the_papers_variant_and_the_corrected_one():
     table, _ = _fake(PEAKS, dict.fromkeys(CONTROLS, 0.0))
-    note = defect_note(summarise(layer_mean(table)))
-    assert "the paper's variant peaks at 0.120, the corrected one at 0.100 (0.020 higher)" in note
-    assert note.count("(0.020 higher)") == 2 and "LayerNorm output" in note
+    note = defect_prose(summarise(layer_mean(table)))
+    assert "the paper's variant peaks at 0.120 and the corrected one at 0.100, 0.020 lower than the paper's" in note
+    assert note.count("0.020 lower than the paper's") == 2 and "LayerNorm output" in note
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(-1, 1, allow_nan=False), st.floats(-1, 1, allow_nan=False))
+def test_defect_prose_never_contradicts_its_numbers(paper, model):
+    """The chapter-6 sign bug made impossible: the word after the corrected variant's peak says how
+    it stands against the paper's, as both print."""
+    summary = {
+        (m, mapping): {"peak": value}
+        for m in MEASURES
+        for mapping, value in (("attention_resid_pre", paper), ("attention", model))
+    }
+    note = defect_prose(summary)
+    p, c = float(f"{paper:.3f}"), float(f"{model:.3f}")
+    gap = f"{abs(round(c - p, 3)):.3f}"
+    if f"{paper:.3f}" == f"{model:.3f}":
+        assert "the same as the paper's" in note
+    else:
+        assert f"{gap} {'higher' if c > p else 'lower'} than the paper's" in note
 
 
 def _width(spec: dict) -> int:
@@ -225,7 +246,7 @@ def test_curves_frame_draws_each_model_control_as_a_flat_line():
     assert set(frame["line"]) == {"checkpoints", "random initialisation", "shuffled-token feature"}
 
 
-def _records(result: Chapter6Result, monkeypatch) -> dict:
+def _records(result: StudyResult, monkeypatch) -> dict:
     import mechbook
 
     got: dict = {}
@@ -234,11 +255,11 @@ def _records(result: Chapter6Result, monkeypatch) -> dict:
     return got
 
 
-def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float]) -> Chapter6Result:
-    source = SimpleNamespace(steps=sorted(table["step"].unique()), run=SimpleNamespace(losses=losses))
-    choice = SimpleNamespace(kind="miniature", source=source)
+def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float], kind: str = "miniature") -> StudyResult:
+    source = SimpleNamespace(steps=sorted(table["step"].unique()), run=SimpleNamespace(losses=losses), label="fake")
+    choice = SimpleNamespace(kind=kind, source=source, reason="the profile asks for the miniature")
     curve = layer_mean(table)
-    return Chapter6Result(
+    return StudyResult(
         choice, SimpleNamespace(other_fraction=0.22), table, ctl, curve, summarise(curve), layer_mean(ctl)
     )
 
@@ -283,10 +304,10 @@ def test_a_failing_pythia_download_falls_back_or_raises(monkeypatch, tmp_path):
     monkeypatch.setattr(hub, "hub_available", lambda deadline: True)
     monkeypatch.setattr(hub, "openwebtext_texts", no_text)
     monkeypatch.setattr(hub, "pythia_tokenizer", lambda size, deduped: None)
-    choice = build_source(Chapter6Config(source="auto", top_k=8, n_stories=300, miniature=TINY))
+    choice = build_source(StudyConfig(source="auto", top_k=8, n_stories=300, miniature=TINY))
     assert choice.kind == "miniature" and "simulated download failure" in choice.reason
     with pytest.raises(OSError, match="simulated"):
-        build_source(Chapter6Config(source="pythia", top_k=8, n_stories=300, miniature=TINY))
+        build_source(StudyConfig(source="pythia", top_k=8, n_stories=300, miniature=TINY))
 
 
 def test_hf_sequences_keeps_the_first_tokens_of_long_texts():
@@ -306,6 +327,46 @@ def test_corpus_note_keeps_special_tokens_visible():
     vocab = {0: "<|endoftext|>", 1: " the", 2: "*"}
     src = SimpleNamespace(tokens=np.zeros((7, 9), dtype=np.int64), decode=vocab.__getitem__)
     feats = SimpleNamespace(token_ids=np.array([0, 1, 2]), k=3, other_fraction=0.25)
-    note = corpus_note(SimpleNamespace(choice=SimpleNamespace(source=src), features=feats))
+    note = corpus_prose(SimpleNamespace(choice=SimpleNamespace(source=src), features=feats))
     assert "7 sequences of 8 + 1 tokens; the top 3 tokens cover 75.0% of them, and the other 25.0% are dropped" in note
     assert "\\<\\|endoftext\\|\\>" in note and "\\*" in note and "<|" not in note
+
+
+def test_claims_of_the_source_not_read_are_untested_and_say_why():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
+    evs = ch06.evidences(_result(table, ctl, [3.0, 2.0]))
+    assert set(evs) == {c.id for c in ch06.CLAIMS}
+    pythia = [e for i, e in evs.items() if i.startswith("ch06.pythia_")]
+    assert pythia and all(e.verdict == "untested" and "needs the network" in e.sentence() for e in pythia)
+    assert evs["ch06.miniature_embedding_cka"].verdict == "reproduced"
+    assert evs["ch06.miniature_attention_cka"].verdict == "not reproduced"
+    # no-MLP peaks 0.1 above its controls and drops 0.15: the largest share of the four mappings
+    assert evs["ch06.miniature_fades_cka"].values == [pytest.approx(0.15 / 0.1)]
+    real = ch06.evidences(_result(table, ctl, [3.0, 2.0], kind="pythia"))
+    assert real["ch06.pythia_embedding_paper"].verdict == "reproduced"
+    assert real["ch06.miniature_embedding_paper"].verdict == "untested"
+
+
+@pytest.mark.parametrize("claim", ch06.CLAIMS, ids=lambda c: c.id)
+def test_each_claim_on_both_sides_of_its_rule(claim):
+    t = claim.rule.threshold
+    hold, fail = claim.evidence(t + 0.05), claim.evidence(t - 0.05)
+    assert hold.verdict == "reproduced" and fail.verdict == "not reproduced"
+    yes, no = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
+    assert hold.sentence().startswith(f"**{yes}.**") and fail.sentence().startswith(f"**{no}.**")
+    assert f"{t + 0.05:{claim.spec}}" in hold.sentence() and f"{t - 0.05:{claim.spec}}" in fail.sentence()
+    assert claim.section in ("ch06-reading", "ch06-controls")
+
+
+def test_chart_titles_state_the_findings():
+    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
+    result = _result(table, ctl, [3.0, 2.0])
+    assert ch06.controls_title(result) == "Mappings above every negative control: paper measure 2 of 4, CKA 2 of 4"
+    assert "0.50 (embedding (resid_post), step 2)" in ch06.layers_title(result)
+    assert ch06.curves_title(result) == "Under CKA the embedding peaks at 0.50 (step 2), then falls to 0.25"
+    assert "The 10 claims about the source this page did not read are untested here (needs the network" in (
+        ch06.reading_prose(result)
+    )
+    assert ch06.source_chart(result).to_dict()["title"] == (
+        "The miniature's loss falls from 3.00 to 2.00 nats/token; dots are its 6 checkpoints"
+    )

@@ -18,7 +18,7 @@ from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import intro
 from mechbook.chapters.intro import (
     CONFIGS,
-    OverviewConfig,
+    ChapterConfig,
     build_overview,
     coverage_histogram,
     headline,
@@ -112,12 +112,12 @@ def test_every_knob_is_checked(knobs, message):
 
 def test_a_negative_max_stories_knob_is_refused_not_sliced():
     with pytest.raises(ValueError, match="max_stories must be a positive integer or None"):
-        mechbook.resolve_profile(CONFIGS, "smoke", max_stories=-5)
+        intro.resolve("smoke", max_stories=-5)
 
 
 def test_profiles_are_valid_and_max_stories_none_means_all():
     assert set(CONFIGS) == set(mechbook.PROFILES)
-    assert mechbook.resolve_profile(CONFIGS, "smoke", max_stories=7).max_stories == 7
+    assert intro.resolve("smoke", max_stories=7, seed=2).max_stories == 7
     assert dataclasses.replace(CONFIGS["cpu"], max_stories=None).max_stories is None
 
 
@@ -155,11 +155,12 @@ def test_prose_quotes_the_computed_numbers():
     assert "median story has **3 words**" in text and "between 1 and 4" in text
     coverage = intro.coverage_prose(ov)
     assert coverage.count("**100.0%**") == 2  # 8 distinct words: both vocabularies cover every occurrence
+    assert "**Holds.**" in coverage and "100.0% (rule ≥ 95.0% (partly from 80.0%))" in coverage
 
 
 def test_chart_sample_is_seeded_and_bounded():
     ov = build_overview([" ".join([f"w{i}"] * (i + 1)).replace("0", "a") for i in range(50)])
-    cfg = OverviewConfig(max_stories=None, chart_stories=20, vocab_sizes=(10,), seed=3)
+    cfg = ChapterConfig(max_stories=None, chart_stories=20, vocab_sizes=(10,), seed=3)
     a, b = intro.chart_sample(ov, cfg), intro.chart_sample(ov, cfg)
     assert len(a) == 20 and a.equals(b) and a.story.is_unique
     other = intro.chart_sample(ov, dataclasses.replace(cfg, seed=4))
@@ -169,7 +170,7 @@ def test_chart_sample_is_seeded_and_bounded():
 
 def test_length_chart_fits_the_column_and_states_the_share():
     ov = build_overview(["the dog ran and the dog sat", "a cat", "sun sun sun sun"])
-    spec = intro.length_chart(ov, OverviewConfig(None, 10, (2,))).to_dict()
+    spec = intro.length_chart(ov, ChapterConfig(None, 10, (2,))).to_dict()
     widths = [v["width"] for v in spec["vconcat"]]
     assert all(w <= intro.COLUMN_WIDTH for w in widths)
     share = np.median([5 / 7, 1.0, 0.25])
@@ -189,3 +190,40 @@ def test_smoke_bounds_pass_the_corpus_and_reject_a_broken_word_split():
     assert check_thresholds(headline(build_overview(broken)), bounds)
     # reading every story instead of the profile's 1,000
     assert check_thresholds(headline(build_overview(load_stories(SAMPLE))), bounds)
+
+
+def test_length_prose_and_title_follow_the_reuse_reading():
+    # long stories repeat one word: their share of distinct words falls
+    reuse = build_overview(["a b", "c d", "e f g", "h i", "x x x x x x x x y", "z z z z z z z w", "q q q q q q q q"])
+    assert intro.reuse_gap(reuse) < 0
+    text = intro.length_prose(reuse)
+    assert "**Holds.**" in text and "points less" in text
+    title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"]
+    assert title == "Distinct words grow slower than story length"
+    # every story all distinct words: the share does not fall
+    fresh = build_overview(["a b", "c d e", "f g h i j k", "l m n o p q r s", "t u"])
+    assert intro.reuse_gap(fresh) == 0.0
+    assert "**Does not hold.**" in intro.length_prose(fresh) and "no different" in intro.length_prose(fresh)
+    assert intro.length_chart(fresh, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"].startswith("Longer")
+
+
+@pytest.mark.parametrize("claim", intro.CLAIMS, ids=lambda c: c.id)
+def test_each_claim_on_both_sides_of_its_rule(claim):
+    t = claim.rule.threshold
+    hold, fail = (t - 0.01, t + 0.01) if claim.rule.op == "<" else (t + 0.01, t - 0.5)
+    assert claim.evidence(hold).verdict == "reproduced" and claim.evidence(fail).verdict == "not reproduced"
+    assert claim.evidence(hold).sentence().startswith("**Holds.**")
+    assert claim.evidence(fail).sentence().startswith("**Does not hold.**")
+    assert claim.section.startswith("intro-")
+
+
+@given(STORIES)
+@settings(max_examples=30, deadline=None)
+def test_the_coverage_sentence_never_contradicts_its_number(stories):
+    if not any(words(s) for s in stories):
+        return
+    ov = build_overview(stories)
+    text = intro.coverage_prose(ov)
+    value = token_coverage(ov, intro.PAPER_VOCAB)
+    assert ("**Holds.**" in text) == (value >= 0.95)
+    assert f"{value:.1%}" in text

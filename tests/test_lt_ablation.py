@@ -77,3 +77,100 @@ def test_bad_projection_inputs_say_what_to_do():
         remove_projection(torch.ones(3, 3), np.ones((2, 2)))
     with pytest.raises(ValueError, match="zero"):
         remove_projection(torch.ones(3, 3), np.zeros((3, 3)))
+
+
+def _literal_loss(logits, tokens):
+    """Mean cross-entropy read with numpy, entry by entry."""
+    targets = tokens[:, 1:]
+    shifted = logits - logits.max(-1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return float(-np.mean(np.take_along_axis(logp, targets[..., None], -1)))
+
+
+def test_path_ablation_drops_each_path_from_the_literal_sum(corpus):
+    from mechbook.leading_terms.ablation import path_ablation, path_removals
+
+    tokens, _ = corpus
+    model, state = random_state(2, layers=2)
+    model.load_checkpoint(state)
+    inputs = torch.as_tensor(tokens[:, :-1])
+    _, cache = model.run_with_cache(inputs)
+    W_O = state["W_O"].numpy()
+    paths = [cache["hook_embed"].numpy() @ W_O] + [cache[f"blocks.{l}.hook_attn_out"].numpy() @ W_O for l in range(2)]
+    table = path_ablation(model, tokens, batch_size=7).set_index("removal")
+    assert list(table.index) == list(path_removals(2))
+    for name, dropped in path_removals(2).items():
+        kept = sum(p for i, p in enumerate(paths) if i not in dropped)
+        assert table.loc[name, "loss"] == pytest.approx(_literal_loss(kept, tokens), rel=1e-9)
+    assert table.loc["full model", "loss"] == pytest.approx(evaluate_loss(model, tokens), rel=1e-9)
+    assert table.loc["full model", "delta_loss"] == 0.0
+
+
+def test_output_split_of_a_pure_term_and_of_a_pure_remainder(corpus):
+    from mechbook.leading_terms.ablation import output_split
+
+    tokens, stats = corpus
+    model, state = random_state(3, layers=2)
+    model.load_checkpoint({**state, "W_O": torch.as_tensor(4.0 * stats.B)})
+    pure = output_split(model, stats.B, tokens)
+    assert pure.loss_b_part == pytest.approx(pure.loss_full, rel=1e-9)
+    assert pure.loss_remainder == pytest.approx(np.log(VOCAB), rel=1e-9) and pure.rms_remainder < 1e-12
+    model.load_checkpoint(state)
+    split = output_split(model, stats.B, tokens)
+    assert -1.0 <= split.logit_cosine <= 1.0
+    assert split.loss_zero == pytest.approx(np.log(VOCAB))
+    whole = output_split(model, np.asarray(state["W_O"]), tokens)  # W_O as its own term: no remainder
+    assert whole.loss_remainder == pytest.approx(np.log(VOCAB), abs=1e-6)
+    assert whole.right_b_part == pytest.approx(split.right_b_part + split.right_remainder, rel=1e-6, abs=1e-9)
+
+
+def test_zeroed_loss_and_additivity(corpus):
+    from mechbook.leading_terms.ablation import additivity, zeroed_loss
+
+    tokens, _ = corpus
+    model, state = random_state(4, layers=2)
+    loss = zeroed_loss(model, state, ["blocks.0.attn.W", "blocks.1.attn.W"], tokens)
+    model.load_checkpoint(
+        {**state, "blocks.0.attn.W": state["blocks.0.attn.W"] * 0, "blocks.1.attn.W": state["blocks.1.attn.W"] * 0}
+    )
+    assert loss == pytest.approx(evaluate_loss(model, tokens), rel=1e-12)
+    model.load_checkpoint(state)
+    assert zeroed_loss(model, state, [], tokens) == pytest.approx(evaluate_loss(model, tokens), rel=1e-12)
+    assert torch.equal(model.blocks[0].attn.W, state["blocks.0.attn.W"]), "restored afterwards"
+    assert additivity([0.1, 0.2], 0.5) == (pytest.approx(0.3), 0.5)
+
+
+def test_cooperation_readings_from_a_hand_made_table():
+    import pandas as pd
+
+    from mechbook.leading_terms.ablation import Cooperation
+
+    rows = [
+        ("full model", None, None, 5.0),
+        ("remove leading term of W_O", "W_O", "W_O", 5.4),
+        ("remove leading term of blocks.0.attn.V", "blocks.0.attn.V", "V", 5.1),
+        ("remove leading term of blocks.0.attn.W", "blocks.0.attn.W", "W", 5.02),
+        ("remove leading term of blocks.0.attn.P", "blocks.0.attn.P", "P", 5.0),
+        ("remove every leading term", None, None, 5.45),
+        ("zero model", None, None, 5.5),
+    ]
+    matrices = pd.DataFrame(rows, columns=["ablation", "matrix", "kind", "loss"])
+    matrices["delta_loss"] = matrices["loss"] - 5.0
+    paths = pd.DataFrame(
+        {
+            "removal": [
+                "full model",
+                "without the residual path",
+                "without attention layer 0",
+                "without every attention path",
+            ],
+            "delta_loss": [0.0, 0.3, 0.05, 0.05],
+        }
+    )
+    e = Cooperation(matrices, paths, split=None, loss_w_zero=5.05)
+    assert e.way_back == pytest.approx(0.45 / 0.5)
+    assert e.idle_share == pytest.approx(0.05 / 0.5)
+    assert e.costliest == ("W_O", pytest.approx(0.4))
+    assert e.attention_shaping_gap == pytest.approx(0.02 - 0.1)
+    assert e.matrix_additivity == (pytest.approx(0.52), pytest.approx(0.45))
+    assert e.path_additivity == (pytest.approx(0.05), pytest.approx(0.05))

@@ -204,3 +204,42 @@ def test_pair_ranks_are_readable_ranks(tok):
     for _, line in ranks.iterrows():
         for name, m in maps.items():
             assert line[name] == rank_of(m, tok, line["row"], line["column"], exclude=excl, exclude_self=True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 5), st.booleans())
+def test_pair_overlaps_matched_is_ranking_overlap_and_mismatched_a_literal_mean(seed, k, positive):
+    from mechbook.leading_terms.associations import pair_overlaps
+    from mechbook.leading_terms.leading import ranking_overlap
+
+    rng = np.random.default_rng(seed)
+    theory, trained = rng.standard_normal((7, 9)), rng.standard_normal((7, 9))
+    theory[:, 0] = 1.0  # every row has a positive entry
+    rows, exclude = [0, 2, 3, 5], [4]
+    matched, mismatched = pair_overlaps(theory, trained, rows, k, exclude, positive)
+    assert matched == pytest.approx(ranking_overlap(theory, trained, rows, k, exclude, positive))
+    keep = [c for c in range(9) if c not in exclude]
+
+    def top(row, n):
+        return set(sorted(keep, key=lambda c: (-row[c], c))[:n])
+
+    shares = []
+    for a in rows:
+        n = min(k, sum(theory[a, c] > 0 for c in keep)) if positive else k
+        shares += [len(top(theory[a], n) & top(trained[b], n)) / n for b in rows if b != a]
+    assert mismatched == pytest.approx(np.mean(shares))
+
+
+def test_a_shared_row_profile_overlaps_as_much_with_any_row_and_centring_removes_it():
+    from mechbook.leading_terms.associations import overlap_reading, row_centred
+
+    rng = np.random.default_rng(0)
+    profile = np.linspace(5.0, 0.0, 30)
+    theory = profile + 0.01 * rng.standard_normal((8, 30))
+    reading = overlap_reading(theory, theory + 0.001 * rng.standard_normal((8, 30)), list(range(8)), k=5)
+    assert reading.matched == pytest.approx(1.0) and reading.mismatched == pytest.approx(1.0)
+    assert reading.excess == pytest.approx(0.0) and reading.chance == pytest.approx(5 / 30)
+    assert reading.centred > reading.centred_mismatched + 0.3
+    assert np.allclose(row_centred(theory).mean(axis=0), 0.0)
+    with pytest.raises(ValueError, match="at least two rows"):
+        overlap_reading(theory, theory, [0], k=5)

@@ -3,216 +3,297 @@
 The chapter reads the trained matrices of chapter 3's two runs (same cached runs) next to their
 leading terms, row by row: W_O against B (bigram successors), V W_O against G = (BΦ)ᵀB = ΦᵀΣ_B
 (context -> interchangeable next words) and W against Q (which earlier tokens to attend to). It
-shows ranked tables, the overlap@k of the rankings over the most frequent content words, and an
-explorer of one word's corpus associations and trained rankings.
+shows ranked tables, the overlap@k of the rankings over the most frequent content words against
+two baselines (chance k/|V| and the harder mismatched-row overlap, also for the row-centred maps),
+and an explorer of one word's corpus associations and trained rankings. The readings are computed
+in :mod:`mechbook.leading_terms.associations`; this module presents them, in page order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
-import torch
 
+import mechbook
+from mechbook import claims
+from mechbook.chapters.common import record_all as record_numbers
 from mechbook.chapters.part1_labels import run_labels
-from mechbook.leading_terms.associations import content_words, ranked_words, readable_exclusions, top_k
-from mechbook.leading_terms.leading import ranking_overlap
+from mechbook.claims import Claim, Evidence, Rule
+from mechbook.leading_terms.associations import (
+    TRAINED_TERMS,
+    OverlapReading,
+    RunMaps,
+    overlap_readings,
+    ranked_words,
+    run_maps,
+    top_k,
+)
 from mechbook.leading_terms.runs import SHARED_RUNS
-from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
+from mechbook.leading_terms.train import RunsConfig, chapter_runs
 
-TRAINED = ("W_O", "V W_O", "W")
+STEM = "04_associations"
+TRAINED = tuple(TRAINED_TERMS)
 """The trained maps the chapter reads, in the order of its tables."""
-TERM = {"W_O": "B", "V W_O": "G", "W": "Q"}
+TERM = TRAINED_TERMS
 """The leading term of each trained map."""
 
 
 @dataclass(frozen=True)
-class AssociationsConfig:
-    """Chapter 4: the ``runs`` of chapter 3, ``k`` of overlap@k, the ``n_words`` most frequent
-    content words it is averaged over, ``table_words`` rows and ``table_k`` tokens of the ranked
-    table, ``explorer_k`` tokens per explorer panel."""
+class ChapterConfig:
+    """Chapter 4's settings."""
 
     runs: RunsConfig
+    """Chapter 3's shared runs of the profile (read from the cache, trained if missing)."""
     k: int = 10
+    """k of overlap@k: the top 10 is what the paper's association tables list."""
     n_words: int = 20
+    """The most frequent content words the overlaps average over (20: frequent enough for sharp rows)."""
     table_words: int = 5
+    """Rows of the ranked table (a readable handful)."""
     table_k: int = 5
+    """Tokens per row of the ranked table."""
     explorer_k: int = 8
+    """Tokens per panel of the word explorer."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.runs, RunsConfig):
-            raise TypeError(f"AssociationsConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
+            raise TypeError(f"ChapterConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
         run_labels(self.runs.lrs)
         for name in ("k", "n_words", "table_words", "table_k", "explorer_k"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"AssociationsConfig.{name} must be a positive integer, got {value!r}")
-        if self.table_words > self.n_words:
+                raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
+        if self.n_words < 2:
             raise ValueError(
-                f"AssociationsConfig.table_words ({self.table_words}) must not exceed n_words ({self.n_words})"
+                f"ChapterConfig.n_words must be at least 2 (the mismatched-row baseline), got {self.n_words}"
             )
+        if self.table_words > self.n_words:
+            raise ValueError(f"ChapterConfig.table_words ({self.table_words}) must not exceed n_words ({self.n_words})")
 
 
 #: The chapter's config per profile: chapter 3's runs of that profile, read from the cache.
-CONFIGS: dict[str, AssociationsConfig] = {profile: AssociationsConfig(runs) for profile, runs in SHARED_RUNS.items()}
+CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(runs) for profile, runs in SHARED_RUNS.items()}
 
 
-def trained(state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """The trained maps of one run as float64 arrays: W_O, V W_O (the product taken in the weights'
-    dtype) and W of layer 0 (at leading order every layer has the same terms)."""
-    return {
-        "W_O": state["W_O"].double().numpy(),
-        "V W_O": (state["blocks.0.attn.V"] @ state["W_O"]).double().numpy(),
-        "W": state["blocks.0.attn.W"].double().numpy(),
-    }
-
-
-@dataclass
-class Associations:
-    """The runs of chapter 3 read as maps: ``theory`` {trained map: its leading term} and
-    ``maps`` {lr: {trained map: matrix}}, the tokens left out of rankings and the content words."""
-
-    cfg: AssociationsConfig
-    runs: Runs
-    maps: dict[float, dict[str, np.ndarray]]
-    exclude: list[str] = field(init=False)
-    words: list[str] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.exclude = readable_exclusions(self.runs.tokenizer)
-        self.words = content_words(self.runs.tokenizer, self.cfg.n_words)
-
-    @property
-    def theory(self) -> dict[str, np.ndarray]:
-        s = self.runs.stats
-        return {"W_O": s.B, "V W_O": s.G, "W": s.Q}
-
-    @property
-    def lrs(self) -> tuple[float, float]:
-        return self.cfg.runs.lrs
-
-
-def load(cfg: AssociationsConfig) -> Associations:
-    """Chapter 3's runs (trained, or read from the cache) and their trained maps."""
-    runs = chapter_runs(cfg.runs)
-    return Associations(cfg, runs, {lr: trained(r.state) for lr, r in runs.results.items()})
-
-
-def profile_note(a: Associations) -> str:
-    """Which runs the chapter reads and what the rankings leave out."""
-    paper_lr, large_lr = a.lrs
-    return (
-        f"The runs of chapter 3 ({a.runs.results[a.lrs[0]].train_cfg.steps:,} steps at learning rates {paper_lr} and {large_lr}); "
-        f"rankings over the {a.runs.tokenizer.vocab_size} tokens minus {len(a.exclude)} punctuation, "
-        f"function-word and `<unk>` tokens, for the {len(a.words)} most frequent content words."
+def resolve(
+    profile: str, steps: int | None = None, batch_size: int | None = None, seed: int | None = None, k: int | None = None
+) -> ChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
+    ``steps``, ``batch_size`` and ``seed`` of chapter 3's runs, ``k`` of overlap@k."""
+    return mechbook.resolve_profile(
+        CONFIGS, profile, runs__steps=steps, runs__batch_size=batch_size, runs__seed=seed, k=k
     )
 
 
-def ranked_table(a: Associations) -> pd.DataFrame:
+def _overlap_claim(name: str, trained: str, statement: str, paper: str) -> Claim:
+    term = TERM[trained]
+    return Claim(
+        f"ch04.{name}",
+        STEM,
+        "paper",
+        statement,
+        f"overlap@10 of {term} and {trained} over the content words minus the harder baseline (the larger of "
+        "chance and the overlap with another word's row), at the paper's learning rate",
+        Rule(">=", 0.5, partly=0.25),
+        paper=paper,
+        section="ch04-overlap",
+        spec=".2f",
+    )
+
+
+def _centred_claim(name: str, trained: str) -> Claim:
+    term = TERM[trained]
+    return Claim(
+        f"ch04.{name}",
+        STEM,
+        "book",
+        f"With the profile every row shares taken out, each word's row of {trained} still ranks what its row of "
+        f"{term} ranks",
+        f"overlap@10 of the row-centred {term} and {trained} minus the same overlap with another word's row, at "
+        "the paper's learning rate",
+        Rule(">=", 0.3, partly=0.1),
+        section="ch04-overlap",
+        spec=".2f",
+    )
+
+
+CLAIMS: tuple[Claim, ...] = (
+    _overlap_claim(
+        "w_o_ranks_b",
+        "W_O",
+        "The trained output matrix W_O lists each word's bigram successors, as B does",
+        "W_O ≈ ηs B: its rows list B's successors (the association tables)",
+    ),
+    _overlap_claim(
+        "vw_o_ranks_g",
+        "V W_O",
+        "The trained value-output path V W_O lists, for each context word, the next words G lists",
+        "V W_O ∝ G = ΦᵀΣ_B: context → words interchangeable with its usual successors",
+    ),
+    _overlap_claim(
+        "w_ranks_q",
+        "W",
+        "The trained key-query matrix W lists, for each query word, the keys Q lists",
+        "W ∝ Q: which earlier tokens a token attends to",
+    ),
+    _centred_claim("w_o_ranks_b_centred", "W_O"),
+    _centred_claim("vw_o_ranks_g_centred", "V W_O"),
+    _centred_claim("w_ranks_q_centred", "W"),
+)
+"""Chapter 4's claims: the paper's reading of each trained map as its leading term, judged against
+the mismatched-row baseline, and the book's row-centred reading of the same maps."""
+
+CLAIM_OF = {
+    "W_O": ("ch04.w_o_ranks_b", "ch04.w_o_ranks_b_centred"),
+    "V W_O": ("ch04.vw_o_ranks_g", "ch04.vw_o_ranks_g_centred"),
+    "W": ("ch04.w_ranks_q", "ch04.w_ranks_q_centred"),
+}
+"""The (raw, row-centred) claim ids of each trained map."""
+
+
+def claim(claim_id: str) -> Claim:
+    """The claim of :data:`CLAIMS` with id ``claim_id``."""
+    return {c.id: c for c in CLAIMS}[claim_id]
+
+
+def load(cfg: ChapterConfig) -> RunMaps:
+    """Chapter 3's runs (trained, or read from the cache) read as maps."""
+    return run_maps(chapter_runs(cfg.runs), cfg.n_words)
+
+
+def profile_prose(cfg: ChapterConfig, rm: RunMaps) -> str:
+    """Which runs the chapter reads and what the rankings leave out."""
+    paper_lr, large_lr = rm.lrs
+    steps = rm.runs.results[paper_lr].train_cfg.steps
+    return (
+        f"The runs of chapter 3 ({steps:,} steps at learning rates {paper_lr} and {large_lr}); "
+        f"rankings over the {rm.runs.tokenizer.vocab_size} tokens minus {len(rm.exclude)} punctuation, "
+        f"function-word and `<unk>` tokens, for the {len(rm.words)} most frequent content words."
+    )
+
+
+def ranked_table(cfg: ChapterConfig, rm: RunMaps) -> pd.DataFrame:
     """For the first ``table_words`` content words, the top ``table_k`` tokens of each leading
     term and of its trained map at the paper's learning rate, one line per (word, map)."""
-    few, tok, paper_lr = a.words[: a.cfg.table_words], a.runs.tokenizer, a.lrs[0]
+    few, tok, paper_lr = list(rm.words[: cfg.table_words]), rm.runs.tokenizer, rm.lrs[0]
     blocks = []
     for name in TRAINED:
         for label, matrix in (
-            (f"{TERM[name]} (theory)", a.theory[name]),
-            (f"{name} (trained)", a.maps[paper_lr][name]),
+            (f"{TERM[name]} (theory)", rm.theory[name]),
+            (f"{name} (trained)", rm.maps[paper_lr][name]),
         ):
             wide = ranked_words(
-                top_k(matrix, tok, k=a.cfg.table_k, rows=few, exclude=a.exclude, positive=label.startswith("B "))
+                top_k(matrix, tok, k=cfg.table_k, rows=few, exclude=rm.exclude, positive=label.startswith("B "))
             )
             blocks.append(wide.assign(map=label).set_index("map", append=True))
     return pd.concat(blocks).swaplevel().sort_index(level=1, sort_remaining=False)
 
 
-def overlap_table(a: Associations) -> pd.DataFrame:
-    """overlap@k of each leading term and its trained map, averaged over the content words;
-    index: learning rate, columns "B vs W_O", "G vs V W_O", "Q vs W". For B a row's k is cut to
-    its number of successors above the uniform baseline (the others are tied)."""
-    tok = a.runs.tokenizer
-    keep_out = [tok.token_to_id[t] for t in a.exclude if t in tok.token_to_id]
-    rows = [tok.token_to_id[w] for w in a.words]
-    table = pd.DataFrame(
-        {
-            f"{TERM[name]} vs {name}": [
-                ranking_overlap(
-                    a.theory[name], a.maps[lr][name], rows, k=a.cfg.k, exclude=keep_out, positive=name == "W_O"
-                )
-                for lr in a.lrs
-            ]
-            for name in TRAINED
-        },
-        index=pd.Index(a.lrs, name="learning rate"),
-    )
-    return table
+def overlaps(cfg: ChapterConfig, rm: RunMaps) -> dict[float, dict[str, OverlapReading]]:
+    """The overlap readings of both runs (:func:`mechbook.leading_terms.associations.overlap_readings`)."""
+    return overlap_readings(rm, cfg.k)
 
 
-def headline(table: pd.DataFrame) -> dict[str, float]:
-    """The recorded overlaps: ``overlap_<term>_<map>_<run>``, e.g. ``overlap_G_VW_O_paper_lr``."""
-    labels = run_labels(table.index)
-    return {
-        f"overlap_{col.replace(' vs ', '_').replace(' ', '')}_{labels[lr]}": float(table.loc[lr, col])
-        for lr in table.index
-        for col in table.columns
-    }
+def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFrame:
+    """One row per (learning rate, pair): the matched overlap@k, chance, the mismatched-row
+    overlap, the excess over the harder baseline, and the same for the row-centred maps."""
+    rows = []
+    for lr, per_map in readings.items():
+        for name, r in per_map.items():
+            rows.append(
+                {
+                    "learning rate": lr,
+                    "pair": f"{TERM[name]} vs {name}",
+                    "overlap": r.matched,
+                    "chance k/|V|": r.chance,
+                    "another word's row": r.mismatched,
+                    "excess": r.excess,
+                    "row-centred": r.centred,
+                    "row-centred, another word's row": r.centred_mismatched,
+                    "row-centred excess": r.centred - r.centred_mismatched,
+                }
+            )
+    return pd.DataFrame(rows).set_index(["learning rate", "pair"])
 
 
-def overlap_prose(a: Associations, table: pd.DataFrame) -> str:
-    """The overlaps of V W_O with G and of W with Q at both learning rates."""
-    paper_lr, large_lr = a.lrs
-    k = a.cfg.k
+def evidences(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, Evidence]:
+    """Every claim's evidence, read at the paper's learning rate (the first run)."""
+    paper = readings[next(iter(readings))]
+    out = {}
+    for name, (raw, centred) in CLAIM_OF.items():
+        r = paper[name]
+        out[raw] = claim(raw).evidence(r.excess)
+        out[centred] = claim(centred).evidence(r.centred - r.centred_mismatched)
+    return out
+
+
+def overlap_prose(readings: dict[float, dict[str, OverlapReading]], k: int) -> str:
+    """Per map at the paper's learning rate: the overlap, the two baselines (the words derived from
+    the printed numbers), then each claim's verdict sentence."""
+    paper_lr = next(iter(readings))
+    ev = evidences(readings)
+    lines = []
+    for name in TRAINED:
+        r = readings[paper_lr][name]
+        raw, centred = CLAIM_OF[name]
+        lines.append(
+            f"- **{TERM[name]} vs {name}**: overlap@{k} {r.matched:.2f}, against {r.chance:.2f} for a random ranking "
+            f"and {r.mismatched:.2f} with another word's row ({claims.difference(r.matched, r.mismatched, '.2f')}); "
+            f"row-centred {r.centred:.2f} against {r.centred_mismatched:.2f} "
+            f"({claims.difference(r.centred, r.centred_mismatched, '.2f')}).\n  {ev[raw].sentence()}\n  "
+            f"{ev[centred].sentence()}"
+        )
+    return f"At $\\eta = {paper_lr}$:\n\n" + "\n".join(lines)
+
+
+def drift_prose(readings: dict[float, dict[str, OverlapReading]], k: int) -> str:
+    """Which ranking agrees least with its theory at each learning rate, and how its overlap moves
+    between the two runs (the word derived from the numbers)."""
+    paper_lr, large_lr = readings
+    matched = {lr: {n: r.matched for n, r in readings[lr].items()} for lr in readings}
+    low_paper = min(matched[paper_lr], key=matched[paper_lr].get)
+    low_large = min(matched[large_lr], key=matched[large_lr].get)
+    a, b = matched[paper_lr][low_large], matched[large_lr][low_large]
     return (
-        f"overlap@{k}, averaged over {len(a.words)} words. At the paper's learning rate the trained value-output "
-        f"path shares **{table.loc[paper_lr, 'G vs V W_O']:.0%}** of its top-{k} with $G$ and the key-query matrix "
-        f"**{table.loc[paper_lr, 'Q vs W']:.0%}** with $Q$; at $\\eta = {large_lr}$: "
-        f"**{table.loc[large_lr, 'G vs V W_O']:.0%}** and **{table.loc[large_lr, 'Q vs W']:.0%}**."
+        f"At $\\eta = {paper_lr}$ the lowest overlap@{k} is **{TERM[low_paper]} vs {low_paper}** "
+        f"({matched[paper_lr][low_paper]:.0%}). At $\\eta = {large_lr}$ the lowest is **{TERM[low_large]} vs "
+        f"{low_large}**: its overlap@{k} {claims.change(a, b, '.0%', 'rises', 'falls', 'stays')} from {a:.0%} at "
+        f"$\\eta = {paper_lr}$ to {b:.0%}."
     )
 
 
-def drift_prose(a: Associations, table: pd.DataFrame) -> str:
-    """Which ranking agrees least with its theory at each learning rate."""
-    paper_lr, large_lr = a.lrs
-    k = a.cfg.k
-    lowest, lowest_paper = table.loc[large_lr].idxmin(), table.loc[paper_lr].idxmin()
-    return (
-        f"At $\\eta = {paper_lr}$ the lowest overlap@{k} is **{lowest_paper}** "
-        f"({table.loc[paper_lr, lowest_paper]:.0%}). At $\\eta = {large_lr}$, where chapter 3 measured the larger "
-        f"drift, the ranking that moves most is **{lowest}** (overlap@{k} {table.loc[large_lr, lowest]:.0%}, against "
-        f"{table.loc[paper_lr, lowest]:.0%} at $\\eta = {paper_lr}$)."
-    )
-
-
-def explorer_panels(a: Associations) -> dict[str, Callable[[float], np.ndarray]]:
+def explorer_panels(rm: RunMaps) -> dict[str, Callable[[float], np.ndarray]]:
     """The explorer's panels in reading order, each row a theory panel beside the trained map it
     predicts, then the two corpus maps that make up G: ``{title: lr -> matrix}``."""
-    s = a.runs.stats
+    s = rm.runs.stats
     return {
         "B: next words": lambda lr: s.B,
-        "trained W_O": lambda lr: a.maps[lr]["W_O"],
+        "trained W_O": lambda lr: rm.maps[lr]["W_O"],
         "G = ΦᵀΣ_B (theory of V W_O)": lambda lr: s.G,
-        "trained V W_O": lambda lr: a.maps[lr]["V W_O"],
+        "trained V W_O": lambda lr: rm.maps[lr]["V W_O"],
         "Q (theory of W)": lambda lr: s.Q,
-        "trained W": lambda lr: a.maps[lr]["W"],
+        "trained W": lambda lr: rm.maps[lr]["W"],
         "Φᵀ: later words": lambda lr: s.Phi.T,
         "Σ_B: interchangeable": lambda lr: s.Sigma_B,
     }
 
 
-def word_panels(a: Associations, word: str, lr: float) -> pd.DataFrame:
+def word_panels(cfg: ChapterConfig, rm: RunMaps, word: str, lr: float) -> pd.DataFrame:
     r"""One word's top tokens in every explorer panel, each panel's scores divided by its largest
     :math:`|\mathrm{score}|` (column ``relative``)."""
     frames = []
-    for panel, get in explorer_panels(a).items():
+    for panel, get in explorer_panels(rm).items():
         t = top_k(
             get(lr),
-            a.runs.tokenizer,
-            k=a.cfg.explorer_k,
+            rm.runs.tokenizer,
+            k=cfg.explorer_k,
             rows=[word],
-            exclude=a.exclude,
+            exclude=rm.exclude,
             exclude_self=panel.startswith("Σ"),
             positive=panel.startswith(("B:", "Φ")),
         )
@@ -221,12 +302,12 @@ def word_panels(a: Associations, word: str, lr: float) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).drop(columns="row")
 
 
-def word_explorer(a: Associations) -> Any:
+def word_explorer(cfg: ChapterConfig, rm: RunMaps) -> Any:
     """The explorer: pick a word and a learning rate; eight bar panels in two columns, theory on
     the left and the trained map it predicts on the right."""
     import mechbook.viz
 
-    panels = list(explorer_panels(a))
+    panels = list(explorer_panels(rm))
 
     def chart(base: alt.Chart) -> alt.FacetChart:
         return (
@@ -243,8 +324,31 @@ def word_explorer(a: Associations) -> Any:
         )
 
     return mechbook.viz.explore(
-        lambda word, lr: word_panels(a, word, lr),
+        lambda word, lr: word_panels(cfg, rm, word, lr),
         chart,
-        controls={"word": a.words, "lr": list(a.lrs)},
+        controls={"word": list(rm.words), "lr": list(rm.lrs)},
         title="Each word's corpus associations and what the trained matrices rank for it",
     )
+
+
+def headline(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, float]:
+    """The recorded overlaps per run: ``overlap_<term>_<map>_<run>`` (e.g. ``overlap_G_VW_O_paper_lr``),
+    ``mismatched_...`` (another word's row), ``excess_...`` (over the harder baseline) and
+    ``centred_excess_...`` (row-centred maps)."""
+    labels = run_labels(tuple(readings))
+    out: dict[str, float] = {}
+    for lr, per_map in readings.items():
+        for name, r in per_map.items():
+            key = f"{TERM[name]}_{name.replace(' ', '')}_{labels[lr]}"
+            out[f"overlap_{key}"] = r.matched
+            out[f"mismatched_{key}"] = r.mismatched
+            out[f"excess_{key}"] = r.excess
+            out[f"centred_excess_{key}"] = r.centred - r.centred_mismatched
+    return out
+
+
+def record_all(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, Any]:
+    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
+    records = record_numbers(headline(readings))
+    records.update(claims.record_claims(evidences(readings).values()))
+    return records

@@ -3,8 +3,11 @@
 The logits of the attention-only model split exactly into a residual (bigram) path and one
 attention path per layer (:mod:`mechbook.leading_terms.logit_paths`). The chapter scores each
 path by its centred contribution to the logit of the right next token, sentence by sentence and
-on average, then removes each trained matrix's leading component (:mod:`mechbook.leading_terms.ablation`)
-and measures what it costs in loss, for chapter 3's two runs.
+on average; then removes each trained matrix's leading component, and each path, and measures
+what it costs in loss (:mod:`mechbook.leading_terms.ablation`, which computes every experiment):
+how far the removals are from additive, why removing W_O's B part can cost more than zeroing the
+whole model, and the "W := 0" control, for chapter 3's two runs. This module presents them in page
+order.
 """
 
 from __future__ import annotations
@@ -16,81 +19,175 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+import mechbook
+from mechbook import claims
+from mechbook.chapters.common import record_all as record_numbers
 from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
-from mechbook.leading_terms.ablation import cached_ablation_table
-from mechbook.leading_terms.logit_paths import RESIDUAL, logit_paths
-from mechbook.leading_terms.model import AttentionModel
+from mechbook.claims import Claim, Evidence, Rule
+from mechbook.leading_terms.ablation import Cooperation, EvalRuns, eval_runs
+from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
 from mechbook.leading_terms.runs import SHARED_RUNS
-from mechbook.leading_terms.train import Runs, RunsConfig, chapter_runs
+from mechbook.leading_terms.train import RunsConfig, chapter_runs
 
+STEM = "05_cooperation"
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
 """The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table`."""
 
 
 @dataclass(frozen=True)
-class CooperationConfig:
-    """Chapter 5: the ``runs`` of chapter 3, how many training sequences the losses and path
-    averages use (``n_eval``), and how many sentences the per-position explorer offers."""
+class ChapterConfig:
+    """Chapter 5's settings."""
 
     runs: RunsConfig
+    """Chapter 3's shared runs of the profile (read from the cache, trained if missing)."""
     n_eval: int
+    """Training sequences the losses and path averages use (more: steadier means, longer ablations)."""
     n_sentences: int = 5
+    """Sentences the per-position explorer offers (a handful to click through)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.runs, RunsConfig):
-            raise TypeError(f"CooperationConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
+            raise TypeError(f"ChapterConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
         run_labels(self.runs.lrs)
         for name in ("n_eval", "n_sentences"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"CooperationConfig.{name} must be a positive integer, got {value!r}")
+                raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
         if self.n_sentences > self.n_eval:
-            raise ValueError(
-                f"CooperationConfig.n_sentences ({self.n_sentences}) must not exceed n_eval ({self.n_eval})"
-            )
+            raise ValueError(f"ChapterConfig.n_sentences ({self.n_sentences}) must not exceed n_eval ({self.n_eval})")
 
 
 #: The chapter's config per profile: chapter 3's runs of that profile and how many training sequences
 #: its losses and path averages use.
-CONFIGS: dict[str, CooperationConfig] = {
-    "smoke": CooperationConfig(SHARED_RUNS["smoke"], n_eval=256),
-    "cpu": CooperationConfig(SHARED_RUNS["cpu"], n_eval=1024),
-    "paper": CooperationConfig(SHARED_RUNS["paper"], n_eval=4096),
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(SHARED_RUNS["smoke"], n_eval=256),  # smoke's minute
+    "cpu": ChapterConfig(SHARED_RUNS["cpu"], n_eval=1024),  # means steady to 3 digits within a minute
+    "paper": ChapterConfig(SHARED_RUNS["paper"], n_eval=4096),  # two of the paper's batches
 }
 
 
-@dataclass
-class Cooperation:
-    """Chapter 3's runs, one model per learning rate, and the evaluation sequences (the first
-    ``n_eval`` training sequences)."""
-
-    cfg: CooperationConfig
-    runs: Runs
-    models: dict[float, AttentionModel]
-    evaluation: np.ndarray
-
-    @property
-    def lrs(self) -> tuple[float, float]:
-        return self.cfg.runs.lrs
+def resolve(profile: str, n_eval: int | None = None, seed: int | None = None) -> ChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
+    ``n_eval`` evaluation sequences, ``seed`` of chapter 3's runs."""
+    return mechbook.resolve_profile(CONFIGS, profile, n_eval=n_eval, runs__seed=seed)
 
 
-def load(cfg: CooperationConfig) -> Cooperation:
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch05.residual_leads",
+        STEM,
+        "paper",
+        "At the paper's learning rate the residual (bigram) path carries more of the right token's logit than the "
+        "attention paths together",
+        "attention paths' share a/(|a|+|r|) of the right token's mean centred logit, at the paper's learning rate",
+        Rule("<", 0.5),
+        paper="logits ≈ ηs B[x_t] + (η³s³/2) Σ_l (A x)ᵀ ΦᵀΣ_B: the bigram path is first order, attention third",
+        section="ch05-paths",
+    ),
+    Claim(
+        "ch05.w_o_costliest",
+        STEM,
+        "paper",
+        "The bigram term of W_O carries most of what the model has learned: its removal costs more than any other "
+        "single leading term's",
+        "the matrix whose leading-term removal raises the loss most, at the paper's learning rate",
+        Rule("==", "W_O"),
+        paper="W_O ≈ ηs B is the first-order term; the others enter at higher order",
+        section="ch05-ablation",
+    ),
+    Claim(
+        "ch05.w_p_least",
+        STEM,
+        "paper",
+        "Removing a key-query or position leading term moves the loss less than removing any output or value one "
+        "(they only reshape attention, a fourth-order effect)",
+        "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), at the "
+        "larger learning rate",
+        Rule("<", 0.0),
+        paper="W ≈ (η⁴s⁴/8) Q/(NT): attention departs from uniform only at fourth order",
+        section="ch05-ablation",
+    ),
+    Claim(
+        "ch05.leading_terms_hold_the_skill",
+        STEM,
+        "book",
+        "The leading terms hold the model's skill: removing every leading component at once takes the model back to "
+        "the zero model",
+        "share of the way from the full model's loss back to the zero model's with every leading component removed, "
+        "at the paper's learning rate",
+        Rule(">=", 0.9, partly=0.5),
+        section="ch05-ablation",
+        spec=".0%",
+    ),
+    Claim(
+        "ch05.residual_path_costs_most",
+        STEM,
+        "book",
+        "Even at the larger learning rate, dropping the residual path costs more than dropping every attention path",
+        "loss increase without the residual path minus that without every attention path (nats), at the larger "
+        "learning rate",
+        Rule(">", 0.0),
+        section="ch05-path-ablation",
+    ),
+    Claim(
+        "ch05.remainder_pushes_down",
+        STEM,
+        "book",
+        "Alone, what is left of W_O after its B part pushes the right next token down, which is how removing the B "
+        "part can cost more than the zero model",
+        "mean centred logit of the right next token from W_O's remainder alone (nats), at the larger learning rate",
+        Rule("<", 0.0),
+        section="ch05-remainder",
+    ),
+    Claim(
+        "ch05.remainder_corrects_b",
+        STEM,
+        "book",
+        "W_O's remainder corrects its B part: the logits the two write point in opposite directions",
+        "cosine between the centred logits of W_O's B part and of its remainder, at the larger learning rate",
+        Rule("<", 0.0),
+        section="ch05-remainder",
+    ),
+    Claim(
+        "ch05.w_zero_idle",
+        STEM,
+        "book",
+        "At the paper's learning rate attention is near uniform, so the key-query matrices hold none of the skill: "
+        "W := 0 leaves the loss where it is",
+        "share of the full model's gain over the zero model lost with every W := 0, at the paper's learning rate",
+        Rule("<", 0.01),
+        section="ch05-w-zero",
+        spec=".2%",
+    ),
+)
+"""Chapter 5's claims: the paper's ordering of the paths and of the terms, and the book's readings
+of the ablations and their controls."""
+
+
+def claim(claim_id: str) -> Claim:
+    """The claim of :data:`CLAIMS` with id ``claim_id``."""
+    return {c.id: c for c in CLAIMS}[claim_id]
+
+
+def load(cfg: ChapterConfig) -> EvalRuns:
     """Chapter 3's runs (trained, or read from the cache), their models and evaluation sequences."""
-    runs = chapter_runs(cfg.runs)
-    models = {lr: r.model() for lr, r in runs.results.items()}
-    return Cooperation(cfg, runs, models, runs.sequences.tokens[: cfg.n_eval])
+    return eval_runs(chapter_runs(cfg.runs), cfg.n_eval)
 
 
-def profile_note(c: Cooperation) -> str:
+def profile_prose(c: EvalRuns) -> str:
     """Which runs and how many sequences the chapter uses."""
     paper_lr, large_lr = c.lrs
+    steps = c.runs.results[paper_lr].train_cfg.steps
     return (
-        f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {c.runs.results[c.lrs[0]].train_cfg.steps:,} steps); losses and "
+        f"The two runs of chapter 3 ($\\eta$ = {paper_lr} and {large_lr}, {steps:,} steps); losses and "
         f"averages over the first **{len(c.evaluation):,}** training sequences."
     )
 
 
-def sentence_paths(c: Cooperation, sentence: int, lr: float) -> pd.DataFrame:
+# --- The paths, position by position -------------------------------------------------------------
+
+
+def sentence_paths(c: EvalRuns, sentence: int, lr: float) -> pd.DataFrame:
     """:func:`logit_paths` of one evaluation sentence, with the current and next tokens as text
     and a ``label`` "position token" for the axis."""
     tok = c.runs.tokenizer
@@ -101,7 +198,7 @@ def sentence_paths(c: Cooperation, sentence: int, lr: float) -> pd.DataFrame:
     return frame.drop(columns=["sequence"])
 
 
-def path_explorer(c: Cooperation) -> Any:
+def path_explorer(cfg: ChapterConfig, c: EvalRuns) -> Any:
     """Bars of each path's centred logit of the next token, position by position; controls pick
     the sentence and the learning rate."""
     import mechbook.viz
@@ -126,35 +223,37 @@ def path_explorer(c: Cooperation) -> Any:
     return mechbook.viz.explore(
         lambda sentence, lr: sentence_paths(c, sentence, lr),
         chart,
-        controls={"sentence": list(range(c.cfg.n_sentences)), "lr": list(c.lrs)},
+        controls={"sentence": list(range(cfg.n_sentences)), "lr": list(c.lrs)},
         title="Residual (bigram) path and attention paths, token by token",
     )
 
 
-def path_means(c: Cooperation) -> pd.DataFrame:
-    """Per learning rate, the mean over every evaluation position of the residual path's and of
-    all attention paths' (summed) centred logit of the next token, and the attention share
-    :math:`a / (|a| + |r|)` for attention a and residual r (negative when the attention paths lower the right token)."""
-    rows = {}
-    for lr in c.lrs:
-        frame = logit_paths(c.models[lr], c.evaluation)
-        frame["kind"] = np.where(frame["path"] == RESIDUAL, "residual", "attention")
-        rows[lr] = frame.groupby(["sequence", "position", "kind"])["contribution"].sum().unstack().mean()
-    table = pd.DataFrame(rows).T[["residual", "attention"]].rename_axis(index="learning rate", columns=None)
-    table["attention share"] = table["attention"] / (table["attention"].abs() + table["residual"].abs())
-    return table
+def path_means(c: EvalRuns) -> pd.DataFrame:
+    """:func:`mechbook.leading_terms.logit_paths.mean_paths` of both runs."""
+    return mean_paths(c.models, c.evaluation)
 
 
-def path_prose(c: Cooperation, means: pd.DataFrame) -> str:
-    """What each kind of path adds at both learning rates, and the order the leading terms predict."""
+def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
+    """What each kind of path adds at both learning rates, and the verdict of the paper's ordering."""
     paper_lr, large_lr = c.lrs
+    ev = evidence_of_paths(means, c.lrs)
     return (
         f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
         f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
         f"**{means.loc[paper_lr, 'attention']:.3g}**; at $\\eta = {large_lr}$: **{means.loc[large_lr, 'residual']:.3g}** "
-        f"and **{means.loc[large_lr, 'attention']:.3g}**. The leading terms predict this ordering: the residual path "
-        f"grows like $\\eta s$, the attention paths like $(\\eta s)^3$, so attention only matters once $\\eta s$ is large."
+        f"and **{means.loc[large_lr, 'attention']:.3g}**. The attention share "
+        f"{claims.change(means.loc[paper_lr, 'attention share'], means.loc[large_lr, 'attention share'])} from "
+        f"{means.loc[paper_lr, 'attention share']:.3g} to {means.loc[large_lr, 'attention share']:.3g} between the two "
+        f"rates.\n\n{ev.sentence()}"
     )
+
+
+def evidence_of_paths(means: pd.DataFrame, lrs: tuple[float, ...]) -> Evidence:
+    """The evidence of ``ch05.residual_leads``: the attention share at the paper's learning rate."""
+    return claim("ch05.residual_leads").evidence(float(means.loc[lrs[0], "attention share"]))
+
+
+# --- Ablation: removing the leading components ---------------------------------------------------
 
 
 def ablation_label(row: pd.Series) -> str:
@@ -169,14 +268,17 @@ def ablation_label(row: pd.Series) -> str:
     return f"{matrix_label(row['matrix'])} − its {TERM_LABELS[row['kind']]} part"
 
 
-def ablation(c: Cooperation) -> pd.DataFrame:
-    """The ablation table of both runs (cached), with columns ``lr`` and ``label``
-    (:func:`ablation_label`) added."""
-    tables = []
-    for lr in c.lrs:
-        t = cached_ablation_table(c.runs.results[lr].state, c.models[lr], c.runs.stats, c.evaluation)
-        tables.append(t.assign(lr=lr, label=t.apply(ablation_label, axis=1)))
-    return pd.concat(tables, ignore_index=True)
+def experiments(c: EvalRuns) -> dict[float, Cooperation]:
+    """Every ablation experiment of both runs (cached; :meth:`EvalRuns.experiments`)."""
+    return c.experiments()
+
+
+def ablation(exps: dict[float, Cooperation]) -> pd.DataFrame:
+    """The matrix ablation tables of both runs, with columns ``lr`` and ``label`` (:func:`ablation_label`)."""
+    return pd.concat(
+        [e.matrices.assign(lr=lr, label=e.matrices.apply(ablation_label, axis=1)) for lr, e in exps.items()],
+        ignore_index=True,
+    )
 
 
 def ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -186,12 +288,6 @@ def ablation_summary(table: pd.DataFrame) -> pd.DataFrame:
         .rename(columns={"loss": "loss (nats)", "delta_loss": "minus the full model"})
         .rename_axis(index="removal", columns=[None, "learning rate"])
     )
-
-
-def _costliest(table: pd.DataFrame) -> pd.DataFrame:
-    """Per learning rate, the single-matrix removal with the largest loss increase."""
-    single = table[table["matrix"].notna()]
-    return single.loc[single.groupby("lr")["delta_loss"].idxmax()].set_index("lr")
 
 
 def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
@@ -236,40 +332,200 @@ def ablation_chart(table: pd.DataFrame) -> alt.FacetChart:
     )
 
 
-def headline(c: Cooperation, table: pd.DataFrame, means: pd.DataFrame) -> dict[str, Any]:
+def against_sum(joint: float, total: float, spec: str) -> str:
+    """The joint removal's cost against the sum of the single ones, as printed with ``spec``:
+    "0.016 less than their sum", "0.002 more than their sum" or "equal to their sum"."""
+    gap = claims.difference(joint, total, spec, "more", "less", "")
+    return f"{gap} than their sum" if gap else "equal to their sum"
+
+
+def ablation_evidence(exps: dict[float, Cooperation]) -> dict[str, Evidence]:
+    """Evidence of the matrix-ablation claims: the costliest removal and the way back to the zero
+    model at the paper's learning rate, the W/P against W_O/V gap at the larger one."""
+    paper, large = exps.values()
+    return {
+        "ch05.w_o_costliest": claim("ch05.w_o_costliest").evidence(paper.costliest[0]),
+        "ch05.w_p_least": claim("ch05.w_p_least").evidence(large.attention_shaping_gap),
+        "ch05.leading_terms_hold_the_skill": claim("ch05.leading_terms_hold_the_skill").evidence(paper.way_back),
+    }
+
+
+def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation]) -> str:
+    """The zero model's loss, then per run: the full loss, the loss with every leading component
+    removed (and how far back to the zero model that is), the costliest single removal, and how far
+    the single removals are from adding up; then the verdicts."""
+    loss = table.set_index(["lr", "ablation"])["loss"]
+    zero = loss[(next(iter(exps)), ZERO)]
+    parts = [f"The zero model scores $\\log|V|$ = **{zero:.3f}** nats."]
+    for lr, e in exps.items():
+        full, none = loss[(lr, FULL)], loss[(lr, EVERY)]
+        total, joint = e.matrix_additivity
+        worst, cost = e.costliest
+        parts.append(
+            f"At $\\eta = {lr}$ the full model reaches **{full:.4f}**; removing every leading component at once gives "
+            f"**{none:.4f}** ({e.way_back:.0%} of the way back to the zero model), and the single most "
+            f"costly removal is the leading term of {matrix_label(worst)} "
+            f"(+{cost:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
+            f"removal costs +{joint:.4f} ({against_sum(joint, total, '.4f')})."
+        )
+    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(exps).values())
+    return " ".join(parts) + "\n\n" + verdicts
+
+
+# --- Ablating one path ---------------------------------------------------------------------------
+
+
+def path_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
+    """Loss and its increase for every path removal (rows) at both learning rates (columns)."""
+    frames = {lr: e.paths.set_index("removal")[["loss", "delta_loss"]] for lr, e in exps.items()}
+    table = pd.concat(frames, axis=1).swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+    return table.rename(columns={"loss": "loss (nats)", "delta_loss": "minus the full model"}).rename_axis(
+        columns=[None, "learning rate"]
+    )
+
+
+def path_evidence(exps: dict[float, Cooperation]) -> Evidence:
+    """Evidence of ``ch05.residual_path_costs_most`` at the larger learning rate."""
+    p = exps[tuple(exps)[1]].paths.set_index("removal")["delta_loss"]
+    return claim("ch05.residual_path_costs_most").evidence(
+        float(p["without the residual path"] - p["without every attention path"])
+    )
+
+
+def path_ablation_prose(exps: dict[float, Cooperation]) -> str:
+    """Per run: the cost of dropping the residual path and every attention path, the costliest
+    single attention layer, how far the layers' single costs are from their joint cost; then the
+    verdict."""
+    parts = []
+    for lr, e in exps.items():
+        p = e.paths.set_index("removal")["delta_loss"]
+        layers = {k: v for k, v in p.items() if k.startswith("without attention layer")}
+        top = max(layers, key=layers.get)
+        total, joint = e.path_additivity
+        parts.append(
+            f"At $\\eta = {lr}$, dropping the residual path costs **+{p['without the residual path']:.4g}** nats and "
+            f"dropping every attention path **+{p['without every attention path']:.4g}**; of the layers, "
+            f"{top.removeprefix('without ')} costs most (+{layers[top]:.4g}). The layers' single costs add up to "
+            f"+{total:.4g}, the joint removal costs +{joint:.4g} ({against_sum(joint, total, '.4g')})."
+        )
+    return " ".join(parts) + "\n\n" + path_evidence(exps).sentence()
+
+
+# --- Why removing W_O's B part can cost more than the zero model ---------------------------------
+
+
+def split_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
+    """The W_O split of both runs (:class:`mechbook.leading_terms.ablation.OutputSplit`): rows are
+    quantities, columns learning rates."""
+    names = {
+        "loss_full": "loss, W_O whole (nats)",
+        "loss_b_part": "loss, W_O's B part alone",
+        "loss_remainder": "loss, W_O's remainder alone",
+        "loss_zero": "loss, zero model (log |V|)",
+        "right_b_part": "right token's centred logit from the B part",
+        "right_remainder": "right token's centred logit from the remainder",
+        "logit_cosine": "cosine of the two parts' centred logits",
+        "rms_b_part": "RMS centred logit, B part",
+        "rms_remainder": "RMS centred logit, remainder",
+    }
+    return pd.DataFrame(
+        {lr: {label: getattr(e.split, f) for f, label in names.items()} for lr, e in exps.items()}
+    ).rename_axis(columns="learning rate")
+
+
+def split_evidence(exps: dict[float, Cooperation]) -> dict[str, Evidence]:
+    """Evidence of the two remainder claims at the larger learning rate."""
+    s = exps[tuple(exps)[1]].split
+    return {
+        "ch05.remainder_pushes_down": claim("ch05.remainder_pushes_down").evidence(s.right_remainder),
+        "ch05.remainder_corrects_b": claim("ch05.remainder_corrects_b").evidence(s.logit_cosine),
+    }
+
+
+def split_prose(exps: dict[float, Cooperation]) -> str:
+    """The W_O split at the larger learning rate in words (each comparison's word derived from the
+    printed numbers), then the verdicts of the two remainder claims."""
+    lr = tuple(exps)[1]
+    s = exps[lr].split
+    rest = claims.compare(s.loss_remainder, s.loss_zero, ".3f", claims.Words("worse than", "better than", "as good as"))
+    return (
+        f"At $\\eta = {lr}$, W_O's B part alone gives a loss of **{s.loss_b_part:.3f}** nats (the whole W_O "
+        f"{s.loss_full:.3f}), its remainder alone **{s.loss_remainder:.3f}**: {rest} the zero model's "
+        f"{s.loss_zero:.3f}. The remainder writes centred logits of RMS {s.rms_remainder:.3g} "
+        f"({claims.compare(s.rms_remainder, s.rms_b_part, '.3g', claims.Words('louder than', 'quieter than', 'as loud as'))} "
+        f"the B part's {s.rms_b_part:.3g}), gives the right next token a mean centred logit of {s.right_remainder:.3g} "
+        f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's.\n\n"
+        + "\n".join(f"- {ev.sentence()}" for ev in split_evidence(exps).values())
+    )
+
+
+# --- The "W := 0" control ------------------------------------------------------------------------
+
+
+def w_zero_prose(exps: dict[float, Cooperation]) -> str:
+    """The loss with every key-query matrix zeroed at both learning rates, against the full model
+    and the W leading-term removals, then the verdict at the paper's learning rate."""
+    parts = []
+    for lr, e in exps.items():
+        loss = e.matrices.set_index("ablation")["loss"]
+        parts.append(
+            f"at $\\eta = {lr}$, W := 0 gives **{e.loss_w_zero:.5f}** nats against the full model's "
+            f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {e.idle_share:.2%} of the "
+            f"model's gain over the zero model)"
+        )
+    return "With every key-query matrix set to zero, " + "; ".join(parts) + f".\n\n{w_zero_evidence(exps).sentence()}"
+
+
+def w_zero_evidence(exps: dict[float, Cooperation]) -> Evidence:
+    """Evidence of ``ch05.w_zero_idle`` at the paper's learning rate (the first run)."""
+    return claim("ch05.w_zero_idle").evidence(exps[next(iter(exps))].idle_share)
+
+
+# --- Records --------------------------------------------------------------------------------------
+
+
+def headline(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
     r"""The recorded numbers per run (``*_paper_lr``, ``*_large_lr``): mean residual and attention
-    contributions, loss of the full model, with every leading term removed and with W_O's removed,
-    the largest single-removal increase and its matrix; and the zero model's loss (:math:`\log |V|`)."""
+    contributions; loss of the full model, with every leading term removed and with W_O's removed,
+    the largest single-removal increase and its matrix, the single removals' sum and the joint
+    increase, the path removals, the W_O split and the W := 0 loss; and the zero model's loss
+    (:math:`\log |V|`)."""
     labels = run_labels(c.lrs)
-    worst = _costliest(table)
     numbers: dict[str, Any] = {}
     for lr, name in labels.items():
+        e = exps[lr]
+        rows = e.matrices.set_index("ablation")
+        paths = e.paths.set_index("removal")["delta_loss"]
         numbers[f"mean_residual_{name}"] = float(means.loc[lr, "residual"])
         numbers[f"mean_attention_{name}"] = float(means.loc[lr, "attention"])
-    for lr, name in labels.items():
-        rows = table[table["lr"] == lr].set_index("ablation")
         numbers[f"loss_full_{name}"] = float(rows.loc[FULL, "loss"])
         numbers[f"loss_no_leading_{name}"] = float(rows.loc[EVERY, "loss"])
         numbers[f"loss_no_W_O_term_{name}"] = float(rows.loc["remove leading term of W_O", "loss"])
-        numbers[f"max_single_delta_{name}"] = float(worst.loc[lr, "delta_loss"])
-        numbers[f"worst_single_{name}"] = str(worst.loc[lr, "matrix"])
-    numbers["loss_zero"] = float(table[(table["lr"] == c.lrs[0]) & (table["ablation"] == ZERO)]["loss"].iloc[0])
+        numbers[f"worst_single_{name}"], numbers[f"max_single_delta_{name}"] = e.costliest
+        numbers[f"sum_single_delta_{name}"], numbers[f"joint_delta_{name}"] = e.matrix_additivity
+        numbers[f"delta_no_residual_path_{name}"] = float(paths["without the residual path"])
+        numbers[f"delta_no_attention_paths_{name}"] = float(paths["without every attention path"])
+        numbers[f"loss_W_O_b_part_{name}"] = e.split.loss_b_part
+        numbers[f"loss_W_O_remainder_{name}"] = e.split.loss_remainder
+        numbers[f"loss_W_zero_{name}"] = e.loss_w_zero
+    numbers["loss_zero"] = float(exps[c.lrs[0]].matrices.set_index("ablation").loc[ZERO, "loss"])
     return numbers
 
 
-def ablation_prose(c: Cooperation, table: pd.DataFrame) -> str:
-    """The zero model's loss, then per run: the full loss, the loss with every leading component
-    removed (and how far back to the zero model that is), and the costliest single removal."""
-    loss = table.set_index(["lr", "ablation"])["loss"]
-    zero = loss[(c.lrs[0], ZERO)]
-    worst = _costliest(table)
-    parts = [f"The zero model scores $\\log|V|$ = **{zero:.3f}** nats."]
-    for lr in c.lrs:
-        full, none = loss[(lr, FULL)], loss[(lr, EVERY)]
-        parts.append(
-            f"At $\\eta = {lr}$ the full model reaches **{full:.4f}**; removing every leading component at once gives "
-            f"**{none:.4f}** ({(none - full) / max(zero - full, 1e-12):.0%} of the way back to the zero model), "
-            f"and the single most costly removal is the leading term of {matrix_label(worst.loc[lr, 'matrix'])} "
-            f"(+{worst.loc[lr, 'delta_loss']:.4f} nats)."
-        )
-    return " ".join(parts)
+def evidences(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> list[Evidence]:
+    """Every claim's evidence, in the order of :data:`CLAIMS`."""
+    found = {
+        "ch05.residual_leads": evidence_of_paths(means, c.lrs),
+        **ablation_evidence(exps),
+        "ch05.residual_path_costs_most": path_evidence(exps),
+        **split_evidence(exps),
+        "ch05.w_zero_idle": w_zero_evidence(exps),
+    }
+    return [found[cl.id] for cl in CLAIMS]
+
+
+def record_all(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
+    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
+    records = record_numbers(headline(c, exps, means))
+    records.update(claims.record_claims(evidences(c, exps, means)))
+    return records

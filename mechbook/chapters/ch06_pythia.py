@@ -1,26 +1,37 @@
-"""Chapter 6, "the same features in a real LLM": its profiles, the computation it shows, its charts,
-its computed prose and its records (``book/part1/06_pythia.ipynb`` stays thin).
+"""Chapter 6, "The same features in a real LLM" (book/part1/06_pythia.ipynb): its config per
+profile, its claims, its charts and computed prose in page order, and its records.
 
-``CONFIGS`` holds one :class:`Chapter6Config` per profile: ``smoke`` always trains a very small
-miniature; ``cpu`` (the published book) uses pythia-70m-deduped at 20 checkpoints when the Hub
-answers and otherwise a 4-layer miniature; ``paper`` is pythia-1.4b-deduped at all 154 checkpoints.
-:func:`compute` runs the chapter; every number the page prints comes from its result.
+The study itself (run configs, the checkpoint source, the similarity of every checkpoint to the
+leading-term features, the controls and the readings each claim rests on) is computed in
+:mod:`mechbook.pythia.study`; this module presents it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summarise
-from mechbook.pythia.features import LeadingFeatures
-from mechbook.pythia.miniature import MiniatureConfig
+import mechbook
+from mechbook import claims
+from mechbook.chapters.common import record_all as record_numbers
+from mechbook.claims import Claim, Evidence, Rule
+from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS
 from mechbook.pythia.similarity import MEASURE_LABELS, MEASURES
+from mechbook.pythia.study import (
+    STUDY_PROFILES,
+    ControlReading,
+    StudyConfig,
+    StudyResult,
+    best_head,
+    control_reading,
+    fade_share,
+    run_study,
+)
 
+STEM = "06_pythia"
 WIDTH = 640  # the text column is ~680 px; charts leave room for the axis labels
 MAPPING_LABELS = {
     "embedding": "embedding (resid_post)",
@@ -34,160 +45,170 @@ CONTROL_LABELS = {
     "offset": "random + shared offset",
     "linear": "exactly linear in the feature",
 }
-NEGATIVE_CONTROLS = ("random_init", "shuffled_tokens", "offset")  # what a trained model must beat
-FADE_SHARE = 0.1  # share of the margin a curve must lose after its peak to count as fading
 FEATURE_OF = {"embedding": "(BΦ)ᵀ", "no_mlp": "(BΦ)ᵀ", "attention": "Q", "attention_resid_pre": "Q"}
 
 
 @dataclass(frozen=True)
-class PythiaConfig:
-    """Real Pythia: ``size`` (``70m`` ... ``12b``), ``deduped``, checkpoint ``steps`` (empty: all
-    154), features from ``n_texts`` OpenWebText texts of ``context`` + 1 tokens."""
+class ChapterConfig:
+    """Chapter 6's settings."""
 
-    size: str = "70m"
-    deduped: bool = True
-    steps: tuple[int, ...] = ()
-    n_texts: int = 1000
-    context: int = 128
+    study: StudyConfig
+    """The study of the profile (:data:`mechbook.pythia.study.STUDY_PROFILES`): source, top-k,
+    the miniature's recipe, the Pythia checkpoints and the seed."""
 
     def __post_init__(self) -> None:
-        from mechbook.pythia.checkpoints import PYTHIA_SIZES, pythia_steps
-
-        if self.size not in PYTHIA_SIZES:
-            raise ValueError(f"pythia size must be one of {', '.join(PYTHIA_SIZES)}, got {self.size!r}")
-        unknown = sorted(set(self.steps) - set(pythia_steps()))
-        if unknown:
-            raise ValueError(
-                f"Pythia has no checkpoints at steps {unknown}; use 0, 1, 2, 4, ..., 512, 1000, 2000, ..., 143000"
-            )
-        if self.n_texts < 1 or self.context < 1:
-            raise ValueError(f"n_texts and context must be >= 1, got {self.n_texts} and {self.context}")
+        if not isinstance(self.study, StudyConfig):
+            raise TypeError(f"ChapterConfig.study must be a StudyConfig, got {type(self.study).__name__}")
 
 
-@dataclass(frozen=True)
-class Chapter6Config:
-    """``source``: ``auto`` (Pythia if the Hub answers within ``hub_deadline`` seconds, else the
-    miniature), ``pythia`` or ``miniature``; ``top_k`` tokens kept for the features; ``n_stories``
-    TinyStories stories for the miniature. ``seed`` is the chapter's one seed: it replaces
-    ``miniature.seed`` (initialisation and batches) and seeds every control."""
-
-    source: Literal["auto", "pythia", "miniature"]
-    top_k: int
-    n_stories: int
-    miniature: MiniatureConfig
-    pythia: PythiaConfig = PythiaConfig()
-    hub_deadline: float = 5.0
-    seed: int = 1
-
-    def __post_init__(self) -> None:
-        if self.top_k < 2:
-            raise ValueError(f"top_k must be >= 2 tokens, got {self.top_k}")
-        if self.n_stories < 1:
-            raise ValueError(f"n_stories must be >= 1, got {self.n_stories}")
-
-    @property
-    def miniature_run(self) -> MiniatureConfig:
-        """The miniature's config as trained: ``miniature`` with the chapter's seed."""
-        return dataclasses.replace(self.miniature, seed=self.seed)
+#: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m-deduped, or a
+#: miniature when the Hub does not answer; ``paper``: pythia-1.4b-deduped).
+CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(study) for profile, study in STUDY_PROFILES.items()}
 
 
-_CPU_MINIATURE = MiniatureConfig(
-    bpe_vocab=1024, context=64, d_model=128, n_layers=4, n_heads=4, d_mlp=512, steps=1200, batch_size=32, n_linear=12
-)
-_CPU_PYTHIA_STEPS = (
-    0,
-    1,
-    2,
-    4,
-    8,
-    16,
-    32,
-    64,
-    128,
-    256,
-    512,
-    1000,
-    2000,
-    4000,
-    8000,
-    16000,
-    32000,
-    64000,
-    100000,
-    143000,
-)
+def resolve(
+    profile: str,
+    source: str | None = None,
+    top_k: int | None = None,
+    n_stories: int | None = None,
+    seed: int | None = None,
+) -> ChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
+    ``source`` ("auto", "pythia" or "miniature"), ``top_k`` tokens, ``n_stories`` for the
+    miniature, ``seed`` of the miniature and the controls."""
+    return mechbook.resolve_profile(
+        CONFIGS, profile, study__source=source, study__top_k=top_k, study__n_stories=n_stories, study__seed=seed
+    )
 
-#: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m-deduped, or a miniature
-#: when the Hub does not answer; ``paper``: pythia-1.4b-deduped).
-CONFIGS: dict[str, Chapter6Config] = {
-    "smoke": Chapter6Config(
-        source="miniature",
-        top_k=64,
-        n_stories=1500,
-        miniature=MiniatureConfig(
-            bpe_vocab=384,
-            context=64,
-            d_model=64,
-            n_layers=2,
-            n_heads=4,
-            d_mlp=256,
-            steps=120,
-            batch_size=32,
-            n_linear=6,
-        ),
-    ),
-    "cpu": Chapter6Config(
-        source="auto",
-        top_k=200,
-        n_stories=5000,
-        miniature=_CPU_MINIATURE,
-        pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, n_texts=500),
-    ),
-    "paper": Chapter6Config(
-        source="pythia",
-        top_k=500,
-        n_stories=5000,
-        miniature=_CPU_MINIATURE,
-        pythia=PythiaConfig(size="1.4b", n_texts=2000),
-    ),
+
+# --- Claims ---------------------------------------------------------------------------------------
+
+SUBJECTS = {"pythia": ("paper", "Pythia"), "miniature": ("book", "Pythia in miniature")}
+"""Whose checkpoints a claim is about: real Pythia (the paper's claims) or the miniature (the
+book's readings of its stand-in)."""
+_STATEMENTS = {
+    "embedding": "{who}'s token geometry after each layer (resid_post) carries (BΦ)ᵀ beyond every negative control",
+    "no_mlp": "{who}'s layer output without its MLP (resid_pre + attn_out) carries (BΦ)ᵀ beyond every negative control",
+    "attention": "The attention scores {who} computes (from the LayerNorm output) carry Q beyond every negative control",
+    "attention_resid_pre": "{who}'s attention scores read from resid_pre, as the paper's pipeline reads them, carry Q "
+    "beyond every negative control",
 }
+PAPER = (
+    "Pythia-1.4B's token geometry carries (BΦ)ᵀ and its attention scores Q, most clearly at the earliest checkpoints "
+    "(layer x checkpoint heatmaps)"
+)
+FADE = 0.1
+"""Share of its margin over the controls a curve must lose after an early peak to count as fading."""
 
 
-@dataclass
-class SourceChoice:
-    """The source the chapter uses and why (for the banner)."""
-
-    source: Any
-    kind: str
-    reason: str
-    notes: list[str] = field(default_factory=list)
+def _claim_id(subject: str, what: str, measure: str) -> str:
+    return f"ch06.{subject}_{what}_{measure}"
 
 
-def build_source(cfg: Chapter6Config) -> SourceChoice:
-    """Choose and build the checkpoint source: Pythia when allowed and loadable, otherwise the
-    miniature trained (or read from the cache) on TinyStories."""
-    from mechbook.data import load_stories
-    from mechbook.pythia.checkpoints import pythia_steps
-    from mechbook.pythia.miniature import miniature_run
-    from mechbook.pythia.sources import MiniatureSource, PythiaSource, choose_source
+def _claims() -> tuple[Claim, ...]:
+    out = []
+    for subject, (source, who) in SUBJECTS.items():
+        paper = PAPER if source == "paper" else None
+        for measure in MEASURES:
+            for mapping in MAPPINGS:
+                out.append(
+                    Claim(
+                        _claim_id(subject, mapping, measure),
+                        STEM,
+                        source,
+                        _STATEMENTS[mapping].format(who=who) + f", under the {MEASURE_LABELS[measure]}",
+                        f"peak layer-mean similarity minus the strongest negative control (random initialisation, "
+                        f"shuffled-token feature, random + shared offset), {MAPPING_LABELS[mapping]}",
+                        Rule(">", 0.0),
+                        paper=paper,
+                        section="ch06-reading",
+                        spec=".3f",
+                    )
+                )
+            out.append(
+                Claim(
+                    _claim_id(subject, "fades", measure),
+                    STEM,
+                    source,
+                    f"{who}'s features are clearest early and fade: an early peak above the controls loses at least a "
+                    f"tenth of its margin by the last checkpoint, under the {MEASURE_LABELS[measure]}",
+                    "largest share, over the four mappings, of the margin over the controls lost between a peak in the "
+                    "first half of training and the last checkpoint",
+                    Rule(">=", FADE),
+                    paper=paper,
+                    section="ch06-reading",
+                    spec=".2f",
+                )
+            )
+    out.append(
+        Claim(
+            "ch06.offset_fools_paper_measure",
+            STEM,
+            "book",
+            "The paper's row-centred measure rates a random representation with one shared offset as similar to (BΦ)ᵀ, "
+            "so a high value under it is weak evidence",
+            "similarity of the random + shared offset control to (BΦ)ᵀ under the paper's row-centred covariance",
+            Rule(">=", 0.5),
+            section="ch06-controls",
+            spec=".3f",
+        )
+    )
+    return tuple(out)
 
-    kind, reason = choose_source(cfg.source, cfg.hub_deadline)
-    if kind == "pythia":
-        p = cfg.pythia
-        source = PythiaSource(p.size, p.deduped, list(p.steps) or pythia_steps(), p.n_texts, p.context)
-        try:
-            _ = source.tokens  # the OpenWebText download: the first thing that needs the network
-            return SourceChoice(source, kind, reason)
-        except Exception as exc:  # any failure to fetch falls back, and the banner says why
-            if cfg.source == "pythia":
-                raise
-            kind, reason = "miniature", f"the Hub answered but loading OpenWebText failed ({type(exc).__name__}: {exc})"
-    run = miniature_run(load_stories(max_stories=cfg.n_stories), cfg.miniature_run)
-    return SourceChoice(MiniatureSource(run), kind, reason)
+
+CLAIMS: tuple[Claim, ...] = _claims()
+"""Chapter 6's claims: per measure and mapping, the paper's claim about Pythia and the book's
+reading of the miniature (whichever the page did not read is untested), and the offset caveat."""
 
 
-def banner_html(choice: SourceChoice) -> str:
-    """An admonition box naming the source of every figure of the chapter."""
+def claim(claim_id: str) -> Claim:
+    """The claim of :data:`CLAIMS` with id ``claim_id``."""
+    return {c.id: c for c in CLAIMS}[claim_id]
+
+
+def readings(result: StudyResult) -> dict[tuple[str, str], ControlReading]:
+    """:func:`mechbook.pythia.study.control_reading` of every (measure, mapping)."""
+    return {key: control_reading(s, result.control_means, *key) for key, s in result.summary.items()}
+
+
+def _fade(read: dict[tuple[str, str], ControlReading], measure: str, last_step: int) -> float:
+    return max(fade_share(read[measure, m], last_step) for m in MAPPINGS)
+
+
+def evidences(result: StudyResult) -> dict[str, Evidence]:
+    """Every claim's evidence: the subject the page read is measured, the other untested (why)."""
+    read, kind = readings(result), result.choice.kind
+    out: dict[str, Evidence] = {}
+    for subject in SUBJECTS:
+        why = None
+        if subject != kind:
+            why = (
+                f"needs the network (real Pythia checkpoints from the Hugging Face Hub): {result.choice.reason}"
+                if subject == "pythia"
+                else "this page read real Pythia, not the miniature"
+            )
+        for measure in MEASURES:
+            values = {m: read[measure, m].margin for m in MAPPINGS}
+            values["fades"] = _fade(read, measure, result.last_step)
+            for what, value in values.items():
+                c = claim(_claim_id(subject, what, measure))
+                out[c.id] = c.evidence(untested=why) if why else c.evidence(value)
+    offset = read["paper", "embedding"].controls["offset"]
+    out["ch06.offset_fools_paper_measure"] = claim("ch06.offset_fools_paper_measure").evidence(offset)
+    return out
+
+
+# --- Where the checkpoints come from --------------------------------------------------------------
+
+
+def compute(cfg: ChapterConfig) -> StudyResult:
+    """The chapter's study (:func:`mechbook.pythia.study.run_study`)."""
+    return run_study(cfg.study)
+
+
+def banner_prose(result: StudyResult) -> str:
+    """An admonition box (HTML) naming the source of every figure of the chapter."""
+    choice = result.choice
     if choice.kind == "pythia":
         cls, title = "note", "These figures come from real Pythia checkpoints"
         body = f"Source: {choice.source.label}. Chosen because {choice.reason}."
@@ -202,158 +223,125 @@ def banner_html(choice: SourceChoice) -> str:
     return f'<div class="admonition {cls}"><p class="admonition-title">{title}</p><p>{body}</p></div>'
 
 
-@dataclass
-class Chapter6Result:
-    """What the page shows: the source, the features, the similarity of every checkpoint
-    (``table``: step, measure, mapping, layer, head, similarity), the controls, the layer-mean
-    ``curve`` over steps, its per-(measure, mapping) ``summary`` and the controls' layer means."""
-
-    choice: SourceChoice
-    features: LeadingFeatures
-    table: pd.DataFrame
-    controls: pd.DataFrame
-    curve: pd.DataFrame
-    summary: dict[tuple[str, str], dict[str, float]]
-    control_means: pd.DataFrame
-
-
-def compute(cfg: Chapter6Config) -> Chapter6Result:
-    """Build the source, the top-k features of its corpus, the similarity at every checkpoint and
-    the four controls (each step cached)."""
-    from mechbook.pythia.features import leading_features
-    from mechbook.pythia.sources import controls, similarity_over_checkpoints
-
-    choice = build_source(cfg)
-    src = choice.source
-    feats = leading_features(src.tokens, src.vocab_size, cfg.top_k)
-    table = similarity_over_checkpoints(src, feats)
-    ctl = controls(src, feats, seed=cfg.seed)
-    curve = layer_mean(table)
-    return Chapter6Result(choice, feats, table, ctl, curve, summarise(curve), layer_mean(ctl))
-
-
-def control_value(control_means: pd.DataFrame, control: str, measure: str, mapping: str) -> float:
-    """The layer mean of one control for one measure and mapping."""
-    row = control_means[
-        (control_means["control"] == control)
-        & (control_means["measure"] == measure)
-        & (control_means["mapping"] == mapping)
-    ]
-    if len(row) != 1:
-        raise KeyError(f"no single {control!r} control for measure {measure!r} and mapping {mapping!r}")
-    return float(row["similarity"].iloc[0])
-
-
-def verdict(summary: dict[str, float], control_means: pd.DataFrame, measure: str, mapping: str) -> dict[str, Any]:
-    """The comparison one sentence reads: ``baseline`` (the strongest negative control),
-    ``margin`` = peak - baseline, ``sees_linear`` (the exactly-linear control beats the baseline,
-    so the measure can see the feature at all) and ``drift`` = peak - final."""
-    controls = {c: control_value(control_means, c, measure, mapping) for c in CONTROL_LABELS}
-    strongest = max(NEGATIVE_CONTROLS, key=controls.get)
-    return {
-        "controls": controls,
-        "strongest": strongest,
-        "baseline": controls[strongest],
-        "margin": summary["peak"] - controls[strongest],
-        "sees_linear": controls["linear"] > controls[strongest],
-        "drift": summary["peak"] - summary["final"],
-    }
-
-
-def fades(summary: dict[str, float], v: dict[str, Any], last_step: int) -> bool:
-    """The early-then-fading shape: the peak lies in the first half of training and the curve then
-    loses at least ``FADE_SHARE`` of the peak's height above the strongest negative control."""
-    return summary["peak_step"] <= last_step / 2 and v["drift"] >= FADE_SHARE * v["margin"] > 0
-
-
-def _sentence(measure: str, mapping: str, s: dict[str, float], v: dict[str, Any], last_step: int) -> str:
-    head = f"**{MAPPING_LABELS[mapping]}** vs {FEATURE_OF[mapping]}: peak {s['peak']:.3f} at step {s['peak_step']}"
-    if v["margin"] > 0:
-        claim = f"above every negative control (by {v['margin']:.3f} over the {CONTROL_LABELS[v['strongest']]})"
-    elif v["sees_linear"]:
-        claim = f"**not** above the {CONTROL_LABELS[v['strongest']]} ({v['baseline']:.3f}), although this measure does rate an exactly linear representation higher ({v['controls']['linear']:.3f}): no evidence of the feature"
-    else:
-        claim = (
-            f"**not** above the {CONTROL_LABELS[v['strongest']]} ({v['baseline']:.3f}); but this measure rates even an exactly "
-            f"linear representation no higher ({v['controls']['linear']:.3f}), so here it cannot tell either way"
+def loss_chart(losses: list[float], steps: list[int], title: str) -> alt.Chart:
+    """The miniature's training loss per step, with its checkpoints marked."""
+    data = pd.DataFrame({"step": range(1, len(losses) + 1), "loss": losses})
+    marks = data[data["step"].isin(steps)]
+    base = (
+        alt.Chart(data)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log scale)"),
+            y=alt.Y("loss:Q", title="cross-entropy (nats/token)"),
         )
-    if v["margin"] <= 0:
-        timing = ""
-    elif fades(s, v, last_step):
-        timing = f"; it then drifts down by {v['drift']:.3f} to {s['final']:.3f} at the last checkpoint, the early-then-fading shape the paper reports"
-    else:
-        timing = f"; it ends at {s['final']:.3f} (step {last_step}), so there is no early peak that fades"
-    return f"- {head}, {claim}{timing}."
+    )
+    dots = (
+        alt.Chart(marks)
+        .mark_point(color="black")
+        .encode(x="step:Q", y="loss:Q", tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
+    )
+    return (base + dots).properties(width=WIDTH - 80, height=200, title=title)
 
 
-def reading(summary: dict[tuple[str, str], dict[str, float]], control_means: pd.DataFrame, last_step: int) -> str:
-    """Markdown that reads the run per measure: for each mapping, its peak against the strongest
-    negative control and whether the measure can see an exactly linear representation, then which
-    of the paper's claims the measure supports (the token geometry carries (BΦ)ᵀ, the attention
-    scores carry Q, the features show early and fade)."""
-    parts = []
-    for measure in MEASURES:
-        verdicts = {m: verdict(summary[measure, m], control_means, measure, m) for m in MAPPINGS}
-        lines = [_sentence(measure, m, summary[measure, m], verdicts[m], last_step) for m in MAPPINGS]
-        geometry = [m for m in ("embedding", "no_mlp") if verdicts[m]["margin"] > 0]
-        scores = verdicts["attention"]["margin"] > 0
-        fading = [
-            m
-            for m in geometry + (["attention"] if scores else [])
-            if fades(summary[measure, m], verdicts[m], last_step)
-        ]
-        claims = [
-            f"the token geometry carries (BΦ)ᵀ ({' and '.join(MAPPING_LABELS[m].split(' (')[0] for m in geometry)})"
-            if geometry
-            else None,
-            "the attention scores the model computes carry Q" if scores else None,
-            "the features are clearest early and fade" if fading else None,
-        ]
-        supported = [c for c in claims if c]
-        offset = verdicts["embedding"]["controls"]["offset"]
-        caveat = (
-            f" A random representation with one shared offset already scores {offset:.3f} for the embedding here, so a high value alone is weak evidence."
-            if offset >= 0.5
-            else ""
-        )
-        verdict_line = (
-            f"This measure supports: {'; '.join(supported)}."
-            if supported
-            else "This measure supports none of the paper's claims on this run."
-        )
-        parts.append(f"**{MEASURE_LABELS[measure]}**\n\n" + "\n".join(lines) + f"\n\n{verdict_line}{caveat}")
-    return "\n\n".join(parts)
-
-
-def defect_note(summary: dict[tuple[str, str], dict[str, float]]) -> str:
-    """Markdown comparing the paper's attention scores (from the un-normalised resid_pre) with the
-    scores the model computes (from the LayerNorm output), under each measure."""
-    rows = []
-    for measure in MEASURES:
-        paper, model = summary[measure, "attention_resid_pre"]["peak"], summary[measure, "attention"]["peak"]
-        gap = paper - model
-        direction = "higher" if gap > 0 else "lower"
-        rows.append(
-            f"under the {MEASURE_LABELS[measure]} the paper's variant peaks at {paper:.3f}, the corrected one at {model:.3f} ({abs(gap):.3f} {direction})"
-        )
-    text = "; ".join(rows)
+def schedule_chart(steps: list[int], title: str) -> alt.Chart:
+    """The checkpoints read, one dot per step on a symmetric-log axis (real Pythia, whose training
+    loss the chapter does not have)."""
+    data = pd.DataFrame({"step": steps, "checkpoint": range(1, len(steps) + 1)})
     return (
-        "The paper takes the attention scores from `resid_pre`, the layer input before LayerNorm; the model's "
-        "attention reads the LayerNorm output, so only the corrected variant is the score the model computes. "
-        f"{text[0].upper()}{text[1:]}."
+        alt.Chart(data)
+        .mark_point(filled=True, color="black")
+        .encode(
+            x=alt.X("step:Q", scale=alt.Scale(type="symlog"), title="training step (symmetric log scale)"),
+            y=alt.Y("checkpoint:Q", title="checkpoint (in order)"),
+            tooltip=["checkpoint:Q", "step:Q"],
+        )
+        .properties(width=WIDTH - 80, height=200, title=title)
     )
 
 
-def corpus_note(result: Chapter6Result) -> str:
+def source_chart(result: StudyResult) -> alt.Chart:
+    """The source's figure: the miniature's loss with its checkpoints, or Pythia's checkpoints."""
+    src = result.choice.source
+    steps = list(src.steps)
+    if result.choice.kind == "miniature":
+        losses = src.run.losses
+        verb = claims.change(losses[0], losses[-1], ".2f", "rises", "falls", "stays")
+        return loss_chart(
+            losses,
+            steps,
+            f"The miniature's loss {verb} from {losses[0]:.2f} to {losses[-1]:.2f} nats/token; dots are its "
+            f"{len(steps)} checkpoints",
+        )
+    return schedule_chart(steps, f"{len(steps)} checkpoints of {src.label}, steps {steps[0]:,} to {steps[-1]:,}")
+
+
+# --- The features ---------------------------------------------------------------------------------
+
+
+def corpus_prose(result: StudyResult) -> str:
     """Markdown: the corpus the features come from and the share of tokens the top k cover."""
-    src, feats = result.choice.source, result.features
     from mechbook.viz import escape_markdown
 
+    src, feats = result.choice.source, result.features
     top = ", ".join(escape_markdown(repr(src.decode(t))) for t in feats.token_ids[:20])
     return (
         f"{src.tokens.shape[0]} sequences of {src.tokens.shape[1] - 1} + 1 tokens; the top {feats.k} tokens cover "
         f"{100 * (1 - feats.other_fraction):.1f}% of them, and the other {100 * feats.other_fraction:.1f}% are dropped. "
         f"The twenty most frequent: {top}."
+    )
+
+
+# --- What each measure can tell apart -------------------------------------------------------------
+
+
+def controls_title(result: StudyResult) -> str:
+    """The controls chart's title: per measure, how many mappings peak above every negative control
+    (read by each mapping's claim rule)."""
+    read = readings(result)
+    rule = claim(_claim_id(result.choice.kind, "embedding", "cka")).rule
+    parts = [
+        f"{'CKA' if m == 'cka' else 'paper measure'} {sum(bool(rule.holds(read[m, p].margin)) for p in MAPPINGS)} of "
+        f"{len(MAPPINGS)}"
+        for m in MEASURES
+    ]
+    return "Mappings above every negative control: " + ", ".join(parts)
+
+
+def controls_chart(
+    summary: dict[tuple[str, str], dict[str, float]], control_means: pd.DataFrame, title: str
+) -> alt.Chart:
+    """Per measure and mapping, the trained model's peak next to the four controls: what each
+    measure can and cannot tell apart."""
+    rows = [(measure, mapping, "trained model (peak)", s["peak"]) for (measure, mapping), s in summary.items()]
+    rows += [(r.measure, r.mapping, CONTROL_LABELS[r.control], r.similarity) for r in control_means.itertuples()]
+    data = pd.DataFrame(rows, columns=["measure", "mapping", "what", "similarity"]).assign(
+        mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS),
+        measure_label=lambda d: d["measure"].map(MEASURE_LABELS),
+    )
+    order = ["trained model (peak)"] + list(CONTROL_LABELS.values())
+    return (
+        alt.Chart(data)
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=alt.X("similarity:Q", scale=alt.Scale(domain=[-0.2, 1]), title="similarity"),
+            y=alt.Y(
+                "mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS], axis=alt.Axis(labelLimit=330)
+            ),
+            color=alt.Color(
+                "what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
+            ),
+            tooltip=["measure_label:N", "mapping_label:N", "what:N", alt.Tooltip("similarity:Q", format=".3f")],
+        )
+        .properties(width=WIDTH - 320, height=150)
+        .facet(
+            row=alt.Row(
+                "measure_label:N",
+                title=None,
+                sort=[MEASURE_LABELS[m] for m in MEASURES],
+                header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top"),
+            )
+        )
+        .properties(title=title)
     )
 
 
@@ -480,92 +468,162 @@ def similarity_curves(curve: pd.DataFrame, control_means: pd.DataFrame, title: s
     )
 
 
-def controls_chart(
-    summary: dict[tuple[str, str], dict[str, float]], control_means: pd.DataFrame, title: str
-) -> alt.Chart:
-    """Per measure and mapping, the trained model's peak next to the four controls: what each
-    measure can and cannot tell apart."""
-    rows = [(measure, mapping, "trained model (peak)", s["peak"]) for (measure, mapping), s in summary.items()]
-    rows += [(r.measure, r.mapping, CONTROL_LABELS[r.control], r.similarity) for r in control_means.itertuples()]
-    data = pd.DataFrame(rows, columns=["measure", "mapping", "what", "similarity"]).assign(
-        mapping_label=lambda d: d["mapping"].map(MAPPING_LABELS),
-        measure_label=lambda d: d["measure"].map(MEASURE_LABELS),
-    )
-    order = ["trained model (peak)"] + list(CONTROL_LABELS.values())
+# --- Layer by checkpoint, head by head, over training ---------------------------------------------
+
+
+def layers_title(result: StudyResult) -> str:
+    """The heatmaps' title: the highest layer-mean similarity under CKA, its mapping and step."""
+    rows = result.curve[result.curve["measure"] == "cka"]
+    top = rows.loc[rows["similarity"].idxmax()]
     return (
-        alt.Chart(data)
-        .mark_point(filled=True, size=90)
-        .encode(
-            x=alt.X("similarity:Q", scale=alt.Scale(domain=[-0.2, 1]), title="similarity"),
-            y=alt.Y(
-                "mapping_label:N", title=None, sort=[MAPPING_LABELS[m] for m in MAPPINGS], axis=alt.Axis(labelLimit=330)
-            ),
-            color=alt.Color(
-                "what:N", sort=order, title=None, legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)
-            ),
-            tooltip=["measure_label:N", "mapping_label:N", "what:N", alt.Tooltip("similarity:Q", format=".3f")],
-        )
-        .properties(width=WIDTH - 320, height=150)
-        .facet(
-            row=alt.Row(
-                "measure_label:N",
-                title=None,
-                sort=[MEASURE_LABELS[m] for m in MEASURES],
-                header=alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top"),
-            )
-        )
-        .properties(title=title)
+        f"Under CKA the highest layer-mean similarity is {top['similarity']:.2f} "
+        f"({MAPPING_LABELS[top['mapping']]}, step {int(top['step']):,})"
     )
 
 
-def loss_chart(losses: list[float], steps: list[int], title: str) -> alt.Chart:
-    """The miniature's training loss per step, with its checkpoints marked."""
-    data = pd.DataFrame({"step": range(1, len(losses) + 1), "loss": losses})
-    marks = data[data["step"].isin(steps)]
-    base = (
-        alt.Chart(data)
-        .mark_line()
-        .encode(
-            x=alt.X("step:Q", scale=alt.Scale(type="log"), title="training step (log scale)"),
-            y=alt.Y("loss:Q", title="cross-entropy (nats/token)"),
+def heads_title(result: StudyResult) -> str:
+    """The head heatmap's title: the best single head under CKA."""
+    best = best_head(result.table)
+    return (
+        f"Under CKA the best head (layer {int(best['layer'])}, head {int(best['head'])}) reaches "
+        f"{best['similarity']:.2f} at step {int(best['step']):,}"
+    )
+
+
+def curves_title(result: StudyResult) -> str:
+    """The curves' title: under CKA, where the embedding curve peaks and where it ends."""
+    s = result.summary["cka", "embedding"]
+    verb = claims.change(s["peak"], s["final"], ".2f", "rises to", "falls to", "stays at")
+    return f"Under CKA the embedding peaks at {s['peak']:.2f} (step {s['peak_step']:,}), then {verb} {s['final']:.2f}"
+
+
+# --- What the numbers say -------------------------------------------------------------------------
+
+
+def _sentence(measure: str, mapping: str, r: ControlReading, ev: Evidence, share: float, last_step: int) -> str:
+    head = f"**{MAPPING_LABELS[mapping]}** vs {FEATURE_OF[mapping]}: peak {r.peak:.3f} at step {r.peak_step}"
+    linear = r.controls["linear"]
+    above = ev.verdict == "reproduced"
+    if above:
+        verdict = f"above every negative control (by {r.margin:.3f} over the {CONTROL_LABELS[r.strongest]})"
+    elif claims.compare(linear, r.baseline, ".3f") == "higher than":
+        verdict = (
+            f"**not** above the {CONTROL_LABELS[r.strongest]} ({r.baseline:.3f}), although this measure does rate an "
+            f"exactly linear representation higher ({linear:.3f}): no evidence of the feature"
         )
-    )
-    dots = (
-        alt.Chart(marks)
-        .mark_point(color="black")
-        .encode(x="step:Q", y="loss:Q", tooltip=["step:Q", alt.Tooltip("loss:Q", format=".3f")])
-    )
-    return (base + dots).properties(width=WIDTH - 80, height=200, title=title)
+    else:
+        verdict = (
+            f"**not** above the {CONTROL_LABELS[r.strongest]} ({r.baseline:.3f}); but this measure rates even an "
+            f"exactly linear representation no higher ({linear:.3f}), so here it cannot tell either way"
+        )
+    if not above:
+        timing = ""
+    elif share >= FADE:
+        timing = (
+            f"; it then drifts down by {r.drift:.3f} to {r.final:.3f} at the last checkpoint, the early-then-fading "
+            "shape the paper reports"
+        )
+    else:
+        timing = f"; it ends at {r.final:.3f} (step {last_step}), so there is no early peak that fades"
+    return f"- {head}, {verdict}{timing}."
 
 
-def best_head(table: pd.DataFrame, measure: str = "cka") -> pd.Series:
-    """The (layer, head, step) whose model attention scores (ln1 output) are most similar to Q."""
-    heads = table[(table["mapping"] == "attention") & (table["head"] != LAYER_LEVEL) & (table["measure"] == measure)]
-    return heads.loc[heads["similarity"].idxmax()]
-
-
-def record_all(result: Chapter6Result) -> None:
-    """Record the chapter's headline numbers: the source, per measure and mapping the peak, its
-    step, the final value, the rise (peak minus the value at the first checkpoint, the
-    initialisation), every control and the margin over the strongest negative control, and the
-    best single head under each measure."""
-    from mechbook import record
-
-    src = result.choice.source
-    record("source", result.choice.kind)
-    record("n_checkpoints", len(src.steps))
-    record("other_fraction", result.features.other_fraction)
-    if result.choice.kind == "miniature":
-        record("miniature_final_loss", sum(src.run.losses[-10:]) / len(src.run.losses[-10:]))
-    for (measure, mapping), s in result.summary.items():
-        v = verdict(s, result.control_means, measure, mapping)
-        name = f"{measure}_{mapping}"
-        record(f"{name}_peak", s["peak"])
-        record(f"{name}_peak_step", s["peak_step"])
-        record(f"{name}_final", s["final"])
-        record(f"{name}_rise", s["peak"] - s["initial"])
-        record(f"{name}_margin", v["margin"])
-        for control, value in v["controls"].items():
-            record(f"{name}_control_{control}", value)
+def reading_prose(result: StudyResult) -> str:
+    """Markdown that reads the run per measure: for each mapping, its peak against the strongest
+    negative control and whether the measure can see an exactly linear representation; which of
+    the paper's claims the measure supports on this run; and every claim's verdict sentence."""
+    read, evs, kind, last = readings(result), evidences(result), result.choice.kind, result.last_step
+    parts = []
     for measure in MEASURES:
-        record(f"{measure}_best_head_similarity", float(best_head(result.table, measure)["similarity"]))
+        ev = {m: evs[_claim_id(kind, m, measure)] for m in [*MAPPINGS, "fades"]}
+        lines = [
+            _sentence(measure, m, read[measure, m], ev[m], fade_share(read[measure, m], last), last) for m in MAPPINGS
+        ]
+        geometry = [m for m in ("embedding", "no_mlp") if ev[m].verdict == "reproduced"]
+        supported = [
+            f"the token geometry carries (BΦ)ᵀ ({' and '.join(MAPPING_LABELS[m].split(' (')[0] for m in geometry)})"
+            if geometry
+            else None,
+            "the attention scores the model computes carry Q" if ev["attention"].verdict == "reproduced" else None,
+            "the features are clearest early and fade" if ev["fades"].verdict == "reproduced" else None,
+        ]
+        supported = [s for s in supported if s]
+        summary = (
+            f"This measure supports: {'; '.join(supported)}."
+            if supported
+            else "This measure supports none of the paper's claims on this run."
+        )
+        if measure == "paper":
+            offset = evs["ch06.offset_fools_paper_measure"]
+            if offset.verdict == "reproduced":
+                summary += (
+                    f" A random representation with one shared offset already scores {offset.values[0]:.3f} for the "
+                    "embedding here, so a high value alone is weak evidence."
+                )
+        verdicts = "\n".join(f"- {ev[m].sentence()}" for m in [*MAPPINGS, "fades"])
+        parts.append(f"**{MEASURE_LABELS[measure]}**\n\n" + "\n".join(lines) + f"\n\n{summary}\n\n{verdicts}")
+    other = [e for i, e in evs.items() if i.startswith("ch06.") and e.verdict == "untested"]
+    if other:
+        parts.append(
+            f"The {len(other)} claims about the source this page did not read are untested here ("
+            f"{other[0].untested}); the claims ledger lists them."
+        )
+    return "\n\n".join(parts)
+
+
+def defect_prose(summary: dict[tuple[str, str], dict[str, float]]) -> str:
+    """Markdown comparing the scores the model computes (from the LayerNorm output) with the
+    paper's variant (from the un-normalised resid_pre), under each measure; the word of each
+    comparison is derived from the printed peaks, and its subject is the corrected variant."""
+    rows = []
+    for measure in MEASURES:
+        paper, model = summary[measure, "attention_resid_pre"]["peak"], summary[measure, "attention"]["peak"]
+        gap = claims.difference(model, paper, ".3f", "higher", "lower", "")
+        than = f"{gap} than the paper's" if gap else "the same as the paper's"
+        rows.append(
+            f"under the {MEASURE_LABELS[measure]} the paper's variant peaks at {paper:.3f} and the corrected one at "
+            f"{model:.3f}, {than}"
+        )
+    text = "; ".join(rows)
+    return (
+        "The paper takes the attention scores from `resid_pre`, the layer input before LayerNorm; the model's "
+        "attention reads the LayerNorm output, so only the corrected variant is the score the model computes. "
+        f"{text[0].upper()}{text[1:]}."
+    )
+
+
+# --- Records --------------------------------------------------------------------------------------
+
+
+def headline(result: StudyResult) -> dict[str, Any]:
+    """The chapter's headline numbers: the source, per measure and mapping the peak, its step, the
+    final value, the rise (peak minus the value at the first checkpoint, the initialisation), every
+    control and the margin over the strongest negative control, and the best single head under
+    each measure."""
+    src = result.choice.source
+    numbers: dict[str, Any] = {
+        "source": result.choice.kind,
+        "n_checkpoints": len(src.steps),
+        "other_fraction": result.features.other_fraction,
+    }
+    if result.choice.kind == "miniature":
+        numbers["miniature_final_loss"] = sum(src.run.losses[-10:]) / len(src.run.losses[-10:])
+    read = readings(result)
+    for (measure, mapping), s in result.summary.items():
+        r, name = read[measure, mapping], f"{measure}_{mapping}"
+        numbers[f"{name}_peak"] = s["peak"]
+        numbers[f"{name}_peak_step"] = s["peak_step"]
+        numbers[f"{name}_final"] = s["final"]
+        numbers[f"{name}_rise"] = s["peak"] - s["initial"]
+        numbers[f"{name}_margin"] = r.margin
+        numbers.update({f"{name}_control_{c}": v for c, v in r.controls.items()})
+    for measure in MEASURES:
+        numbers[f"{measure}_best_head_similarity"] = float(best_head(result.table, measure)["similarity"])
+    return numbers
+
+
+def record_all(result: StudyResult) -> dict[str, Any]:
+    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
+    records = record_numbers(headline(result))
+    records.update(claims.record_claims(evidences(result).values()))
+    return records

@@ -4,7 +4,8 @@ Words are maximal runs of letters and apostrophes, lower-cased: ``"Tom's dog ran
 ``["tom's", "dog", "ran"]``. This is deliberately simpler than Part I's tokenizer; it only serves
 to show what TinyStories looks like: how long stories are, how many distinct words they use, and
 how much of the text a vocabulary of the ``V`` most frequent words covers. The module holds the
-chapter's profiles (:data:`CONFIGS`), its counts, its two charts and its computed sentences.
+chapter's profiles (:data:`CONFIGS`), its claims (the book's two readings of the corpus), its
+counts, its two charts and its computed sentences, in page order, and ``record_all``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ from typing import Any
 import altair as alt
 import numpy as np
 import pandas as pd
+
+import mechbook
+from mechbook import claims
+from mechbook.chapters.common import record_all as record_numbers
+from mechbook.claims import Claim, Evidence, Rule
 
 WORD = re.compile(r"[a-z']+")
 PAPER_VOCAB = 3000
@@ -32,47 +38,77 @@ def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         allowed = "a positive integer or None (every story)" if allow_none else "a positive integer"
-        raise ValueError(f"OverviewConfig.{name} must be {allowed}, got {value!r}")
+        raise ValueError(f"ChapterConfig.{name} must be {allowed}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
-class OverviewConfig:
-    """Sizes of the introduction's overview.
-
-    ``max_stories``: the first n stories read (None: all of them); ``chart_stories``: how many of
-    them the length chart draws (a random sample); ``vocab_sizes``: the slider positions of the
-    coverage explorer (increasing); ``seed``: the chart's sample.
-    """
+class ChapterConfig:
+    """Sizes of the introduction's overview."""
 
     max_stories: int | None
+    """The first n stories read (None: all of them; smoke reads 1,000 to stay within its minute)."""
     chart_stories: int
+    """How many of them the length chart draws (a random sample: a scatter of every story is unreadable)."""
     vocab_sizes: tuple[int, ...]
+    """The slider positions of the coverage explorer (increasing, up to the paper's 3,000)."""
     seed: int = 0
+    """Seed of the chart's sample."""
 
     def __post_init__(self) -> None:
         _positive_int("max_stories", self.max_stories, allow_none=True)
         _positive_int("chart_stories", self.chart_stories)
         sizes = self.vocab_sizes
         if not isinstance(sizes, tuple) or not sizes:
-            raise ValueError(
-                f"OverviewConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}"
-            )
+            raise ValueError(f"ChapterConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}")
         for v in sizes:
             _positive_int("vocab_sizes", v)
         if list(sizes) != sorted(set(sizes)):
-            raise ValueError(f"OverviewConfig.vocab_sizes must be strictly increasing, got {sizes!r}")
+            raise ValueError(f"ChapterConfig.vocab_sizes must be strictly increasing, got {sizes!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"OverviewConfig.seed must be a non-negative integer, got {self.seed!r}")
+            raise ValueError(f"ChapterConfig.seed must be a non-negative integer, got {self.seed!r}")
 
 
 _SLIDER = tuple(range(250, 3001, 250))
 #: The chapter's config per profile: ``smoke`` reads the first ``max_stories`` stories, ``cpu`` and
 #: ``paper`` all of them.
-CONFIGS: dict[str, OverviewConfig] = {
-    "smoke": OverviewConfig(max_stories=1000, chart_stories=300, vocab_sizes=_SLIDER),
-    "cpu": OverviewConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
-    "paper": OverviewConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(max_stories=1000, chart_stories=300, vocab_sizes=_SLIDER),
+    "cpu": ChapterConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
+    "paper": ChapterConfig(max_stories=None, chart_stories=1500, vocab_sizes=_SLIDER),
 }
+
+
+def resolve(
+    profile: str, max_stories: int | None = None, chart_stories: int | None = None, seed: int | None = None
+) -> ChapterConfig:
+    """The introduction's config for ``profile`` with the reader's knobs (None: from the profile)."""
+    return mechbook.resolve_profile(CONFIGS, profile, max_stories=max_stories, chart_stories=chart_stories, seed=seed)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "intro.longer_stories_reuse_words",
+        "intro",
+        "book",
+        "A longer story mostly reuses the words it already has: the share of distinct words falls with length",
+        "median share of distinct words in the longest quarter of the stories minus that in the shortest quarter",
+        Rule("<", 0.0),
+        section="intro-corpus",
+        spec=".2f",
+    ),
+    Claim(
+        "intro.small_vocabulary_keeps_the_text",
+        "intro",
+        "book",
+        f"A small vocabulary keeps almost all of TinyStories: the {PAPER_VOCAB:,} most frequent words cover at least "
+        "95% of the word occurrences",
+        f"share of all word occurrences among the {PAPER_VOCAB:,} most frequent words",
+        Rule(">=", 0.95, partly=0.8),
+        section="intro-vocabulary",
+        spec=".1%",
+    ),
+)
+"""The introduction's claims: the book's two readings of the corpus that its sentences assert."""
 
 
 def words(text: str) -> list[str]:
@@ -149,7 +185,7 @@ def coverage_histogram(ov: CorpusOverview, vocab_size: int, bins: int = 25, lo: 
     return pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "stories": counts})
 
 
-def load_overview(cfg: OverviewConfig) -> CorpusOverview:
+def load_overview(cfg: ChapterConfig) -> CorpusOverview:
     """The overview of the stories ``cfg`` selects (see :func:`mechbook.data.load_stories` for
     where they come from)."""
     from mechbook.data import load_stories
@@ -170,11 +206,36 @@ def headline(ov: CorpusOverview) -> dict[str, Any]:
     return numbers
 
 
-def record_all(numbers: dict[str, Any]) -> dict[str, Any]:
-    """``mechbook.record`` every headline number (hidden outputs the tests read back)."""
-    from mechbook import record
+def quarter_shares(ov: CorpusOverview) -> tuple[float, float, float, float]:
+    """(shortest-quarter length bound, longest-quarter length bound, median share of distinct words
+    d_s / n_s in the shortest quarter, the same in the longest quarter), empty stories left out."""
+    table = story_table(ov)
+    table = table[table.words > 0]
+    share = table.distinct / table.words
+    short, long = table.words.quantile([0.25, 0.75])
+    return (
+        float(short),
+        float(long),
+        float(share[table.words <= short].median()),
+        float(share[table.words >= long].median()),
+    )
 
-    return {name: record(name, value) for name, value in numbers.items()}
+
+def reuse_gap(ov: CorpusOverview) -> float:
+    """Median share of distinct words in the longest quarter of the stories minus that in the
+    shortest quarter (negative: longer stories reuse more of their words)."""
+    _, _, short_share, long_share = quarter_shares(ov)
+    return long_share - short_share
+
+
+def reuse_evidence(ov: CorpusOverview) -> Evidence:
+    """Evidence of ``intro.longer_stories_reuse_words``."""
+    return CLAIMS[0].evidence(reuse_gap(ov))
+
+
+def coverage_evidence(ov: CorpusOverview) -> Evidence:
+    """Evidence of ``intro.small_vocabulary_keeps_the_text``."""
+    return CLAIMS[1].evidence(token_coverage(ov, PAPER_VOCAB))
 
 
 def corpus_prose(ov: CorpusOverview) -> str:
@@ -189,25 +250,14 @@ def corpus_prose(ov: CorpusOverview) -> str:
     )
 
 
-def coverage_prose(ov: CorpusOverview) -> str:
-    """The sentence after the coverage explorer: token coverage of the 1,000 and 3,000 most
-    frequent words."""
-    small, paper = (token_coverage(ov, v) for v in COVERAGE_SIZES)
-    return (
-        f"Over the whole corpus the {COVERAGE_SIZES[0]:,} most frequent words cover **{small:.1%}** of all word "
-        f"occurrences, and the {PAPER_VOCAB:,} most frequent (the vocabulary size of the paper in Part I) "
-        f"cover **{paper:.1%}**: a small vocabulary keeps almost all of TinyStories."
-    )
-
-
-def chart_sample(ov: CorpusOverview, cfg: OverviewConfig) -> pd.DataFrame:
+def chart_sample(ov: CorpusOverview, cfg: ChapterConfig) -> pd.DataFrame:
     """The :func:`story_table` rows the length chart draws: ``cfg.chart_stories`` stories drawn
     without replacement with ``cfg.seed`` (all of them when there are fewer)."""
     table = story_table(ov)
     return table.sample(n=min(cfg.chart_stories, len(table)), random_state=cfg.seed)
 
 
-def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
+def length_chart(ov: CorpusOverview, cfg: ChapterConfig) -> alt.VConcatChart:
     """Histogram of story length with an interval brush over a scatter of distinct words against
     length (the brushed stories light up), with the limit d = n dashed; the scatter's title gives
     the median share of distinct words in the sample."""
@@ -240,6 +290,12 @@ def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
             tooltip=[alt.Tooltip("words:Q", title="words"), alt.Tooltip("distinct:Q", title="distinct")],
         )
     )
+    gap = reuse_gap(ov)
+    headline_title = (
+        "Distinct words grow slower than story length"
+        if CLAIMS[0].rule.holds(gap)
+        else "Longer stories use no smaller a share of distinct words"
+    )
     scatter = (diagonal + points).properties(
         width=COLUMN_WIDTH,
         height=280,
@@ -247,14 +303,25 @@ def length_chart(ov: CorpusOverview, cfg: OverviewConfig) -> alt.VConcatChart:
     )
     return alt.vconcat(lengths, scatter).properties(
         title=alt.Title(
-            "Distinct words grow slower than story length",
+            headline_title,
             subtitle=f"{len(sample):,} TinyStories stories, a random sample",
             anchor="start",
         )
     )
 
 
-def coverage_explorer(ov: CorpusOverview, cfg: OverviewConfig) -> Any:
+def length_prose(ov: CorpusOverview) -> str:
+    """The sentence under the length chart: the median share of distinct words in the shortest and
+    the longest quarter of the stories (the word derived from the numbers), then the verdict."""
+    short, long, a, b = quarter_shares(ov)
+    return (
+        f"In the shortest quarter of the stories (at most {short:.0f} words) the median story has {a:.0%} distinct "
+        f"words; in the longest quarter (at least {long:.0f}) it has {b:.0%}, "
+        f"{claims.difference(100 * b, 100 * a, '.0f', 'points more', 'points less', 'no different')}.\n\n{reuse_evidence(ov).sentence()}"
+    )
+
+
+def coverage_explorer(ov: CorpusOverview, cfg: ChapterConfig) -> Any:
     """The book's first :func:`mechbook.viz.explore`: the histogram of c_s(V) over stories, with a
     slider over ``cfg.vocab_sizes``."""
     import mechbook.viz
@@ -275,9 +342,29 @@ def coverage_explorer(ov: CorpusOverview, cfg: OverviewConfig) -> Any:
             .properties(width=COLUMN_WIDTH)
         )
 
+    top = cfg.vocab_sizes[-1]
+    median = float(np.median(story_coverage(ov, top)))
     return mechbook.viz.explore(
         lambda vocab_size: coverage_histogram(ov, vocab_size),
         chart,
         controls={"vocab_size": list(cfg.vocab_sizes)},
-        title="The V most frequent words cover most of every story",
+        title=f"V = {top:,}: the median story has {median:.0%} of its words inside",
     )
+
+
+def coverage_prose(ov: CorpusOverview) -> str:
+    """The sentence after the coverage explorer: token coverage of the 1,000 and 3,000 most
+    frequent words, then the verdict of the reading that a small vocabulary keeps the text."""
+    small, paper = (token_coverage(ov, v) for v in COVERAGE_SIZES)
+    return (
+        f"Over the whole corpus the {COVERAGE_SIZES[0]:,} most frequent words cover **{small:.1%}** of all word "
+        f"occurrences, and the {PAPER_VOCAB:,} most frequent (the vocabulary size of the paper in Part I) "
+        f"cover **{paper:.1%}**.\n\n{coverage_evidence(ov).sentence()}"
+    )
+
+
+def record_all(ov: CorpusOverview) -> dict[str, Any]:
+    """Record the introduction's numbers (:func:`headline`) and its claims; returns the records."""
+    records = record_numbers(headline(ov))
+    records.update(claims.record_claims([reuse_evidence(ov), coverage_evidence(ov)]))
+    return records

@@ -7,6 +7,7 @@ token a, the column tokens c with the largest M[a, c] are its strongest associat
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -443,3 +444,153 @@ def pair_ranks(
         for a, b in present
     ]
     return pd.DataFrame.from_records(records, columns=["row", "column", *maps])
+
+
+def trained_maps(state: dict) -> dict[str, np.ndarray]:
+    """The trained maps chapter 4 reads from one run's final weights, as float64 arrays: ``W_O``,
+    ``V W_O`` (layer 0's value matrix times W_O, the product taken in the weights' dtype) and ``W``
+    of layer 0 (at leading order every layer has the same terms)."""
+    return {
+        "W_O": state["W_O"].double().numpy(),
+        "V W_O": (state["blocks.0.attn.V"] @ state["W_O"]).double().numpy(),
+        "W": state["blocks.0.attn.W"].double().numpy(),
+    }
+
+
+def row_centred(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` minus its mean row: what is left of each row once the profile every row shares
+    (for G and V W_O, the next-token frequency) is taken out (chapter 4's harder control)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    return matrix - matrix.mean(axis=0, keepdims=True)
+
+
+def _top(scores: np.ndarray, keep: np.ndarray, k: int) -> set[int]:
+    return set(keep[np.argsort(-scores[keep], kind="stable")[:k]])
+
+
+def pair_overlaps(
+    theory: np.ndarray,
+    trained: np.ndarray,
+    rows: Sequence[int],
+    k: int = 10,
+    exclude: Sequence[int] = (),
+    positive: bool = False,
+) -> tuple[float, float]:
+    """(matched, mismatched) overlap@k of two maps over ``rows`` (chapter 4).
+
+    matched: mean over rows a of |top-k(theory[a]) ∩ top-k(trained[a])| / k, as
+    :func:`mechbook.leading_terms.leading.ranking_overlap`; mismatched: the same with the trained
+    row of another word, mean over every ordered pair a ≠ b of ``rows``. A matched overlap no higher
+    than the mismatched one says the two maps share a profile common to every row, not each word's
+    own associations. ``positive`` cuts a row's k to its number of positive theory entries (for B)
+    and skips rows with none."""
+    theory, trained = np.asarray(theory, dtype=np.float64), np.asarray(trained, dtype=np.float64)
+    if theory.shape != trained.shape:
+        raise ValueError(f"pair_overlaps needs equal shapes, got {theory.shape} and {trained.shape}")
+    rows = list(rows)
+    if len(rows) < 2:
+        raise ValueError(f"pair_overlaps needs at least two rows to mismatch, got {len(rows)}")
+    keep = np.setdiff1d(np.arange(theory.shape[1]), np.asarray(exclude, dtype=int))
+    if not 1 <= k <= len(keep):
+        raise ValueError(f"k must be between 1 and the {len(keep)} columns left after the exclusions, got {k}")
+    cut = {a: (min(k, int((theory[a, keep] > 0).sum())) if positive else k) for a in rows}
+    rows = [a for a in rows if cut[a] > 0]
+    if len(rows) < 2:
+        raise ValueError("fewer than two rows have a positive theory entry; use positive=False")
+    matched, mismatched = [], []
+    for a in rows:
+        top_theory = _top(theory[a], keep, cut[a])
+        for b in rows:
+            share = len(top_theory & _top(trained[b], keep, cut[a])) / cut[a]
+            (matched if a == b else mismatched).append(share)
+    return float(np.mean(matched)), float(np.mean(mismatched))
+
+
+@dataclass(frozen=True)
+class OverlapReading:
+    """overlap@k of one leading term and its trained map over the content words, with its controls
+    (chapter 4): ``matched`` (row a against row a), ``mismatched`` (row a against another word's
+    row), the same two for the row-centred maps (:func:`row_centred`), and ``chance`` = k / |V|
+    for a random ranking. ``excess`` is matched minus the harder of the two baselines."""
+
+    matched: float
+    mismatched: float
+    centred: float
+    centred_mismatched: float
+    chance: float
+
+    @property
+    def baseline(self) -> float:
+        """The harder baseline: the larger of chance and the mismatched-row overlap."""
+        return max(self.chance, self.mismatched)
+
+    @property
+    def excess(self) -> float:
+        """Matched overlap minus :attr:`baseline`: what the trained row shares with its own term's
+        row beyond what any row shares."""
+        return self.matched - self.baseline
+
+
+def overlap_reading(
+    theory: np.ndarray,
+    trained: np.ndarray,
+    rows: Sequence[int],
+    k: int = 10,
+    exclude: Sequence[int] = (),
+    positive: bool = False,
+) -> OverlapReading:
+    """:class:`OverlapReading` of one term and its trained map (chapter 4). For ``positive`` maps (B,
+    whose row profile is already centred by construction) the row-centred pair is read without the
+    positive cut, since centring moves the zero."""
+    matched, mismatched = pair_overlaps(theory, trained, rows, k, exclude, positive)
+    centred, centred_mismatched = pair_overlaps(row_centred(theory), row_centred(trained), rows, k, exclude)
+    n_cols = np.asarray(theory).shape[1] - len(set(exclude))
+    return OverlapReading(matched, mismatched, centred, centred_mismatched, k / n_cols)
+
+
+TRAINED_TERMS = {"W_O": "B", "V W_O": "G", "W": "Q"}
+"""The trained maps chapter 4 reads, in the order of its tables, and the leading term of each."""
+
+
+@dataclass(frozen=True)
+class RunMaps:
+    """Chapter 3's runs read as maps (chapter 4): ``maps`` {lr: {trained map: matrix}} (see
+    :func:`trained_maps`), ``exclude`` the tokens left out of rankings (:func:`readable_exclusions`)
+    and ``words`` the ``n_words`` most frequent content words the rankings are read for."""
+
+    runs: object
+    maps: dict[float, dict[str, np.ndarray]]
+    exclude: tuple[str, ...]
+    words: tuple[str, ...]
+
+    @property
+    def theory(self) -> dict[str, np.ndarray]:
+        """The leading term of each trained map: B, G, Q of the runs' corpus."""
+        s = self.runs.stats
+        return {"W_O": s.B, "V W_O": s.G, "W": s.Q}
+
+    @property
+    def lrs(self) -> tuple[float, ...]:
+        return tuple(self.maps)
+
+
+def run_maps(runs: object, n_words: int) -> RunMaps:
+    """:class:`RunMaps` of trained (or cached) runs (:class:`mechbook.leading_terms.train.Runs`)."""
+    tok = runs.tokenizer
+    maps = {lr: trained_maps(r.state) for lr, r in runs.results.items()}
+    return RunMaps(runs, maps, tuple(readable_exclusions(tok)), tuple(content_words(tok, n_words)))
+
+
+def overlap_readings(rm: RunMaps, k: int) -> dict[float, dict[str, OverlapReading]]:
+    """{lr: {trained map: :class:`OverlapReading` against its leading term}} over ``rm.words``
+    (chapter 4). For B a row's k is cut to its number of successors above the uniform baseline."""
+    tok = rm.runs.tokenizer
+    keep_out = [tok.token_to_id[t] for t in rm.exclude if t in tok.token_to_id]
+    rows = [tok.token_to_id[w] for w in rm.words]
+    return {
+        lr: {
+            name: overlap_reading(rm.theory[name], rm.maps[lr][name], rows, k, keep_out, positive=name == "W_O")
+            for name in TRAINED_TERMS
+        }
+        for lr in rm.lrs
+    }

@@ -58,3 +58,18 @@ def logit_paths(model: AttentionModel, sequences: np.ndarray) -> pd.DataFrame:
             )
         )
     return pd.concat(frames, ignore_index=True)
+
+
+def mean_paths(models: dict, sequences: np.ndarray) -> pd.DataFrame:
+    """Per learning rate (the keys of ``models``), the mean over every position of ``sequences`` of
+    the residual path's and of all attention paths' (summed) centred logit of the next token, and
+    the attention share a / (|a| + |r|) for attention a and residual r (negative when the attention
+    paths lower the right token). Chapter 5."""
+    rows = {}
+    for lr, model in models.items():
+        frame = logit_paths(model, sequences)
+        frame["kind"] = np.where(frame["path"] == RESIDUAL, "residual", "attention")
+        rows[lr] = frame.groupby(["sequence", "position", "kind"])["contribution"].sum().unstack().mean()
+    table = pd.DataFrame(rows).T[["residual", "attention"]].rename_axis(index="learning rate", columns=None)
+    table["attention share"] = table["attention"] / (table["attention"].abs() + table["residual"].abs())
+    return table

@@ -13,6 +13,8 @@
 - :mod:`~mechbook.pythia.analysis`: token representations and attention score matrices read from
   any ``TransformerBridge``, their similarity to the features per measure, layer, head and
   checkpoint, and the model-free offset and exactly-linear controls.
+- :mod:`~mechbook.pythia.study`: the study's run configs per profile, the source it reads, the
+  whole computation, and the readings each claim of chapter 6 rests on.
 
-The chapter's configs, charts and prose are in :mod:`mechbook.chapters.ch06_pythia`.
+The chapter's claims, charts and prose are in :mod:`mechbook.chapters.ch06_pythia`.
 """
