@@ -200,7 +200,7 @@ def test_defect_prose_never_contradicts_its_numbers(paper, model):
     note = defect_prose(summary)
     p, c = float(f"{paper:.3f}"), float(f"{model:.3f}")
     gap = f"{abs(round(c - p, 3)):.3f}"
-    if f"{paper:.3f}" == f"{model:.3f}":
+    if p == c:  # as printed; -0.000 and 0.000 are the same number
         assert "the same as the paper's" in note
     else:
         assert f"{gap} {'higher' if c > p else 'lower'} than the paper's" in note
