@@ -239,6 +239,9 @@ def test_random_frequency_sets_are_distinct_in_range_and_seeded():
     assert sets != fourier.random_frequency_sets(59, 9, draws=5, seed=2)
     with pytest.raises(ValueError, match="size must be between 1 and 29"):
         fourier.random_frequency_sets(59, 30, draws=1)
+    left = fourier.random_frequency_sets(59, 9, draws=4, seed=1, exclude=range(1, 25))
+    assert all(s == [25, 26, 27, 28, 29] for s in left)
+    assert fourier.random_frequency_sets(59, 9, draws=4, exclude=range(1, 30)) == []
 
 
 def test_random_frequency_control_on_planted_logits():
@@ -255,7 +258,10 @@ def test_random_frequency_control_on_planted_logits():
         assert loss == pytest.approx(expected)
         if not {2, 5} & set(s):
             assert loss == pytest.approx(np.log(N), rel=1e-9)
-    assert ab.random_lowest == min(ab.random_restricted)
+    assert ab.random_lowest == min(ab.random_restricted) and list(ab.random_sets) == [tuple(x) for x in sets]
+    best = sets[int(np.argmin(ab.random_restricted))]
+    assert ab.random_lowest_overlap == len({2, 5} & set(best))
+    assert len(ab.nonkey_restricted) == 8 and ab.nonkey_lowest == pytest.approx(np.log(N), rel=1e-9)
 
 
 def test_ablation_without_key_frequencies_has_no_control():
@@ -267,6 +273,7 @@ def test_ablation_without_key_frequencies_has_no_control():
         (),
         None,
     )
+    assert (ab.nonkey_lowest, ab.random_lowest_overlap) == (None, None)
     assert ab.full > 0
 
 

@@ -92,7 +92,7 @@ def readings(scale: float = 1.0, **changes) -> CircuitReadings:
         adder=0.99,
         adder_residual=0.95,
         fourier=fourier.fourier_neurons(maps),
-        ablation=fourier.Ablation(0.1, 2, 0.05 * scale, 5.0, (2.0, 3.0)),
+        ablation=fourier.Ablation(0.1, 2, 0.05 * scale, 5.0, (2.0, 3.0), ((5, 7), (1, 11)), (4.0,), (5, 11)),
         pca=CIRCLE_PCA,
         embedding=fourier.embedding_summary(CIRCLE_PCA),
         probes=probes,
@@ -145,7 +145,7 @@ def test_evidence_reads_each_claim_from_its_reading():
     assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.8)] * 2
     assert ev["ch09.ov2_attention_output"].release == pytest.approx(0.3)
     assert ev["ch09.previous_token_positional"].release == pytest.approx(6.0 / 8.0)
-    assert ev["ch09.random_frequencies_fail"].release == 2.0
+    assert ev["ch09.random_frequencies_fail"].release == 2.0 and ev["ch09.nonkey_frequencies_fail"].release == 4.0
     assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
     assert ev["ch09.most_common_frequency"].rebuild == () and ev["ch09.most_common_frequency"].release == 11
     assert ev["ch09.eq_reads_needed"].verdict == "partly"
@@ -193,7 +193,7 @@ def test_composition_prose_never_contradicts_its_numbers(m, mm, o, sh):
 @settings(max_examples=200, deadline=None)
 @given(st.floats(1e-12, 10, allow_nan=False), st.floats(1e-6, 10, allow_nan=False), st.floats(0, 20))
 def test_ablation_prose_never_contradicts_its_numbers(restricted, full, excluded):
-    r = readings(ablation=fourier.Ablation(full, 9, restricted, excluded, (0.5, 1.0)))
+    r = readings(ablation=fourier.Ablation(full, 9, restricted, excluded, (0.5, 1.0), ((1, 2), (3, 4)), (3.5,), (1, 3)))
     text = ch09.ablation_prose(r, "The rebuild", 59)
     word = claims.compare(restricted, full)
     if f"{restricted:.3g}" == f"{full:.3g}":
@@ -201,7 +201,8 @@ def test_ablation_prose_never_contradicts_its_numbers(restricted, full, excluded
     else:
         assert word == ("higher than" if restricted > full else "lower than")
     assert f"{restricted:.3g} nats, {word} the {full:.3g} in full" in text
-    assert "0.5 at best over 2 draws" in text
+    assert "0.5 at best over 2 draws (that draw holds 1 of the key frequencies); 1 random sets" in text
+    assert "non-key frequencies give 3.5 at best" in text
     ex_word = claims.compare(excluded, math.log(59), ".2f")
     assert f"{excluded:.3g} nats, {ex_word} the 4.08 of a uniform guess" in text
 
@@ -299,6 +300,10 @@ def test_tables_put_each_run_in_its_column():
     )
     assert ab.loc["key frequencies removed (excluded)"].tolist() == ["none", "5"]
     assert ab.loc["as many random frequencies only (control, lowest to highest draw)"].tolist() == ["none", "2 to 3"]
+    assert ab.loc["as many random non-key frequencies only (control, lowest to highest draw)"].tolist() == [
+        "none",
+        "4 to 4",
+    ]
 
 
 def test_embedding_chart_title_follows_the_one_circle_verdict():

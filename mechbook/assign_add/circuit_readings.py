@@ -76,6 +76,7 @@ class CircuitReadings:
             "adder_loss_restricted": ab.restricted,
             "adder_loss_excluded": ab.excluded,
             "adder_loss_random_restricted_lowest": ab.random_lowest,
+            "adder_loss_nonkey_restricted_lowest": ab.nonkey_lowest,
             "embedding_top2_pc_fraction": emb.top2,
             "embedding_top10_frequency_fraction": emb.top10_frequencies,
             "embedding_circle_score": emb.circle_score,

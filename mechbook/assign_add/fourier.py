@@ -266,42 +266,78 @@ def model_fourier_ablation(
 @dataclass(frozen=True)
 class Ablation:
     """Chapter 9's Fourier ablation of one model: its loss on all N² direct queries in full, on
-    its key frequencies alone (``restricted``) and without them (``excluded``), and the control:
-    the restricted loss on ``draws`` random sets of as many frequencies (``random_restricted``,
-    one per draw). Restricted, excluded and the control are None without key frequencies."""
+    its key frequencies alone (``restricted``) and without them (``excluded``), and two controls
+    a near-zero restricted loss needs: the restricted loss on random sets of as many frequencies
+    drawn from all of them (``random_sets``, ``random_restricted``, one per draw) and drawn from the
+    non-key frequencies only (``nonkey_restricted``). Restricted, excluded and the controls are
+    None or empty without key frequencies."""
 
     full: float
     n_frequencies: int
     restricted: float | None = None
     excluded: float | None = None
     random_restricted: tuple[float, ...] = ()
+    random_sets: tuple[tuple[int, ...], ...] = ()
+    nonkey_restricted: tuple[float, ...] = ()
+    keys: tuple[int, ...] = ()
 
     @property
     def random_lowest(self) -> float | None:
-        """The lowest restricted loss over the random draws (the control's best case)."""
+        """The lowest restricted loss over the random draws from all frequencies."""
         return min(self.random_restricted) if self.random_restricted else None
 
+    @property
+    def random_lowest_overlap(self) -> int | None:
+        """How many key frequencies the draw with the lowest restricted loss holds."""
+        if not self.random_restricted:
+            return None
+        best = self.random_sets[int(np.argmin(self.random_restricted))]
+        return len(set(best) & set(self.keys))
 
-def random_frequency_sets(modulus: int, size: int, draws: int, seed: int = 0) -> list[list[int]]:
-    """``draws`` sets of ``size`` distinct frequencies drawn uniformly from 1..(N-1)/2."""
+    @property
+    def nonkey_lowest(self) -> float | None:
+        """The lowest restricted loss over the random draws of non-key frequencies."""
+        return min(self.nonkey_restricted) if self.nonkey_restricted else None
+
+
+def random_frequency_sets(
+    modulus: int, size: int, draws: int, seed: int = 0, exclude: Sequence[int] = ()
+) -> list[list[int]]:
+    """``draws`` sets of ``size`` distinct frequencies drawn uniformly from 1..(N-1)/2 without
+    the frequencies in ``exclude`` (as many as are left when fewer than ``size`` are)."""
     _, ks = fourier_basis(modulus)
     if not 1 <= size <= len(ks):
         raise ValueError(f"size must be between 1 and {len(ks)} frequencies, got {size}")
-    rng = np.random.default_rng([seed, 23])
-    return [sorted(int(k) for k in rng.choice(ks, size=size, replace=False)) for _ in range(draws)]
+    pool = np.array([k for k in ks if k not in set(exclude)])
+    if not len(pool):
+        return []
+    rng = np.random.default_rng([seed, 23, len(exclude)])
+    return [sorted(int(k) for k in rng.choice(pool, size=min(size, len(pool)), replace=False)) for _ in range(draws)]
 
 
 def ablation(logits: np.ndarray, ks: Sequence[int], draws: int = 5, seed: int = 0) -> Ablation:
-    """:func:`fourier_ablated_losses` of ``logits`` (N², N) on the key frequencies ``ks`` and,
-    as the control a restricted loss of 1e-11 needs, the restricted loss on ``draws`` random sets
-    of ``len(ks)`` frequencies (:func:`random_frequency_sets`). Chapter 9."""
+    """:func:`fourier_ablated_losses` of ``logits`` (N², N) on the key frequencies ``ks`` and the
+    two controls a restricted loss of 1e-11 needs: the restricted loss on ``draws`` random sets of
+    ``len(ks)`` frequencies from all of them, and from the non-key ones only
+    (:func:`random_frequency_sets`). Chapter 9."""
     logits = np.asarray(logits, dtype=np.float64)
     if not len(ks):
         return Ablation(full=fourier_ablated_losses(logits, [1])["full"], n_frequencies=0)
     losses = fourier_ablated_losses(logits, ks)
-    sets = random_frequency_sets(logits.shape[1], len(ks), draws, seed)
-    control = tuple(fourier_ablated_losses(logits, s)["restricted"] for s in sets)
-    return Ablation(losses["full"], len(ks), losses["restricted"], losses["excluded"], control)
+    modulus = logits.shape[1]
+    sets = random_frequency_sets(modulus, len(ks), draws, seed)
+    nonkey = random_frequency_sets(modulus, len(ks), draws, seed, exclude=ks)
+    restricted = lambda s: fourier_ablated_losses(logits, s)["restricted"]  # noqa: E731
+    return Ablation(
+        full=losses["full"],
+        n_frequencies=len(ks),
+        restricted=losses["restricted"],
+        excluded=losses["excluded"],
+        random_restricted=tuple(restricted(s) for s in sets),
+        random_sets=tuple(tuple(s) for s in sets),
+        nonkey_restricted=tuple(restricted(s) for s in nonkey),
+        keys=tuple(int(k) for k in ks),
+    )
 
 
 def direct_logits(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:

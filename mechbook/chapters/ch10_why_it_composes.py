@@ -20,6 +20,7 @@ from mechbook.assign_add import release
 from mechbook.assign_add.phases import Phases
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
+from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.theory import GRADIENT, LEARNED, GradientReading
 from mechbook.assign_add.train import TrainResult
 from mechbook.chapters import common
@@ -250,7 +251,7 @@ def zero_var_table(r: GradientReading) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------- the keys
-def split_title(task_cfg) -> str:
+def split_title(task_cfg: TaskConfig) -> str:
     """The key-split figure's title, naming the two key ranges."""
     c, s = task_cfg.context_len, task_cfg.seq_len
     return f"The gradient block split by where the keys sit: context keys 0-{c - 1}, query keys {c}-{s - 1}"
@@ -435,11 +436,6 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
             "this rebuild": column(rebuild),
         }
     )
-
-
-def release_prose(r: GradientReading) -> str:
-    """Does the argument hold on the released run before its jump: the premise prose on it."""
-    return premise_prose(r)
 
 
 def closing_prose(rebuild: GradientReading, released: GradientReading) -> str:
