@@ -378,3 +378,13 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
 def test_config_rejects_bad_sizes():
     with pytest.raises(ValueError, match="gallery"):
         dataclasses.replace(ch09.CONFIGS["smoke"], gallery=0)
+
+
+def test_claim_prose_states_each_claim_of_a_section_once():
+    ev = ch09.evidence({0: readings()}, readings())
+    sections = {c.section for c in ch09.CLAIMS}
+    for section in sections:
+        text = ch09.claim_prose(ev, section.removeprefix("ch09-"))
+        mine = [c for c in ch09.CLAIMS if c.section == section]
+        assert text.split("\n\n") == [ev[c.id].sentence() for c in mine]
+    assert ch09.claim_prose(ev, "nowhere") == ""

@@ -314,3 +314,10 @@ def test_release_bound_rejects_the_released_run_cut_before_binding():
     assert theory.release_before_jump(early, 128) == early[-1]
     cfg = ch10.CONFIGS["smoke"]
     assert theory.release_before_jump(cfg.release_steps, cfg.release_per_pool) == 5301
+
+
+def test_claim_prose_states_each_claim_of_a_section_once():
+    ev = ch10.evidence({0: reading()}, reading())
+    for section in {c.section for c in ch10.CLAIMS}:
+        text = ch10.claim_prose(ev, section.removeprefix("ch10-"))
+        assert text.split("\n\n") == [ev[c.id].sentence() for c in ch10.CLAIMS if c.section == section]

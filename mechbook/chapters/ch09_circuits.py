@@ -132,7 +132,7 @@ CLAIMS: tuple[Claim, ...] = (
         "The layer-2 attention output matches OV₂(e_n) + OV₂(e_m)",
         "mean cosine with OV₂(e_n) + OV₂(e_m) minus the paper's shuffled control OV₂(e_n) + OV₂(e_m′)",
         Rule(">=", 0.3, partly=0.1),
-        "one-adder",
+        "adder",
         paper="cosine ~0.99 vs ~0.54 shuffled (gap ~0.45)",
     ),
     _claim(
@@ -141,7 +141,7 @@ CLAIMS: tuple[Claim, ...] = (
         "MLP₂ applied to OV₂(e_n) + OV₂(e_m) alone gets the sum right",
         "share of the 59² pairs with argmax MLP₂(h) W_U = (n + m) mod 59",
         Rule(">=", 0.99, partly=0.9),
-        "one-adder",
+        "adder",
         paper="~100%",
     ),
     _claim(
@@ -292,9 +292,9 @@ def evidence(seeds: dict[int, CircuitReadings], released: CircuitReadings | None
     return out
 
 
-def claim_prose(ev: dict[str, Evidence], *ids: str) -> str:
-    """The verdict sentences of the claims ``ids``, one paragraph each."""
-    return "\n\n".join(ev[i].sentence() for i in ids)
+def claim_prose(ev: dict[str, Evidence], section: str) -> str:
+    """The verdict sentences of the claims the section ``ch09-<section>`` shows, one paragraph each."""
+    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch09-{section}")
 
 
 # ---------------------------------------------------------------------------- the opened run

@@ -159,9 +159,9 @@ def evidence(seeds: dict[int, GradientReading], released: GradientReading | None
     }
 
 
-def claim_prose(ev: dict[str, Evidence], *ids: str) -> str:
-    """The verdict sentences of the claims ``ids``, one paragraph each."""
-    return "\n\n".join(ev[i].sentence() for i in ids)
+def claim_prose(ev: dict[str, Evidence], section: str) -> str:
+    """The verdict sentences of the claims the section ``ch10-<section>`` shows, one paragraph each."""
+    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch10-{section}")
 
 
 def form_words(similarity: float) -> str:
