@@ -238,3 +238,75 @@ def test_adder_measures_on_the_released_run_at_step_1401():
     m = release.load_release(1401, folder=SHARED, download=False)
     assert C.adder_alone_accuracy(m, 59) == pytest.approx(0.980, abs=0.001)
     assert C.adder_with_residual_accuracy(m, 59) == pytest.approx(0.956, abs=0.001)
+
+
+def _literal_layer1_scores(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Layer 1's pre-softmax scores (B, P, P) read from the model's own hook."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n == "blocks.0.attn.hook_attn_scores")
+    return cache["blocks.0.attn.hook_attn_scores"][:, 0].double()
+
+
+def test_previous_token_split_adds_up_to_the_real_score_margin(model, task):
+    tokens = task.eval_pools(6, seed=1)["2var_train"][0]
+    split = C.previous_token_score_split(model, tokens, task.cfg)
+    assert sum(split[p] for p in C.QK1_PARTS) == pytest.approx(split["total"])
+    scores = _literal_layer1_scores(model, torch.as_tensor(tokens))
+    rows, pos = C.value_positions(tokens, task.cfg)
+    margins = []
+    for b, q in zip(rows, pos):
+        others = [k for k in range(q + 1) if k != q - 1]
+        margins.append(float(scores[b, q, q - 1] - scores[b, q, others].mean()))
+    assert split["total"] == pytest.approx(np.mean(margins), rel=1e-4)
+    size = sum(abs(split[p]) for p in C.QK1_PARTS)
+    assert split["positional_share"] == pytest.approx(split["positional"] / size)
+
+
+def test_previous_token_split_of_a_position_only_head(task):
+    """With every token embedding zero the score is the position-position part alone: share 1."""
+    torch.manual_seed(3)
+    m = AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=32)).eval()
+    with torch.no_grad():
+        m.embed.W_E.zero_()
+    split = C.previous_token_score_split(m, task.eval_pools(4, seed=2)["1var_train"][0], task.cfg)
+    assert split["positional_share"] == pytest.approx(1.0)
+    assert split["token"] == split["token_to_position"] == split["position_to_token"] == 0.0
+
+
+def test_previous_token_split_needs_a_value_position(model, task):
+    with pytest.raises(ValueError, match="no context value position"):
+        C.previous_token_score_split(model, np.full((2, task.cfg.seq_len), task.cfg.pad), task.cfg)
+
+
+def test_the_papers_shuffled_control_keeps_the_left_operand(model, task):
+    right = C.shuffled_right(task.cfg.modulus, seed=4)
+    _, m = C.all_pairs(task.cfg.modulus)
+    assert sorted(right) == sorted(m) and (right != m).mean() > 0.9
+    frame = C.ov2_cosines(model, task, "2var", seed=4)
+    via, _ = C.variable_sequences(task, "2var", 4)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(via, names_filter=lambda n: n == "blocks.1.hook_attn_out")
+    out = cache["blocks.1.hook_attn_out"][:, -1]
+    n, _ = C.all_pairs(task.cfg.modulus)
+    for i in (0, 100, 3000):
+        target = C.ov2_sum(model, n[i : i + 1], right[i : i + 1])[0]
+        expected = float(torch.nn.functional.cosine_similarity(out[i], target, dim=0))
+        assert frame.shuffled[i] == pytest.approx(expected, abs=1e-5)
+    assert {"matched", "shuffled", "other_pair"} <= set(frame.columns)
+
+
+def test_a_matched_output_beats_the_shuffled_control_by_the_shared_half():
+    """Attention output exactly OV2(e_n) + OV2(e_m) with orthogonal number images: matched cosine
+    1, the paper's shuffled control (n kept) about 1/2, another pair about 0."""
+    torch.manual_seed(0)
+    m = AssignAddModel(ModelConfig(d_model=128, d_head=128, d_mlp=32)).eval()
+    with torch.no_grad():
+        m.embed.W_E[:59] = torch.eye(128)[:59]
+        m.blocks[1].attn.W_V[0] = torch.eye(128)
+        m.blocks[1].attn.W_O[0] = torch.eye(128)
+    n, mm = C.all_pairs(59)
+    target = C.ov2_sum(m, n, mm)
+    control = C.ov2_sum(m, n, C.shuffled_right(59))
+    cos = torch.nn.functional.cosine_similarity(target, control, dim=-1).numpy()
+    different = (C.shuffled_right(59) != mm) & (n != C.shuffled_right(59)) & (n != mm)
+    assert np.allclose(cos[different], 0.5)

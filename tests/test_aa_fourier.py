@@ -230,3 +230,67 @@ def test_released_final_model_has_the_papers_fourier_features():
     assert losses["restricted"] <= losses["full"] < 0.05 and losses["excluded"] > np.log(59)
     shares = fourier.embedding_pca(model, 59)["frequency"]
     assert shares[shares.space == "W_E"].fraction.head(10).sum() > 0.9
+
+
+def test_random_frequency_sets_are_distinct_in_range_and_seeded():
+    sets = fourier.random_frequency_sets(59, 9, draws=5, seed=1)
+    assert len(sets) == 5 and all(len(set(s)) == 9 and min(s) >= 1 and max(s) <= 29 for s in sets)
+    assert sets == fourier.random_frequency_sets(59, 9, draws=5, seed=1)
+    assert sets != fourier.random_frequency_sets(59, 9, draws=5, seed=2)
+    with pytest.raises(ValueError, match="size must be between 1 and 29"):
+        fourier.random_frequency_sets(59, 30, draws=1)
+    left = fourier.random_frequency_sets(59, 9, draws=4, seed=1, exclude=range(1, 25))
+    assert all(s == [25, 26, 27, 28, 29] for s in left)
+    assert fourier.random_frequency_sets(59, 9, draws=4, exclude=range(1, 30)) == []
+
+
+def test_random_frequency_control_on_planted_logits():
+    """Logits built from frequencies 2 and 5 of n + m: the key restriction keeps the full loss;
+    random pairs of frequencies that miss both leave the uniform loss log N, pairs holding one
+    of them fall in between (the control is only low when it happens to draw a key frequency)."""
+    N = 11
+    logits = planted_logits(N, [2, 5])
+    ab = fourier.ablation(logits, [2, 5], draws=8, seed=0)
+    assert ab.n_frequencies == 2 and ab.restricted == pytest.approx(ab.full, rel=1e-9)
+    sets = fourier.random_frequency_sets(N, 2, draws=8, seed=0)
+    for s, loss in zip(sets, ab.random_restricted):
+        expected = fourier.fourier_ablated_losses(logits, s)["restricted"]
+        assert loss == pytest.approx(expected)
+        if not {2, 5} & set(s):
+            assert loss == pytest.approx(np.log(N), rel=1e-9)
+    assert ab.random_lowest == min(ab.random_restricted) and list(ab.random_sets) == [tuple(x) for x in sets]
+    best = sets[int(np.argmin(ab.random_restricted))]
+    assert ab.random_lowest_overlap == len({2, 5} & set(best))
+    assert len(ab.nonkey_restricted) == 8 and ab.nonkey_lowest == pytest.approx(np.log(N), rel=1e-9)
+
+
+def test_ablation_without_key_frequencies_has_no_control():
+    ab = fourier.ablation(planted_logits(11, [2]), [])
+    assert (ab.n_frequencies, ab.restricted, ab.excluded, ab.random_restricted, ab.random_lowest) == (
+        0,
+        None,
+        None,
+        (),
+        None,
+    )
+    assert (ab.nonkey_lowest, ab.random_lowest_overlap) == (None, None)
+    assert ab.full > 0
+
+
+def test_fourier_neurons_filter_known_maps():
+    n = np.arange(59)
+    cos = lambda k, a, b: np.cos(2 * math.pi * k * n / 59 + a)[:, None] + np.cos(2 * math.pi * k * n / 59 + b)[None, :]  # noqa: E731
+    rng = np.random.default_rng(0)
+    maps = np.stack(
+        [
+            cos(11, 0.3, 1.0),
+            cos(11, -2.0, 0.5),
+            cos(5, 0.0, 0.0),
+            cos(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),
+            np.zeros((59, 59)),
+        ]
+    )
+    found = fourier.fourier_neurons(maps)
+    assert list(found.live["neuron"]) == [0, 1, 2, 3] and list(found.good["neuron"]) == [0, 1, 2]
+    assert found.keys == [5, 11] and list(found.frequencies["k"]) == [11, 5] and found.best_fve > 0.999
+    assert fourier.fourier_neurons(np.zeros((2, 59, 59))).best_fve is None

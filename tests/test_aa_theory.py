@@ -165,3 +165,14 @@ def test_gradient_block_over_training_reads_every_checkpoint(tmp_path, monkeypat
     expected = block_diagonality(gradient_variable_block(last, Task().cfg, tokens, labels))["ratio"]
     assert table["ratio"].iloc[-1] == pytest.approx(expected, rel=1e-3)  # float16 checkpoint vs float32 final
     assert gradient_block_over_training(result, tokens, labels).equals(table)  # from the cache
+
+
+def test_pool_batch_stacks_the_named_pools_in_order():
+    from mechbook.assign_add.theory import pool_batch
+
+    pools = Task().eval_pools(5, seed=1)
+    tokens, labels = pool_batch(pools)
+    assert torch.equal(tokens[:5], torch.from_numpy(pools["1var_train"][0]))
+    assert torch.equal(labels[5:], torch.from_numpy(pools["2var_train"][1]))
+    zero, _ = pool_batch(pools, ["0var_train"])
+    assert torch.equal(zero, torch.from_numpy(pools["0var_train"][0]))

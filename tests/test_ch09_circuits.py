@@ -1,8 +1,10 @@
-"""Chapter 9's module: shared run, knobs, the Fourier-neuron extraction through the hook (against
-a per-sequence reading), the FVE filter on known maps, tables and records."""
+"""Chapter 9's module: the shared runs and knobs, every claim on both sides of its rule (verdict
+and sentence), each claim read from the right reading, prose whose comparison words never
+contradict the printed numbers, charts, tables, records and the smoke bounds."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,32 +13,37 @@ import pytest
 import torch
 import yaml
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mechbook import claims
 from mechbook.assign_add import fourier, release
+from mechbook.assign_add.circuit_readings import POOL_SEED, CircuitReadings, read_circuits
 from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
-from mechbook.chapters import ch08_training_dynamics as ch08
 from mechbook.chapters import ch09_circuits as ch09
 
 TC = TaskConfig()
+SMOKE_MODEL = SEED_RUNS["smoke"].train.model
 
 
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    return AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()
+    return AssignAddModel(SMOKE_MODEL).eval()
 
 
-def test_chapter_9_opens_chapter_8s_run():
+def test_chapter_9_opens_chapter_8s_seed_stack():
     for profile, cfg in ch09.CONFIGS.items():
-        assert cfg.runs is ch08.CONFIGS[profile].runs
+        assert cfg.runs is SEED_RUNS[profile]
 
 
 def test_knobs_reach_the_nested_configs():
     cfg = ch09.resolve("smoke", seed=5, probe_steps=17, n_patch=9)
     assert (cfg.runs.pick, cfg.probe.steps, cfg.n_patch) == (5, 17, 9)
-    assert cfg.runs.train is ch08.CONFIGS["smoke"].train
+    assert cfg.runs.train is SEED_RUNS["smoke"].train
     with pytest.raises(ValueError, match="n_patch"):
         ch09.resolve("smoke", n_patch=0)
 
@@ -46,77 +53,10 @@ def _cos_map(k: int, alpha: float, beta: float, n_mod: int = 59) -> np.ndarray:
     return np.cos(2 * math.pi * k * n / n_mod + alpha)[:, None] + np.cos(2 * math.pi * k * n / n_mod + beta)[None, :]
 
 
-def test_fourier_filter_on_known_maps():
-    rng = np.random.default_rng(0)
-    maps = np.stack(
-        [
-            _cos_map(11, 0.3, 1.0),
-            _cos_map(11, -2.0, 0.5),
-            _cos_map(5, 0.0, 0.0),
-            _cos_map(7, 0.1, 0.2) + 0.9 * rng.standard_normal((59, 59)),  # noisy: below 0.9
-            np.zeros((59, 59)),  # dead
-        ]
-    )
-    found = ch09.fourier_neurons(maps)
-    assert list(found.live["neuron"]) == [0, 1, 2, 3]
-    assert list(found.good["neuron"]) == [0, 1, 2]
-    assert found.good["fve"].min() > 0.999
-    assert list(found.frequencies["k"]) == [11, 5] and list(found.frequencies["neurons"]) == [2, 1]
-    text = ch09.fourier_prose(found)
-    assert "4 of 5 neurons are active" in text and "**3** of them" in text and "frequencies: 11, 5." in text
-
-
-def test_neuron_maps_fit_a_pure_neuron_exactly():
-    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(4, 0.0, 2.0)])
-    found = ch09.fourier_neurons(maps)
-    frame = ch09.neuron_maps(maps, found.table, 1)
-    assert (frame.k == 4).all() and len(frame) == 59 * 59
-    np.testing.assert_allclose(frame.fit, frame.activation, atol=2e-3)
-
-
-def test_pattern_chart_boxes_the_roles(model):
-    from mechbook.assign_add.circuits import pattern_frame
-    from mechbook.assign_add.task import Task
-
-    task = Task()
-    frame = pattern_frame(model, task.eval_pools(1, seed=0)["2var_train"][0][0], task)
-    spec = ch09.pattern_chart(frame, "title").to_dict()
-    assert spec["facet"]["field"] == "layer" and spec["spec"]["layer"][1]["encoding"]["stroke"]["field"] == "role"
-
-
-def test_cosine_histogram_counts_every_pair():
-    comp = pd.DataFrame({"matched": np.linspace(0.5, 0.99, 101), "mismatched": np.linspace(-0.99, 0.99, 101)})
-    hist = ch09.cosine_histogram(comp)
-    assert hist.groupby("comparison").pairs.sum().to_dict() == {"matched": 101, "mismatched": 101}
-    assert hist[(hist.comparison == "matched") & (hist.cosine < 0.5)].pairs.sum() == 0
-
-
-def test_positional_frame_keeps_the_causal_part():
-    scores = np.arange(16.0).reshape(4, 4)
-    frame = ch09.positional_frame(scores)
-    assert len(frame) == 10 and (frame["key"] <= frame["query"]).all()
-    assert frame.set_index(["query", "key"]).loc[(3, 1), "score"] == 13.0
-
-
-def test_probe_accuracy_and_pivot():
-    probes = pd.DataFrame(
-        [
-            {"target": t, "site": "s", "where": w, "accuracy": i / 10, "chance": 0.1, "n": 5}
-            for i, (t, w) in enumerate(
-                [(t, w) for t in ("answer", "variable identity") for w in ("embedding", "after layer 1")]
-            )
-        ]
-    )
-    assert ch09.probe_accuracy(probes, "variable identity", "after layer 1") == pytest.approx(0.3)
-    with pytest.raises(KeyError, match="no probe"):
-        ch09.probe_accuracy(probes, "operand's value", "after layer 1")
-    assert list(ch09.probe_pivot(probes).columns) == ["embedding", "after layer 1"]
-
-
 def _circle_model(k: int | None) -> AssignAddModel:
     """A model whose 59 number embeddings lie on the circle (cos, sin)(2 pi k n / 59) (k None: random)."""
     torch.manual_seed(1)
-    m = AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()
+    m = AssignAddModel(SMOKE_MODEL).eval()
     if k is not None:
         angle = 2 * math.pi * k * torch.arange(59, dtype=torch.float64) / 59
         with torch.no_grad():
@@ -128,64 +68,212 @@ def _circle_model(k: int | None) -> AssignAddModel:
 CIRCLE_PCA = fourier.embedding_pca(_circle_model(3), 59)
 
 
-def _readings(scale: float = 1.0) -> dict[str, object]:
-    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(5, 0.0, 0.0)])
+def readings(scale: float = 1.0, **changes) -> CircuitReadings:
+    """A synthetic reading; ``scale`` multiplies a few numbers so two runs differ."""
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(11, 1.0, 0.0), _cos_map(5, 0.0, 0.0)])
     probes = pd.DataFrame(
         [
-            {"target": t, "site": "s", "where": w, "accuracy": 0.5 * scale, "chance": 0.1, "n": 5}
-            for t in ("variable identity", "operand's value", "answer")
+            {"target": t, "site": "s", "where": w, "accuracy": a * scale, "chance": 0.1, "n": 5}
+            for t, a in (("variable identity", 0.5), ("operand's value", 0.05), ("answer", 0.45))
             for w in ("after layer 1", "after layer 2")
         ]
     )
-    return dict(
-        roles={"value_to_variable": 0.7 * scale, "eq_to_needed": 0.6},
-        prev_share=1.0,
-        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0},
+    split = {"token": 1.0, "positional": 2.0 * scale, "token_to_position": 0.5, "position_to_token": 0.5}
+    split["total"] = sum(split.values())
+    split["positional_share"] = split["positional"] / split["total"]
+    base = dict(
+        roles={"value_to_variable": 0.7 * scale, "eq_to_operands": 0.9, "eq_to_needed": 0.6},
+        needed_top2=0.8,
+        prev_share=0.25,
+        qk1_split=split,
+        diag={"ratio": 5.0 * scale, "rows_diag_max": 1.0, "margin": 0.3},
         comp=pd.DataFrame({"matched": [0.9, 1.0], "mismatched": [0.1, 0.2]}),
-        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.3]}),
+        ov2=pd.DataFrame({"matched": [0.8], "shuffled": [0.5], "other_pair": [0.1]}),
         adder=0.99,
         adder_residual=0.95,
-        fourier=ch09.fourier_neurons(maps),
-        ablation={"full": 0.1, "restricted": 0.05 * scale, "excluded": 5.0, "n_frequencies": 2},
+        fourier=fourier.fourier_neurons(maps),
+        ablation=fourier.Ablation(0.1, 2, 0.05 * scale, 5.0, (2.0, 3.0), ((5, 7), (1, 11)), (4.0,), (5, 11)),
         pca=CIRCLE_PCA,
+        embedding=fourier.embedding_summary(CIRCLE_PCA),
         probes=probes,
-        effect={"patched_to_source": 0.9, "patched_as_source_run": 0.8, "control_unchanged": 1.0},
+        effect={
+            "clean_accuracy": 1.0,
+            "patched_to_source": 0.9,
+            "patched_as_source_run": 0.8,
+            "control_unchanged": 1.0,
+        },
     )
+    return CircuitReadings(**{**base, **changes})
 
 
-def test_record_all_covers_the_thresholds(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(ch09.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    values = ch09.record_all(_readings())
-    released = ch09.record_all(_readings(), prefix="release_")
-    assert {k: v for k, v in seen.items() if not k.startswith("release_")} == values
-    assert values["matched_cosine"] == pytest.approx(0.95) and released["release_matched_cosine"] == pytest.approx(0.95)
-    assert values["neurons_fve_ge_0.9"] == 2 and values["top_frequencies"] == [5, 11]
-    assert values["adder_with_residual_accuracy"] == 0.95
-    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
-    for profile in ("smoke", "cpu"):
-        assert set(bounds[profile]) <= set(values) | set(released)
+# ------------------------------------------------------------------------------ the claims
+def _sides(rule: claims.Rule) -> tuple[object, object, object | None]:
+    """A value that meets ``rule``, one that misses it (and its partly threshold), and one that
+    only meets the partly threshold (None without one)."""
+    if rule.op == "==":
+        return rule.threshold, rule.threshold + 1, None
+    t, p = rule.threshold, rule.partly
+    step = 0.05 * max(abs(t), 1.0)
+    up = rule.op in (">=", ">")
+    sign = 1 if up else -1
+    meet, miss = t + sign * step, (p if p is not None else t) - sign * step
+    part = None if p is None else (t + p) / 2
+    return meet, miss, part
 
 
-def test_comparison_table_puts_each_run_in_its_column():
-    table = ch09.comparison_table(_readings(), _readings(scale=2.0)).set_index("reading")
-    row = table.loc[ch09.COMPARED["qk2_block_ratio"]]
-    assert (row["paper's run, as released"], row["this rebuild"]) == ("10.000", "5.000")
-    assert table.loc[ch09.COMPARED["top_frequencies"], "this rebuild"] == "5, 11"
-    assert table.loc[ch09.COMPARED["neurons_fve_ge_0.9"], "this rebuild"] == "2"
+@pytest.mark.parametrize("claim", ch09.CLAIMS, ids=lambda c: c.id)
+def test_each_claim_on_both_sides_of_its_rule(claim):
+    meet, miss, part = _sides(claim.rule)
+    held, missed = claim.evidence({0: meet, 1: meet}, release=meet), claim.evidence({0: miss, 1: miss}, release=miss)
+    assert (held.verdict, missed.verdict) == ("reproduced", "not reproduced")
+    words = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
+    assert held.sentence().startswith(f"**{words[0]}.**") and missed.sentence().startswith(f"**{words[1]}.**")
+    assert claims.fmt(miss, claim.spec) in missed.sentence() and claim.statement in held.sentence()
+    assert claim.evidence({0: meet, 1: miss}).verdict == "partly"
+    if part is not None:
+        assert claim.evidence([part]).verdict == "partly"
+    assert claim.section.startswith("ch09-") and claim.chapter == "09_circuits"
+
+
+def test_claims_are_unique_and_each_has_a_measure():
+    assert len({c.id for c in ch09.CLAIMS}) == len(ch09.CLAIMS) and set(ch09.MEASURES) == set(ch09.BY_ID)
+
+
+def test_evidence_reads_each_claim_from_its_reading():
+    ev = ch09.evidence({0: readings(), 7: readings(2.0)}, readings(3.0))
+    assert dict(ev["ch09.value_reads_variable"].rebuild) == {0: pytest.approx(0.7), 7: pytest.approx(1.4)}
+    assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.8)] * 2
+    assert ev["ch09.ov2_attention_output"].release == pytest.approx(0.3)
+    assert ev["ch09.previous_token_positional"].release == pytest.approx(6.0 / 8.0)
+    assert ev["ch09.random_frequencies_fail"].release == 2.0 and ev["ch09.nonkey_frequencies_fail"].release == 4.0
+    assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
+    assert ev["ch09.most_common_frequency"].rebuild == () and ev["ch09.most_common_frequency"].release == 11
+    assert ev["ch09.eq_reads_needed"].verdict == "partly"
+
+
+def test_claims_without_key_frequencies_are_untested():
+    none = readings(ablation=fourier.Ablation(4.1, 0))
+    ev = ch09.evidence({0: none}, None)
+    assert ev["ch09.key_frequencies_suffice"].verdict == "untested"
+    assert "nothing to restrict to" in ev["ch09.random_frequencies_fail"].sentence()
+
+
+def test_summary_and_verdict_table_follow_the_evidence():
+    ev = ch09.evidence({0: readings()}, readings())
+    table = ch09.verdict_table(ev).set_index("claim")
+    for claim in ch09.CLAIMS:
+        assert table.loc[claim.statement, "verdict"] == ev[claim.id].verdict
+    text = ch09.summary_prose(ev)
+    counts = table.verdict.value_counts()
+    assert f"{counts.get('reproduced', 0)} hold on every seed" in text
+    assert f"{counts.get('not reproduced', 0)} do not hold" in text
+
+
+# ---------------------------------------------------------------------------------- prose
+@settings(max_examples=200, deadline=None)
+@given(*[st.integers(-100_000, 100_000).map(lambda i: i / 100_000)] * 4)
+def test_composition_prose_never_contradicts_its_numbers(m, mm, o, sh):
+    r = readings(
+        comp=pd.DataFrame({"matched": [m], "mismatched": [mm]}),
+        ov2=pd.DataFrame({"matched": [o], "shuffled": [sh], "other_pair": [0.0]}),
+    )
+    text = ch09.composition_prose(r)
+    word = "higher than" if f"{m:.3f}" != f"{mm:.3f}" and m > mm else None
+    if f"{m:.3f}" == f"{mm:.3f}":
+        assert f"**{m:.3f}**, the same as mismatched" in text
+    else:
+        assert f"**{m:.3f}**, {word or 'lower than'} mismatched" in text
+    gap = float(f"{o:.3f}") - float(f"{sh:.3f}")
+    if f"{o:.3f}" == f"{sh:.3f}":
+        assert "no different than the paper's" in text
+    else:
+        assert f"{abs(gap):.3f} {'higher' if gap > 0 else 'lower'} than the paper's" in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-12, 10, allow_nan=False), st.floats(1e-6, 10, allow_nan=False), st.floats(0, 20))
+def test_ablation_prose_never_contradicts_its_numbers(restricted, full, excluded):
+    r = readings(ablation=fourier.Ablation(full, 9, restricted, excluded, (0.5, 1.0), ((1, 2), (3, 4)), (3.5,), (1, 3)))
+    text = ch09.ablation_prose(r, "The rebuild", 59)
+    word = claims.compare(restricted, full)
+    if f"{restricted:.3g}" == f"{full:.3g}":
+        assert word == "the same as"
+    else:
+        assert word == ("higher than" if restricted > full else "lower than")
+    assert f"{restricted:.3g} nats, {word} the {full:.3g} in full" in text
+    assert "0.5 at best over 2 draws (that draw holds 1 of the key frequencies); 1 random sets" in text
+    assert "non-key frequencies give 3.5 at best" in text
+    ex_word = claims.compare(excluded, math.log(59), ".2f")
+    assert f"{excluded:.3g} nats, {ex_word} the 4.08 of a uniform guess" in text
+
+
+def test_split_prose_names_the_largest_part():
+    text = ch09.split_prose(readings(), "The rebuild", 12)
+    assert text.startswith("The rebuild: the previous key out-scores the other keys by 4 on average")
+    assert "(50% of the four parts' sizes)" in text and "the largest part is the position-position P QK₁ Pᵀ" in text
+    assert "in 25% of the context query positions 1-11" in text
+    tok = readings(qk1_split={**readings().qk1_split, "token": 9.0})
+    assert "largest part is the token-token" in ch09.split_prose(tok, "x", 12)
+
+
+def test_fourier_prose_and_frequency_chart():
+    found = readings().fourier
+    text = ch09.fourier_prose(found)
+    assert "3 of 3 neurons are active" in text and "**3** of them" in text and "frequencies: 11, 5." in text
+    assert ch09.frequency_chart(found).to_dict()["title"].startswith("3 of 3 live neurons")
+
+
+def test_output_prose_counts_the_shared_frequencies(model):
+    found = readings().fourier
+    norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    largest = norms[norms.k > 0].sort_values("norm", ascending=False).k.head(5).tolist()
+    text = ch09.output_prose(model, found)
+    assert text.startswith(f"The 5 largest output frequencies are {', '.join(map(str, largest))};")
+    assert f"; {len({5, 11} & set(largest))} of them" in text
+
+
+def test_neuron_maps_fit_a_pure_neuron_exactly():
+    maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(4, 0.0, 2.0)])
+    found = fourier.fourier_neurons(maps)
+    frame = ch09.neuron_maps(maps, found.table, 1)
+    assert (frame.k == 4).all() and len(frame) == 59 * 59
+    np.testing.assert_allclose(frame.fit, frame.activation, atol=2e-3)
 
 
 def test_short_prose():
-    assert ch09.positional_prose(0.5, 12).startswith("In 50% of the context query positions 1-11")
     assert (
         ch09.adder_prose(0.999, 0.95, 59)
         == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
     )
+    assert "'=' top two keys on the needed positions (layer 2): **0.800**" in ch09.roles_prose(readings())
+
+
+# --------------------------------------------------------------------------- charts, tables
+def test_pattern_chart_boxes_the_roles(model):
+    from mechbook.assign_add.circuits import pattern_frame
+
+    task = Task()
+    spec = ch09.pattern_chart(pattern_frame(model, task.eval_pools(1, seed=0)["2var_train"][0][0], task)).to_dict()
+    assert spec["facet"]["field"] == "layer" and spec["spec"]["layer"][1]["encoding"]["stroke"]["field"] == "role"
+
+
+def test_cosine_histogram_counts_every_pair():
+    comp = pd.DataFrame({"matched": np.linspace(0.5, 0.99, 101), "mismatched": np.linspace(-0.99, 0.99, 101)})
+    hist = ch09.cosine_histogram(comp)
+    assert hist.groupby("comparison").pairs.sum().to_dict() == {"matched": 101, "mismatched": 101}
+    assert hist[(hist.comparison == "matched") & (hist.cosine < 0.5)].pairs.sum() == 0
+    assert "mean cosine 0.74 matched" in ch09.cosine_chart(comp).to_dict()["title"]
+
+
+def test_positional_frame_and_chart_title():
+    scores = np.arange(16.0).reshape(4, 4)
+    frame = ch09.positional_frame(scores)
+    assert len(frame) == 10 and (frame["key"] <= frame["query"]).all()
+    assert frame.set_index(["query", "key"]).loc[(3, 1), "score"] == 13.0
+    assert ch09.positional_chart(scores, 0.09).to_dict()["title"]["text"][1].endswith("tops 9% of context rows")
 
 
 def test_output_norms_chart_reads_the_models_weights(model):
-    from mechbook.assign_add import fourier
-
     spec = ch09.output_norms_chart(model).to_dict()
     values = next(iter(spec["datasets"].values()))
     expected = fourier.output_fourier_norms(
@@ -195,9 +283,57 @@ def test_output_norms_chart_reads_the_models_weights(model):
 
 
 def test_block_chart_is_a_signed_heatmap_of_the_block():
-    block = np.array([[2.0, -1.0], [0.5, 3.0]])
-    spec = ch09.block_chart(block, ("a", "b")).to_dict()
+    spec = ch09.block_chart(np.array([[2.0, -1.0], [0.5, 3.0]]), ("a", "b"), 1.0).to_dict()
     assert spec["encoding"]["color"]["scale"]["domain"] == [-3.0, 3.0]
+    assert "row maximum in 100% of rows" in str(spec["title"])
+
+
+def test_tables_put_each_run_in_its_column():
+    table = ch09.comparison_table(readings(), readings(scale=2.0)).set_index("reading")
+    row = table.loc[ch09.COMPARED["qk2_block_ratio"]]
+    assert (row["paper's run, as released"], row["this rebuild"]) == ("10", "5")
+    assert table.loc[ch09.COMPARED["top_frequencies"], "this rebuild"] == "11, 5"
+    split = ch09.split_table(readings(), readings(scale=2.0)).set_index("part of the previous key's score margin")
+    assert split.loc[ch09.SPLIT_LABELS["positional"]].tolist() == ["4", "2"]
+    ab = ch09.ablation_table(readings(), readings(ablation=fourier.Ablation(4.1, 0))).set_index(
+        "loss on all N² queries n m = (nats)"
+    )
+    assert ab.loc["key frequencies removed (excluded)"].tolist() == ["none", "5"]
+    assert ab.loc["as many random frequencies only (control, lowest to highest draw)"].tolist() == ["none", "2 to 3"]
+    assert ab.loc["as many random non-key frequencies only (control, lowest to highest draw)"].tolist() == [
+        "none",
+        "4 to 4",
+    ]
+
+
+def test_embedding_chart_title_follows_the_one_circle_verdict():
+    scattered = fourier.embedding_pca(_circle_model(None), 59)
+    flat = readings(pca=scattered, embedding=fourier.embedding_summary(scattered))
+    spec = ch09.embedding_chart(flat, readings(), "partly").to_dict()
+    assert spec["title"]["text"][0] == "The number embeddings' variance by frequency of n"
+    assert "100% of the variance released" in spec["title"]["text"][1]
+    assert ch09.embedding_chart(flat, flat, "not reproduced").to_dict()["title"]["text"][0].endswith("not one circle")
+    text = ch09.embedding_prose(flat, readings(), 59)
+    assert text.startswith(
+        "In the released run: the top two principal components of the 59 number embeddings hold 100.0%"
+    )
+    assert "at k = 3, scores 1.00 of 1" in text
+
+
+def test_probe_pivot_keeps_model_order():
+    assert list(ch09.probe_pivot(readings().probes).columns) == ["after layer 1", "after layer 2"]
+
+
+# --------------------------------------------------------------------------------- records
+def test_record_all_records_numbers_and_claims(monkeypatch):
+    seen = {}
+    monkeypatch.setattr("mechbook.record", lambda name, value: seen.setdefault(name, value))
+    records = ch09.record_all(readings(), readings(2.0), {0: readings()})
+    assert records["matched_cosine"] == pytest.approx(0.95) and records["release_qk2_block_ratio"] == 10.0
+    assert {f"claim.{c.id}" for c in ch09.CLAIMS} <= set(records) and seen.keys() == records.keys()
+    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
+    for profile in ("smoke", "cpu"):
+        assert set(bounds[profile]) <= set(records)
 
 
 SMOKE_BOUNDS = load_thresholds("09_circuits")["smoke"]
@@ -206,11 +342,12 @@ needs_release = pytest.mark.skipif(
 )
 
 
-def smoke_headline(model: torch.nn.Module, prefix: str = "") -> dict[str, object]:
-    """The smoke records the notebook takes of ``model`` (:func:`ch09.readings` on its pools)."""
+def smoke_numbers(model: torch.nn.Module, prefix: str = "") -> dict[str, object]:
+    """The smoke records the notebook takes of ``model`` (:func:`read_circuits` on its pools)."""
     cfg = ch09.CONFIGS["smoke"]
     task = Task(cfg.runs.train.task)
-    return ch09.record_all(ch09.readings(model, task, cfg, task.eval_pools(cfg.per_pool, seed=ch09.POOL_SEED)), prefix)
+    r = read_circuits(model, task, task.eval_pools(cfg.per_pool, seed=POOL_SEED), cfg.probe, cfg.n_patch)
+    return {prefix + k: v for k, v in r.numbers().items()}
 
 
 def flagged(records: dict[str, object], release_bounds: bool) -> set[str]:
@@ -225,7 +362,7 @@ def test_the_measured_seed_spread_passes_the_smoke_bounds():
 def test_smoke_bounds_reject_an_untrained_model():
     """At initialisation every residual at '=' looks alike (matched and mismatched cosines both
     ~0.9), OV₂ does not map onto the unembedding, and '=' does not look at the needed numbers."""
-    found = flagged(smoke_headline(AssignAddModel(ch08.CONFIGS["smoke"].train.model).eval()), release_bounds=False)
+    found = flagged(smoke_numbers(AssignAddModel(SMOKE_MODEL).eval()), release_bounds=False)
     assert {"mismatched_cosine", "ov2_matched_cosine", "eq_to_needed_attention"} <= found, found
 
 
@@ -234,47 +371,20 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
     """The released run's first checkpoint (step 1) read in place of its final model: no bound on
     the circuit it has not yet learned lets it through, except the matched cosine, which an
     untrained model also meets (its residuals at '=' all point alike)."""
-    found = flagged(smoke_headline(release.load_release(1), prefix="release_"), release_bounds=True)
+    found = flagged(smoke_numbers(release.load_release(1), prefix="release_"), release_bounds=True)
     assert found == {n for n in SMOKE_BOUNDS if n.startswith("release_")} - {"release_matched_cosine"}, found
 
 
-def test_embedding_readings_tell_one_circle_from_none():
-    circle = ch09.embedding_top({"pca": CIRCLE_PCA})
-    assert circle["top2"] == pytest.approx(1.0) and circle["circle_k"] == 3
-    assert circle["circle_score"] == pytest.approx(1.0) and circle["top10_frequencies"] == pytest.approx(1.0)
-    scattered = {"pca": fourier.embedding_pca(_circle_model(None), 59)}
-    assert ch09.embedding_top(scattered)["top2"] < 0.5
-    text = ch09.embedding_prose(scattered, {"pca": CIRCLE_PCA}, 59)
-    assert text.startswith(
-        "In the released run: the top two principal components of the 59 number embeddings hold 100.0%"
-    )
-    assert "one circle (the best circular order in the top two components, at k = 3, scores 1.00" in text
-    assert "in the rebuild" in text and "not one circle" in text.split(";")[1]
-    spec = ch09.embedding_chart(_readings(), {"pca": CIRCLE_PCA}).to_dict()
-    assert "(top two principal components: 100% of the variance released" in spec["title"]["text"][1]
-    assert spec["title"]["text"][0] == "The number embeddings' variance by frequency of n"
-    scattered_spec = ch09.embedding_chart(scattered, scattered).to_dict()
-    assert scattered_spec["title"]["text"][0].endswith("not one circle")
+def test_config_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="gallery"):
+        dataclasses.replace(ch09.CONFIGS["smoke"], gallery=0)
 
 
-def test_fourier_ablation_reports_nothing_to_restrict_without_key_frequencies(model):
-    found = ch09.fourier_neurons(np.zeros((3, 59, 59)))
-    assert ch09.key_frequencies(found) == []
-    ablation = ch09.fourier_ablation(model, Task(TC), found)
-    assert ablation["n_frequencies"] == 0 and ablation["restricted"] is None and ablation["full"] > 0
-    assert "nothing to restrict to" in ch09.ablation_prose(ablation, "The rebuild", 59)
-
-
-def test_ablation_prose_and_table():
-    good = {"full": 0.014, "restricted": 1.5e-11, "excluded": 10.7, "n_frequencies": 9}
-    text = ch09.ablation_prose(good, "The released run", 59)
-    assert "9 key frequencies the loss is 1.5e-11 nats against 0.014 in full (as good or better" in text
-    assert "10.7 nats, against 4.08 for a uniform guess" in text
-    assert "worse" in ch09.ablation_prose({**good, "restricted": 2.0}, "x", 59)
-    table = ch09.ablation_table(_readings(), _readings(scale=2.0)).set_index("loss on all N² queries n m = (nats)")
-    row = table.loc["key frequencies only (restricted)"]
-    assert (row["paper's run, as released"], row["this rebuild"]) == ("0.1", "0.05")
-    none = {"pca": CIRCLE_PCA, "ablation": {"full": 4.1, "restricted": None, "excluded": None, "n_frequencies": 0}}
-    table = ch09.ablation_table(none, _readings()).set_index("loss on all N² queries n m = (nats)")
-    assert table.loc["key frequencies removed (excluded)", "this rebuild"] == "none"
-    assert table.loc["key frequencies (count)", "this rebuild"] == "0"
+def test_claim_prose_states_each_claim_of_a_section_once():
+    ev = ch09.evidence({0: readings()}, readings())
+    sections = {c.section for c in ch09.CLAIMS}
+    for section in sections:
+        text = ch09.claim_prose(ev, section.removeprefix("ch09-"))
+        mine = [c for c in ch09.CLAIMS if c.section == section]
+        assert text.split("\n\n") == [ev[c.id].sentence() for c in mine]
+    assert ch09.claim_prose(ev, "nowhere") == ""

@@ -64,6 +64,57 @@ def previous_token_share(scores: np.ndarray, queries: range | list[int]) -> floa
     return float(np.mean(hits))
 
 
+def value_positions(tokens: np.ndarray, task_cfg: TaskConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, positions)`` of every context value token (a number right after a variable):
+    the queries of layer 1's previous-token head."""
+    ctx = np.asarray(tokens)[:, : task_cfg.context_len]
+    is_value = np.zeros_like(ctx, dtype=bool)
+    is_value[:, 1:] = (ctx[:, 1:] < task_cfg.modulus) & (ctx[:, :-1] >= task_cfg.var0)
+    return np.nonzero(is_value)
+
+
+QK1_PARTS = ("token", "positional", "token_to_position", "position_to_token")
+"""The four parts of layer 1's score ``(E_q + P_q) QK1 (E_k + P_k)^T``: token-token
+``E_q QK1 E_k^T``, position-position ``P_q QK1 P_k^T`` and the two cross terms (query token on key
+position, query position on key token)."""
+
+
+def previous_token_score_split(model: torch.nn.Module, tokens: np.ndarray, task_cfg: TaskConfig) -> dict[str, float]:
+    """What makes layer 1's previous-token head (chapter 9): at every context value position
+    ``q``, the previous key's pre-softmax score minus the mean score of the other allowed keys
+    (``k <= q``, ``k != q - 1``), split exactly into the four :data:`QK1_PARTS` (the layer-1
+    input is ``E[t] + P[pos]``: no LayerNorm, no biases). Returns each part's mean margin over the
+    value positions, their sum ``total`` (the real score margin) and ``positional_share``, the
+    position-position part over the sum of the four parts' sizes (its share of the margin when
+    every part pushes the same way; in [-1, 1] even when the parts cancel)."""
+    tokens = np.asarray(tokens)
+    rows, pos = value_positions(tokens, task_cfg)
+    if not len(rows):
+        raise ValueError("tokens hold no context value position (a number right after a variable)")
+    QK = qk(model, 0).double()
+    E = model.embed.W_E.detach().double()[torch.as_tensor(tokens[rows])]  # (V, T, d)
+    P = model.pos_embed.W_pos.detach().double()[: tokens.shape[1]]  # (T, d)
+    q = torch.as_tensor(pos)
+    Eq, Pq = E[torch.arange(len(q)), q], P[q]  # (V, d)
+    parts = {
+        "token": torch.einsum("vd,de,vke->vk", Eq, QK, E),
+        "positional": (Pq @ QK @ P.T),
+        "token_to_position": (Eq @ QK @ P.T),
+        "position_to_token": torch.einsum("vd,de,vke->vk", Pq, QK, E),
+    }
+    keys = torch.arange(tokens.shape[1])[None, :]
+    others = (keys <= q[:, None]) & (keys != (q - 1)[:, None])
+    out = {}
+    for name, score in parts.items():
+        prev = score[torch.arange(len(q)), q - 1]
+        rest = (score * others).sum(1) / others.sum(1)
+        out[name] = float((prev - rest).mean())
+    out["total"] = float(sum(out[name] for name in QK1_PARTS))
+    size = sum(abs(out[name]) for name in QK1_PARTS)
+    out["positional_share"] = out["positional"] / size if size > 0 else float("nan")
+    return out
+
+
 def variable_directions(model: torch.nn.Module, task_cfg: TaskConfig) -> torch.Tensor:
     """``E_var OV1`` (n_vars x d_model): what layer-1 attention writes when it copies a variable.
 
@@ -196,16 +247,35 @@ def ov2_sum(model: torch.nn.Module, n: np.ndarray, m: np.ndarray) -> torch.Tenso
     return (E[torch.as_tensor(n)] + E[torch.as_tensor(m)]) @ OV
 
 
+def shuffled_right(modulus: int, seed: int = 0) -> np.ndarray:
+    """For each pair index (n major), the right operand ``m'`` of a random permutation of the
+    pairs: the paper's shuffled control keeps ``n`` and draws ``m'`` this way."""
+    rng = np.random.default_rng([seed, 17])
+    _, m = all_pairs(modulus)
+    return m[rng.permutation(len(m))]
+
+
 def ov2_cosines(model: torch.nn.Module, task: Task, kind: str = "2var", seed: int = 0) -> pd.DataFrame:
     """Layer-2 attention output at '=' (``blocks.1.hook_attn_out``) against ``OV2(e_n) + OV2(e_m)``
-    for all pairs asked through variables (``kind``): columns ``n``, ``m``, ``matched`` and
-    ``shuffled`` (against the vector of a random pair of a different sum)."""
+    for all pairs asked through variables (``kind``): columns ``n``, ``m``, ``matched``,
+    ``shuffled`` (the paper's control: against ``OV2(e_n) + OV2(e_m')``, the left operand kept and
+    ``m'`` from a random pair, :func:`shuffled_right`) and ``other_pair`` (against the vector of a
+    random pair of a different sum, both operands replaced)."""
     via, _ = variable_sequences(task, kind, seed)
     out = _at_eq(model, via, "blocks.1.hook_attn_out")
     n, m = all_pairs(task.cfg.modulus)
     target = ov2_sum(model, n, m)
     partner = torch.from_numpy(mismatched_partner(task.cfg.modulus, seed))
-    return pd.DataFrame({"n": n, "m": m, "matched": _cos(out, target), "shuffled": _cos(out, target[partner])})
+    control = ov2_sum(model, n, shuffled_right(task.cfg.modulus, seed))
+    return pd.DataFrame(
+        {
+            "n": n,
+            "m": m,
+            "matched": _cos(out, target),
+            "shuffled": _cos(out, control),
+            "other_pair": _cos(out, target[partner]),
+        }
+    )
 
 
 def mlp2_logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -265,10 +335,7 @@ def role_attention(model: torch.nn.Module, tokens: np.ndarray, task_cfg: TaskCon
       (:func:`needed_positions`, summed; 1.0 = all attention where the circuit says).
     """
     pat = attention_patterns(model, torch.as_tensor(tokens)).numpy()
-    ctx = tokens[:, : task_cfg.context_len]
-    is_value = np.zeros_like(ctx, dtype=bool)
-    is_value[:, 1:] = (ctx[:, 1:] < task_cfg.modulus) & (ctx[:, :-1] >= task_cfg.var0)
-    rows, pos = np.nonzero(is_value)
+    rows, pos = value_positions(tokens, task_cfg)
     c = task_cfg.context_len
     need = needed_positions(tokens, task_cfg)
     b = np.arange(len(tokens))

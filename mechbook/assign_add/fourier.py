@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -143,6 +144,44 @@ def key_frequencies(table: pd.DataFrame, min_fve: float = 0.9) -> pd.DataFrame:
     return counts.sort_values(["neurons", "k"], ascending=[False, True], ignore_index=True)
 
 
+LIVE_STD = 1e-3
+"""A neuron is live when its map's spread exceeds this fraction of the largest neuron's."""
+MIN_FVE = 0.9
+"""Variance one frequency must explain for a neuron to count as a Fourier neuron (the paper's
+0.90)."""
+
+
+@dataclass(frozen=True)
+class FourierNeurons:
+    """Chapter 9's reading of the layer-2 MLP: the frequency table of all neurons
+    (:func:`neuron_frequency_table`), the live ones, those with FVE >= :data:`MIN_FVE`, and the key
+    frequencies among them (:func:`key_frequencies`, most common first)."""
+
+    table: pd.DataFrame
+    live: pd.DataFrame
+    good: pd.DataFrame
+    frequencies: pd.DataFrame
+
+    @property
+    def keys(self) -> list[int]:
+        """The key frequencies in increasing order: every best frequency of a Fourier neuron."""
+        return sorted(int(k) for k in self.frequencies["k"])
+
+    @property
+    def best_fve(self) -> float | None:
+        """The best live neuron's FVE (None without a live neuron)."""
+        return float(self.live["fve"].max()) if len(self.live) else None
+
+
+def fourier_neurons(maps: np.ndarray) -> FourierNeurons:
+    """Each neuron's best frequency and its FVE; live = spread above :data:`LIVE_STD` of the
+    largest; Fourier neurons = live with FVE >= :data:`MIN_FVE` (chapter 9)."""
+    table = neuron_frequency_table(maps)
+    live = table[table["std"] > LIVE_STD * table["std"].max()]
+    good = live[live["fve"] >= MIN_FVE]
+    return FourierNeurons(table, live, good, key_frequencies(live, min_fve=MIN_FVE))
+
+
 def output_fourier_norms(W_out: np.ndarray, W_U: np.ndarray) -> pd.DataFrame:
     """Fourier norms of ``W_out W_U`` (neurons x residues) along the residue axis.
 
@@ -221,10 +260,91 @@ def model_fourier_ablation(
 ) -> dict[str, float]:
     """:func:`fourier_ablated_losses` of a model's logits at '=' for every query
     ``PAD x 12 + n m =`` (any model: the released one or a rebuild)."""
+    return fourier_ablated_losses(direct_logits(model, task_cfg), ks, pairs)
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """Chapter 9's Fourier ablation of one model: its loss on all N² direct queries in full, on
+    its key frequencies alone (``restricted``) and without them (``excluded``), and two controls
+    a near-zero restricted loss needs: the restricted loss on random sets of as many frequencies
+    drawn from all of them (``random_sets``, ``random_restricted``, one per draw) and drawn from the
+    non-key frequencies only (``nonkey_restricted``). Restricted, excluded and the controls are
+    None or empty without key frequencies."""
+
+    full: float
+    n_frequencies: int
+    restricted: float | None = None
+    excluded: float | None = None
+    random_restricted: tuple[float, ...] = ()
+    random_sets: tuple[tuple[int, ...], ...] = ()
+    nonkey_restricted: tuple[float, ...] = ()
+    keys: tuple[int, ...] = ()
+
+    @property
+    def random_lowest(self) -> float | None:
+        """The lowest restricted loss over the random draws from all frequencies."""
+        return min(self.random_restricted) if self.random_restricted else None
+
+    @property
+    def random_lowest_overlap(self) -> int | None:
+        """How many key frequencies the draw with the lowest restricted loss holds."""
+        if not self.random_restricted:
+            return None
+        best = self.random_sets[int(np.argmin(self.random_restricted))]
+        return len(set(best) & set(self.keys))
+
+    @property
+    def nonkey_lowest(self) -> float | None:
+        """The lowest restricted loss over the random draws of non-key frequencies."""
+        return min(self.nonkey_restricted) if self.nonkey_restricted else None
+
+
+def random_frequency_sets(
+    modulus: int, size: int, draws: int, seed: int = 0, exclude: Sequence[int] = ()
+) -> list[list[int]]:
+    """``draws`` sets of ``size`` distinct frequencies drawn uniformly from 1..(N-1)/2 without
+    the frequencies in ``exclude`` (as many as are left when fewer than ``size`` are)."""
+    _, ks = fourier_basis(modulus)
+    if not 1 <= size <= len(ks):
+        raise ValueError(f"size must be between 1 and {len(ks)} frequencies, got {size}")
+    pool = np.array([k for k in ks if k not in set(exclude)])
+    if not len(pool):
+        return []
+    rng = np.random.default_rng([seed, 23, len(exclude)])
+    return [sorted(int(k) for k in rng.choice(pool, size=min(size, len(pool)), replace=False)) for _ in range(draws)]
+
+
+def ablation(logits: np.ndarray, ks: Sequence[int], draws: int = 5, seed: int = 0) -> Ablation:
+    """:func:`fourier_ablated_losses` of ``logits`` (N², N) on the key frequencies ``ks`` and the
+    two controls a restricted loss of 1e-11 needs: the restricted loss on ``draws`` random sets of
+    ``len(ks)`` frequencies from all of them, and from the non-key ones only
+    (:func:`random_frequency_sets`). Chapter 9."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if not len(ks):
+        return Ablation(full=fourier_ablated_losses(logits, [1])["full"], n_frequencies=0)
+    losses = fourier_ablated_losses(logits, ks)
+    modulus = logits.shape[1]
+    sets = random_frequency_sets(modulus, len(ks), draws, seed)
+    nonkey = random_frequency_sets(modulus, len(ks), draws, seed, exclude=ks)
+    restricted = lambda s: fourier_ablated_losses(logits, s)["restricted"]  # noqa: E731
+    return Ablation(
+        full=losses["full"],
+        n_frequencies=len(ks),
+        restricted=losses["restricted"],
+        excluded=losses["excluded"],
+        random_restricted=tuple(restricted(s) for s in sets),
+        random_sets=tuple(tuple(s) for s in sets),
+        nonkey_restricted=tuple(restricted(s) for s in nonkey),
+        keys=tuple(int(k) for k in ks),
+    )
+
+
+def direct_logits(model: torch.nn.Module, task_cfg: TaskConfig) -> np.ndarray:
+    """The model's logits at '=' for every query ``PAD x 12 + n m =`` (N², N), n major."""
     tokens, _ = circuits.direct_sequences(task_cfg)
     with torch.no_grad():
-        logits = model(tokens, last_only=True).double().numpy()
-    return fourier_ablated_losses(logits, ks, pairs)
+        return model(tokens, last_only=True).double().numpy()
 
 
 def circle_fit(vectors: np.ndarray) -> pd.DataFrame:
@@ -287,3 +407,32 @@ def embedding_pca(model: torch.nn.Module, modulus: int, n_components: int = 6) -
         "circle": pd.concat(circles, ignore_index=True),
         "frequency": pd.concat(freqs, ignore_index=True),
     }
+
+
+ONE_CIRCLE_PC2 = 0.5
+"""Variance share of the top two principal components from which the number embeddings count as
+one circle (chapter 9's reading)."""
+
+
+@dataclass(frozen=True)
+class EmbeddingSummary:
+    """Of the number embeddings ``W_E[0..N-1]``: the variance share of the top two principal
+    components (``top2``), of the ten largest frequencies of n (``top10_frequencies``), and the
+    best circular-order score of the top two PCs (``circle_score``, at frequency ``circle_k``)."""
+
+    top2: float
+    top10_frequencies: float
+    circle_score: float
+    circle_k: int
+
+
+def embedding_summary(pca: dict[str, pd.DataFrame], space: str = "W_E") -> EmbeddingSummary:
+    """:class:`EmbeddingSummary` of one space of :func:`embedding_pca` (chapter 9)."""
+    var, freq, circle = (pca[k][pca[k].space == space] for k in ("variance", "frequency", "circle"))
+    best = circle.sort_values("score", ascending=False).iloc[0]
+    return EmbeddingSummary(
+        top2=float(var[var.pc <= 2].fraction.sum()),
+        top10_frequencies=float(freq.fraction.head(10).sum()),
+        circle_score=float(best.score),
+        circle_k=int(best.k),
+    )

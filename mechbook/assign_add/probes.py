@@ -240,3 +240,29 @@ def release_probe_history(
 
     key = {"commit": release.RELEASE_COMMIT, "steps": steps, "n": n_sequences, "seed": seed, "probe": cfg}
     return cached("assign_add/release_probes", key, compute)
+
+
+PROBE_POOLS = ("0var_train", "1var_train", "2var_train")
+"""The evaluation pools whose sequences train and score chapter 9's probes."""
+
+
+def pooled_probe_table(
+    model: torch.nn.Module, task_cfg: TaskConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]], cfg: ProbeConfig
+) -> pd.DataFrame:
+    """:func:`cached_probe_table` on the sequences of the :data:`PROBE_POOLS` of ``pools``
+    (:meth:`Task.eval_pools`), chapter 9."""
+    return cached_probe_table(
+        model,
+        task_cfg,
+        np.concatenate([pools[p][0] for p in PROBE_POOLS]),
+        np.concatenate([pools[p][1] for p in PROBE_POOLS]),
+        cfg,
+    )
+
+
+def probe_accuracy(probes: pd.DataFrame, target: str, where: str) -> float:
+    """Held-out accuracy of the probe for ``target`` at ``where`` in a :func:`probe_table`."""
+    hit = probes[(probes["target"] == target) & (probes["where"] == where)]
+    if hit.empty:
+        raise KeyError(f"no probe for {target!r} at {where!r}; targets {sorted(probes['target'].unique())}")
+    return float(hit["accuracy"].iloc[0])

@@ -16,13 +16,16 @@ get pulled towards the query. We compute it with autograd by replacing the layer
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.assign_add import circuits
+from mechbook.assign_add import circuits, release, scores
 from mechbook.assign_add.circuits import variable_directions
-from mechbook.assign_add.phases import detect_phases
+from mechbook.assign_add.phases import PhaseRules, detect_phases
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached, fingerprint
@@ -123,7 +126,7 @@ def associative_memory_block(model: torch.nn.Module, task_cfg: TaskConfig) -> np
     return (gram @ gram).numpy().astype(np.float64)
 
 
-def after_phase1_step(history: pd.DataFrame, checkpoints: list[int]) -> int:
+def after_phase1_step(history: pd.DataFrame, checkpoints: list[int], rules: PhaseRules | None = None) -> int:
     """The checkpoint chapter 10 differentiates at: the last kept step before the phase-2
     (variable-binding) jump that :func:`mechbook.assign_add.phases.detect_phases` finds in the
     history, and not before phase 1 (addition) when that is detected. Without a detected jump (a
@@ -131,7 +134,7 @@ def after_phase1_step(history: pd.DataFrame, checkpoints: list[int]) -> int:
     steps = sorted(checkpoints)
     if not steps:
         raise ValueError("no checkpoints: pass TrainResult.checkpoints (a run keeps at least its last step)")
-    found = detect_phases(history)
+    found = detect_phases(history, rules or PhaseRules())
     if found.phase2 is None:
         return steps[-1]
     before = [s for s in steps if s < found.phase2]
@@ -207,3 +210,196 @@ def gradient_block_over_training(result: TrainResult, tokens: torch.Tensor, labe
         "labels": labels,
     }
     return cached("assign_add/gradient_blocks", key, compute)
+
+
+GRADIENT = "gradient at uniform attention"
+STEP = "first step with W_Q⁽²⁾ = 0"
+PREDICTED = "predicted (U Uᵀ)²"
+LEARNED = "learned after phase 2"
+"""The names of the four blocks chapter 10 compares (:func:`gradient_blocks`)."""
+
+
+def gradient_blocks(
+    early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
+    """The four blocks chapter 10 compares: -U(dL/dM)U^T at M = 0 and the first step's block
+    with W_Q2 = 0 (both at ``early``), the predicted (UU^T)^2 (``early``'s U) and the learned
+    U QK2 U^T of ``late``."""
+    return {
+        GRADIENT: gradient_variable_block(early, task_cfg, tokens, labels),
+        STEP: zero_query_step_block(early, task_cfg, tokens, labels),
+        PREDICTED: associative_memory_block(early, task_cfg),
+        LEARNED: circuits.variable_qk_block(late, task_cfg),
+    }
+
+
+def block_stats(blocks: dict[str, np.ndarray], reference: str | None = GRADIENT) -> pd.DataFrame:
+    """Per block its diagonality (:func:`~mechbook.assign_add.circuits.block_diagonality`) and,
+    with a ``reference``, the correlation of its entries with that block's (:func:`block_similarity`)."""
+    stats = pd.DataFrame({name: circuits.block_diagonality(b) for name, b in blocks.items()}).T
+    if reference is not None:
+        stats["similarity"] = [block_similarity(blocks[reference], b) for b in blocks.values()]
+    return stats
+
+
+def key_split_blocks(
+    model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
+) -> dict[str, np.ndarray]:
+    """-U(dL/dM)U^T at M = 0 from the context keys (``context``, positions 0..11) and from the
+    query's keys (``query``, 12..15); they add up to :func:`gradient_variable_block`."""
+    U = circuits.variable_directions(model, task_cfg)
+    context, query = list(range(task_cfg.context_len)), list(range(task_cfg.context_len, task_cfg.seq_len))
+    return {
+        "context": -(U @ qk2_gradient_by_keys(model, tokens, labels, context) @ U.T).numpy(),
+        "query": -(U @ qk2_gradient_by_keys(model, tokens, labels, query) @ U.T).numpy(),
+    }
+
+
+def first_identity_step(over: pd.DataFrame, share: float = 0.5) -> int | None:
+    """The first checkpoint of :func:`gradient_block_over_training` whose gradient block has its
+    diagonal as the row maximum in more than ``share`` of the rows (None: never)."""
+    steps = over.loc[over["rows_diag_max"] > share, "step"]
+    return int(steps.iloc[0]) if len(steps) else None
+
+
+def direction_spread(model: torch.nn.Module, task_cfg: TaskConfig) -> dict[str, float]:
+    """How distinct the variable directions u_v = E_v OV1 are: ``mean_abs_cos``, the mean
+    |cos(u_v, u_w)| over pairs of different variables, and ``norm_ratio``, the longest over the
+    shortest |u_v| (chapter 10's premise)."""
+    u = circuits.variable_directions(model, task_cfg).double().numpy()
+    norms = np.linalg.norm(u, axis=1)
+    cos = (u @ u.T) / np.outer(norms, norms)
+    return {
+        "mean_abs_cos": float(np.abs(cos[~np.eye(len(u), dtype=bool)]).mean()),
+        "norm_ratio": float(norms.max() / norms.min()),
+    }
+
+
+@dataclass(frozen=True)
+class GradientReading:
+    """Chapter 10's reading of one run: the checkpoint before its binding jump (``step``) and the
+    final step, the four blocks and their statistics (:func:`block_stats`), the gradient split by
+    key position and its statistics, the gradient block from 0-var sequences alone, and the
+    spread of the variable directions at the checkpoint and at the end (:func:`direction_spread`)."""
+
+    step: int
+    final_step: int
+    blocks: dict[str, np.ndarray]
+    stats: pd.DataFrame
+    split: dict[str, np.ndarray]
+    split_stats: pd.DataFrame
+    zero_block: np.ndarray
+    spread_checkpoint: dict[str, float]
+    spread_final: dict[str, float]
+
+    @property
+    def form(self) -> float:
+        """Correlation of the gradient block with the predicted (UU^T)^2."""
+        return float(self.stats.loc[PREDICTED, "similarity"])
+
+    @property
+    def learned(self) -> float:
+        """Correlation of the gradient block with the block learned by the end."""
+        return float(self.stats.loc[LEARNED, "similarity"])
+
+    @property
+    def ratio(self) -> float:
+        """The gradient block's diagonal mean over its mean |off-diagonal|."""
+        return float(self.stats.loc[GRADIENT, "ratio"])
+
+    @property
+    def zero_ratio(self) -> float:
+        """The same ratio for the gradient from 0-var sequences alone."""
+        return circuits.block_diagonality(self.zero_block)["ratio"]
+
+    def numbers(self) -> dict[str, float | int]:
+        """The headline numbers (chapter 10's records)."""
+        return {
+            "gradient_checkpoint_step": self.step,
+            "gradient_block_ratio": self.ratio,
+            "gradient_block_rows_diag_max": float(self.stats.loc[GRADIENT, "rows_diag_max"]),
+            "gradient_vs_learned_similarity": self.learned,
+            "gradient_vs_predicted_similarity": self.form,
+            "gradient_block_ratio_0var": self.zero_ratio,
+            "gradient_context_block_ratio": float(self.split_stats.loc["context", "ratio"]),
+            "gradient_context_diag_mean": float(self.split_stats.loc["context", "diag_mean"]),
+            "gradient_query_diag_mean": float(self.split_stats.loc["query", "diag_mean"]),
+            "variable_directions_cos_checkpoint": self.spread_checkpoint["mean_abs_cos"],
+            "variable_directions_cos_final": self.spread_final["mean_abs_cos"],
+            "variable_directions_norm_spread_checkpoint": self.spread_checkpoint["norm_ratio"],
+        }
+
+
+def read_gradient(
+    early: torch.nn.Module,
+    late: torch.nn.Module,
+    task_cfg: TaskConfig,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    zero_batch: tuple[torch.Tensor, torch.Tensor],
+    step: int,
+    final_step: int,
+) -> GradientReading:
+    """Chapter 10's :class:`GradientReading` of one run: ``early`` at ``step`` (before the jump),
+    ``late`` its final model; ``batch`` the 1-/2-var sequences the gradient averages over and
+    ``zero_batch`` 0-var sequences alone."""
+    tokens, labels = batch
+    blocks = gradient_blocks(early, late, task_cfg, tokens, labels)
+    split = key_split_blocks(early, task_cfg, tokens, labels)
+    return GradientReading(
+        step=step,
+        final_step=final_step,
+        blocks=blocks,
+        stats=block_stats(blocks),
+        split=split,
+        split_stats=block_stats(split, reference=None),
+        zero_block=gradient_variable_block(early, task_cfg, *zero_batch),
+        spread_checkpoint=direction_spread(early, task_cfg),
+        spread_final=direction_spread(late, task_cfg),
+    )
+
+
+def read_run(
+    run: TrainResult,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    zero_batch: tuple[torch.Tensor, torch.Tensor],
+    rules: PhaseRules | None = None,
+) -> GradientReading:
+    """:func:`read_gradient` of a trained run at its last kept checkpoint before its binding jump
+    (:func:`after_phase1_step`), against its final weights (chapter 10, every seed)."""
+    step = after_phase1_step(run.history, list(run.checkpoints), rules)
+    early, late = load_model(run, step).double(), load_model(run).double()
+    return read_gradient(early, late, run.config.task, batch, zero_batch, step, run.config.steps)
+
+
+def release_before_jump(steps: Sequence[int] | None, per_pool: int, rules: PhaseRules | None = None) -> int:
+    """The authors' released run's last checkpoint (among ``steps``; None: every one present
+    locally) before the binding jump that chapter 8's ``rules`` find in its curves on ``per_pool``
+    sequences per pool (:func:`mechbook.assign_add.scores.release_history`)."""
+    history = scores.release_history(steps, n_per_pool=per_pool)
+    return after_phase1_step(history, sorted(history.step.unique().tolist()), rules)
+
+
+def read_release(
+    steps: Sequence[int] | None,
+    per_pool: int,
+    task_cfg: TaskConfig,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    zero_batch: tuple[torch.Tensor, torch.Tensor],
+    rules: PhaseRules | None = None,
+) -> GradientReading:
+    """:func:`read_gradient` of the authors' released run at :func:`release_before_jump`, against
+    its final model (chapter 10)."""
+    step = release_before_jump(steps, per_pool, rules)
+    early, late = release.load_release(step).double(), release.load_release(release.FINAL).double()
+    return read_gradient(early, late, task_cfg, batch, zero_batch, step, release.FINAL_STEP)
+
+
+GRADIENT_POOLS = ("1var_train", "2var_train")
+"""The evaluation pools whose sequences chapter 10's gradient averages over."""
+
+
+def pool_batch(
+    pools: dict[str, tuple[np.ndarray, np.ndarray]], names: Sequence[str] = GRADIENT_POOLS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(tokens, labels)`` of the pools ``names`` of ``pools`` (:meth:`Task.eval_pools`), stacked."""
+    return tuple(torch.from_numpy(np.concatenate([pools[p][i] for p in names])) for i in (0, 1))

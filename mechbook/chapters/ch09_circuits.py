@@ -1,11 +1,15 @@
-"""Chapter 9, "The circuits": configs, the readings it computes from a trained model, its charts
-and computed prose. The model is chapter 8's (``CONFIGS[profile].runs`` is the same object as in
-:data:`mechbook.chapters.ch08_training_dynamics.CONFIGS`), so the cached run is reused.
+"""Chapter 9, "The circuits": the chapter's config, its claims, and the charts and computed prose
+of each section in page order. The readings themselves are computed by the library
+(:func:`mechbook.assign_add.circuit_readings.read_circuits`), on the rule-picked run of chapter 8's
+seed stack (:data:`mechbook.assign_add.runs.SEED_RUNS`, the same cached runs), on every seed of
+that stack, and on the authors' released final model.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import altair as alt
@@ -14,28 +18,25 @@ import pandas as pd
 import torch
 
 import mechbook
-from mechbook import viz
-from mechbook.assign_add import circuits, fourier, patching
-from mechbook.assign_add.probes import ProbeConfig, cached_probe_table
+from mechbook import claims, viz
+from mechbook.assign_add import circuits, fourier
+from mechbook.assign_add.circuit_readings import CircuitReadings
+from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
-from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import TrainResult
-from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.chapters import common
+from mechbook.claims import Claim, Evidence, Rule
 
-LIVE_STD = 1e-3
-"""A neuron is live when its map's spread exceeds this fraction of the largest neuron's."""
-MIN_FVE = 0.9
-"""Variance one frequency must explain for a neuron to count as a Fourier neuron."""
 SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
-POOL_SEED, PATCH_SEED = 2, 3
-"""Seeds of the chapter's evaluation pools and of its patching pairs."""
+STEM = "09_circuits"
 
 
 @dataclass(frozen=True)
-class CircuitsChapterConfig:
-    """Chapter 9: the seed runs whose dissected model it opens (chapter 8's), sequences per evaluation
-    pool for attention statistics and probes, the probes' training, clean/source pairs for
-    patching, and neurons shown in the Fourier gallery."""
+class ChapterConfig:
+    """Chapter 9: the seed runs whose dissected model it opens (chapter 8's, so the cached stack is
+    shared), sequences per evaluation pool for attention statistics and probes, the probes'
+    training, clean/source pairs for patching, and neurons shown in the Fourier gallery."""
 
     runs: SeedRuns
     per_pool: int
@@ -49,16 +50,10 @@ class CircuitsChapterConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
 
-CONFIGS: dict[str, CircuitsChapterConfig] = {
-    "smoke": CircuitsChapterConfig(
-        ch08.CONFIGS["smoke"].runs, per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4
-    ),
-    "cpu": CircuitsChapterConfig(
-        ch08.CONFIGS["cpu"].runs, per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6
-    ),
-    "paper": CircuitsChapterConfig(
-        ch08.CONFIGS["paper"].runs, per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6
-    ),
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(SEED_RUNS["smoke"], per_pool=80, probe=ProbeConfig(steps=100), n_patch=200, gallery=4),
+    "cpu": ChapterConfig(SEED_RUNS["cpu"], per_pool=300, probe=ProbeConfig(steps=300), n_patch=1000, gallery=6),
+    "paper": ChapterConfig(SEED_RUNS["paper"], per_pool=1000, probe=ProbeConfig(steps=500), n_patch=2000, gallery=6),
 }
 
 
@@ -68,30 +63,254 @@ def resolve(
     per_pool: int | None = None,
     probe_steps: int | None = None,
     n_patch: int | None = None,
-) -> CircuitsChapterConfig:
+) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
     ``seed`` opens that seed's run of chapter 8 instead of the rule's pick."""
     return mechbook.resolve_profile(
-        CONFIGS,
-        profile,
-        runs__pick=seed,
-        per_pool=per_pool,
-        probe__steps=probe_steps,
-        n_patch=n_patch,
+        CONFIGS, profile, runs__pick=seed, per_pool=per_pool, probe__steps=probe_steps, n_patch=n_patch
     )
 
 
-def model_prose(result: TrainResult) -> str:
+# ----------------------------------------------------------------------------------- claims
+def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
+    return Claim(f"ch09.{name}", STEM, source, statement, measure, rule, section=f"ch09-{section}", **kw)
+
+
+LOG_N = math.log(59)
+"""The loss of a uniform guess over the 59 residues (nats)."""
+
+CLAIMS: tuple[Claim, ...] = (
+    _claim(
+        "value_reads_variable",
+        "paper",
+        "Layer 1 is a previous-token head for values: a value attends to its variable",
+        "mean layer-1 attention from each context value to its variable",
+        Rule(">=", 0.9, partly=0.5),
+        "patterns",
+        paper="a value attends to its variable",
+    ),
+    _claim(
+        "previous_token_positional",
+        "paper",
+        "Layer 1's query-key form that makes the previous-token head is positional",
+        "share of the previous key's score margin (over the other allowed keys) carried by the position-position "
+        "part P QK₁ Pᵀ (over the sum of the four parts' sizes)",
+        Rule(">=", 0.9, partly=0.5),
+        "qk1",
+        paper="purely positional QK",
+    ),
+    _claim(
+        "eq_reads_needed",
+        "paper",
+        "Layer-2 '=' puts its top two keys on the positions of the numbers it needs",
+        "share of sequences whose two largest layer-2 weights from '=' sit on the needed positions",
+        Rule(">=", 0.9, partly=0.5),
+        "patterns",
+        paper="layer-2 '=' top-2 keys = the positions of the values it needs",
+    ),
+    _claim(
+        "qk2_identity",
+        "paper",
+        "Layer 2's query-key form on the variable directions is identity-like",
+        "share of the rows of U QK₂ Uᵀ whose maximum is on the diagonal",
+        Rule(">=", 0.9, partly=0.5),
+        "qk2",
+        paper="fraction of rows whose max is on the diagonal → 1.0",
+    ),
+    _claim(
+        "one_adder_residual",
+        "paper",
+        "The residual stream at '=' before MLP₂ is nearly the same for a sum asked directly and through variables",
+        "mean matched cosine minus mean mismatched cosine",
+        Rule(">=", 0.5, partly=0.25),
+        "one-adder",
+        paper="cosine ~0.97 matched vs ~0.14 mismatched (gap ~0.83)",
+    ),
+    _claim(
+        "ov2_attention_output",
+        "paper",
+        "The layer-2 attention output matches OV₂(e_n) + OV₂(e_m)",
+        "mean cosine with OV₂(e_n) + OV₂(e_m) minus the paper's shuffled control OV₂(e_n) + OV₂(e_m′)",
+        Rule(">=", 0.3, partly=0.1),
+        "adder",
+        paper="cosine ~0.99 vs ~0.54 shuffled (gap ~0.45)",
+    ),
+    _claim(
+        "adder_alone",
+        "paper",
+        "MLP₂ applied to OV₂(e_n) + OV₂(e_m) alone gets the sum right",
+        "share of the 59² pairs with argmax MLP₂(h) W_U = (n + m) mod 59",
+        Rule(">=", 0.99, partly=0.9),
+        "adder",
+        paper="~100%",
+    ),
+    _claim(
+        "fourier_neurons",
+        "paper",
+        "The best layer-2 neurons explain at least 0.90 of their variance with one frequency",
+        "the best live neuron's variance explained by one frequency",
+        Rule(">=", 0.9, partly=0.7),
+        "fourier",
+        paper="0.90-0.96",
+    ),
+    _claim(
+        "most_common_frequency",
+        "paper",
+        "k = 11 is the released model's most common key frequency (a rebuild picks its own)",
+        "most common best frequency among the Fourier neurons",
+        Rule("==", 11),
+        "fourier",
+        paper="k = 11",
+        spec="d",
+    ),
+    _claim(
+        "key_frequencies_suffice",
+        "book",
+        "Keeping only the key frequencies of n + m leaves the loss near zero",
+        "restricted loss on the key frequencies (nats)",
+        Rule("<=", 0.05),
+        "ablation",
+    ),
+    _claim(
+        "random_frequencies_fail",
+        "book",
+        "Restricting the logits to as many frequencies drawn at random from all of them leaves a high loss",
+        "lowest restricted loss over 5 random sets of as many frequencies (nats)",
+        Rule(">=", 1.0, partly=0.1),
+        "ablation",
+    ),
+    _claim(
+        "nonkey_frequencies_fail",
+        "book",
+        "Restricting the logits to as many frequencies drawn at random from the non-key ones leaves a high loss",
+        "lowest restricted loss over 5 random sets of as many non-key frequencies (nats)",
+        Rule(">=", 1.0, partly=0.1),
+        "ablation",
+    ),
+    _claim(
+        "key_frequencies_necessary",
+        "book",
+        "Removing the key frequencies leaves the model no better than a uniform guess",
+        f"excluded loss (nats; a uniform guess has log 59 = {LOG_N:.2f})",
+        Rule(">=", LOG_N),
+        "ablation",
+    ),
+    _claim(
+        "one_circle",
+        "book",
+        "The number embeddings sit on one circle",
+        "variance share of the top two principal components of W_E[0..58]",
+        Rule(">=", fourier.ONE_CIRCLE_PC2),
+        "embeddings",
+    ),
+    _claim(
+        "probe_variable_identity",
+        "paper",
+        "Variable identity is linearly decodable at value positions after layer 1",
+        "held-out probe accuracy after layer 1 (chance 1/12)",
+        Rule(">=", 0.9, partly=0.5),
+        "probes",
+        paper="decodable",
+    ),
+    _claim(
+        "operand_value_not_moved",
+        "paper",
+        "The value of a variable is not moved to the operand position: '=' fetches it directly",
+        "held-out probe accuracy of the operand's value at the operand after layer 2 (chance 1/59)",
+        Rule("<=", 0.1, partly=0.3),
+        "probes",
+        paper="not decodable there",
+    ),
+    _claim(
+        "probe_answer",
+        "paper",
+        "The answer is linearly decodable at '='",
+        "held-out probe accuracy of the answer after layer 2",
+        Rule(">=", 0.99, partly=0.9),
+        "probes",
+        paper="~99.7%",
+    ),
+    _claim(
+        "patching_moves_answer",
+        "book",
+        "Patching the queried value position moves the answer to the twin's sum",
+        "share of patched runs answering the twin's sum",
+        Rule(">=", 0.9, partly=0.5),
+        "patching",
+    ),
+    _claim(
+        "patching_control",
+        "book",
+        "Patching a distractor's value position leaves the answer unchanged",
+        "share of control-patched runs whose answer is unchanged",
+        Rule(">=", 0.9, partly=0.5),
+        "patching",
+    ),
+)
+BY_ID: dict[str, Claim] = {c.id: c for c in CLAIMS}
+
+
+MEASURES: dict[str, Callable[[CircuitReadings], object]] = {
+    "ch09.value_reads_variable": lambda r: r.roles["value_to_variable"],
+    "ch09.previous_token_positional": lambda r: r.qk1_split["positional_share"],
+    "ch09.eq_reads_needed": lambda r: r.needed_top2,
+    "ch09.qk2_identity": lambda r: r.diag["rows_diag_max"],
+    "ch09.one_adder_residual": lambda r: float(r.comp["matched"].mean() - r.comp["mismatched"].mean()),
+    "ch09.ov2_attention_output": lambda r: float(r.ov2["matched"].mean() - r.ov2["shuffled"].mean()),
+    "ch09.adder_alone": lambda r: r.adder,
+    "ch09.fourier_neurons": lambda r: r.fourier.best_fve,
+    "ch09.most_common_frequency": lambda r: int(r.fourier.frequencies["k"].iloc[0]) if len(r.fourier.good) else None,
+    "ch09.key_frequencies_suffice": lambda r: r.ablation.restricted,
+    "ch09.random_frequencies_fail": lambda r: r.ablation.random_lowest,
+    "ch09.nonkey_frequencies_fail": lambda r: r.ablation.nonkey_lowest,
+    "ch09.key_frequencies_necessary": lambda r: r.ablation.excluded,
+    "ch09.one_circle": lambda r: r.embedding.top2,
+    "ch09.probe_variable_identity": lambda r: r.numbers()["probe_variable_identity_after_layer1"],
+    "ch09.operand_value_not_moved": lambda r: r.numbers()["probe_operand_value_after_layer2"],
+    "ch09.probe_answer": lambda r: r.numbers()["probe_answer_at_eq"],
+    "ch09.patching_moves_answer": lambda r: r.effect["patched_to_source"],
+    "ch09.patching_control": lambda r: r.effect["control_unchanged"],
+}
+"""Each claim's value on one run's readings (None where it does not apply)."""
+RELEASE_ONLY = {"ch09.most_common_frequency"}
+"""Claims about the released model alone."""
+NO_KEY_FREQUENCIES = "no neuron has a key frequency in these runs, so there is nothing to restrict to"
+
+
+def evidence(seeds: dict[int, CircuitReadings], released: CircuitReadings | None) -> dict[str, Evidence]:
+    """Every claim's :class:`~mechbook.claims.Evidence`: its value on each seed's final model
+    (the seed stack) and on the released model."""
+    out = {}
+    for claim in CLAIMS:
+        measure = MEASURES[claim.id]
+        rebuild = {} if claim.id in RELEASE_ONLY else {s: measure(r) for s, r in seeds.items()}
+        release = None if released is None else measure(released)
+        untested = None
+        if not any(v is not None for v in rebuild.values()) and release is None:
+            untested = NO_KEY_FREQUENCIES if claim.section == "ch09-ablation" else "no value in this profile"
+        out[claim.id] = claim.evidence(rebuild, release=release, untested=untested)
+    return out
+
+
+def claim_prose(ev: dict[str, Evidence], section: str) -> str:
+    """The verdict sentences of the claims the section ``ch09-<section>`` shows, one paragraph each."""
+    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch09-{section}")
+
+
+# ---------------------------------------------------------------------------- the opened run
+def model_prose(result: TrainResult, n_seeds: int) -> str:
     """Which run is opened and how well it ended."""
     final = result.accuracy().iloc[-1]
     return (
         f"The model of chapter 8's run: {result.config.steps:,} steps, seed {result.config.seed}. "
         f"Final accuracy on 1-var training pairs {final['1var_train']:.3f}, on 2-var held-out pairs "
-        f"{final['2var_heldout']:.3f}."
+        f"{final['2var_heldout']:.3f}. Each claim below is read on this run's and on every one of the {n_seeds} "
+        "seed runs' final models, and on the authors' released final model."
     )
 
 
-def pattern_chart(frame: pd.DataFrame, title: str) -> alt.FacetChart:
+# ------------------------------------------------------------------------------ attention
+def pattern_chart(frame: pd.DataFrame) -> alt.FacetChart:
     """Both layers' attention for one sequence side by side, the circuit's roles boxed."""
     order = list(dict.fromkeys(frame.sort_values("query").query_token))
     return viz.attention_heatmap(
@@ -99,18 +318,26 @@ def pattern_chart(frame: pd.DataFrame, title: str) -> alt.FacetChart:
         order=order,
         highlight="role",
         facet="layer",
-        title=title,
+        title="Both layers' attention on one sequence (boxed: where the circuit says each head looks)",
     )
 
 
+def roles_prose(r: CircuitReadings) -> str:
+    """The mean attention on each circuit role and the layer-2 top-2 share, in one line."""
+    roles = " · ".join(f"{name.replace('_', ' ')}: **{value:.3f}**" for name, value in r.roles.items())
+    return f"{roles} · '=' top two keys on the needed positions (layer 2): **{r.needed_top2:.3f}**"
+
+
+# ----------------------------------------------------------------------- layer 1 query-key
 def positional_frame(scores: np.ndarray) -> pd.DataFrame:
     """The causal part (key <= query) of a positions x positions score matrix, tidy."""
     n = len(scores)
     return pd.DataFrame([{"query": q, "key": k, "score": float(scores[q, k])} for q in range(n) for k in range(q + 1)])
 
 
-def positional_chart(scores: np.ndarray) -> alt.Chart:
-    """Heatmap of layer 1's scores from position embeddings alone."""
+def positional_chart(scores: np.ndarray, share: float) -> alt.Chart:
+    """Heatmap of layer 1's scores from position embeddings alone; the title states the share of
+    context queries whose top positional score is the previous position."""
     return (
         alt.Chart(positional_frame(scores))
         .mark_rect()
@@ -124,33 +351,48 @@ def positional_chart(scores: np.ndarray) -> alt.Chart:
             width=320,
             height=320,
             title=alt.TitleParams(
-                [
-                    "Layer-1 scores from positions alone: a purely positional",
-                    "previous-token head lights up the sub-diagonal",
-                ],
+                ["Layer-1 scores from positions alone:", f"the previous position tops {share:.0%} of context rows"],
                 anchor="start",
             ),
         )
     )
 
 
-def positional_prose(share: float, context_len: int) -> str:
-    """The share of context query positions whose top positional score is the previous one."""
-    return (
-        f"In {share:.0%} of the context query positions 1-{context_len - 1}, the highest positional score goes "
-        "to the previous position."
+SPLIT_LABELS = {
+    "token": "token-token E QK₁ Eᵀ",
+    "positional": "position-position P QK₁ Pᵀ",
+    "token_to_position": "query token on key position",
+    "position_to_token": "query position on key token",
+    "total": "total (the real score margin)",
+}
+
+
+def split_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataFrame:
+    """The previous key's score margin split into its four parts, both runs (score units)."""
+    return pd.DataFrame(
+        {
+            "part of the previous key's score margin": list(SPLIT_LABELS.values()),
+            "paper's run, as released": [f"{released.qk1_split[k]:.3g}" for k in SPLIT_LABELS],
+            "this rebuild": [f"{rebuild.qk1_split[k]:.3g}" for k in SPLIT_LABELS],
+        }
     )
 
 
-def adder_prose(adder: float, with_residual: float, modulus: int) -> str:
-    """The adder alone (the paper's measure) and the variant keeping the residual."""
+def split_prose(r: CircuitReadings, who: str, context_len: int) -> str:
+    """Which part of layer 1's form carries the previous-token head on one run, from its numbers."""
+    s = r.qk1_split
+    parts = {k: s[k] for k in ("token", "positional", "token_to_position", "position_to_token")}
+    largest = max(parts, key=lambda k: parts[k])
     return (
-        f"The adder alone answers **{adder:.1%}** of the {modulus**2:,} pairs correctly "
-        f"({with_residual:.1%} with the residual kept)."
+        f"{who}: the previous key out-scores the other keys by {s['total']:.3g} on average; the position-position "
+        f"part gives {s['positional']:.3g} ({s['positional_share']:.0%} of the four parts' sizes) and the token-token part "
+        f"{s['token']:.3g}; the largest part is the {SPLIT_LABELS[largest]}. From positions alone, the previous "
+        f"position has the highest score in {r.prev_share:.0%} of the context query positions 1-{context_len - 1}."
     )
 
 
-def block_chart(block: np.ndarray, letters: tuple[str, ...]) -> alt.TopLevelMixin:
+# ----------------------------------------------------------------------- layer 2 query-key
+def block_chart(block: np.ndarray, letters: tuple[str, ...], rows_diag_max: float) -> alt.TopLevelMixin:
     """The learned variable block U QK₂ Uᵀ as a signed heatmap."""
     return viz.signed_heatmap(
         block,
@@ -159,7 +401,7 @@ def block_chart(block: np.ndarray, letters: tuple[str, ...]) -> alt.TopLevelMixi
         row_title="query variable",
         col_title="key variable",
         value_title="U QK₂ Uᵀ",
-        title="Layer-2 QK on the variable subspace: '=' asking for v scores v's value highest",
+        title=f"Layer-2 QK on the variable subspace: the diagonal is the row maximum in {rows_diag_max:.0%} of rows",
     )
 
 
@@ -171,6 +413,7 @@ def block_prose(diag: dict[str, float]) -> str:
     )
 
 
+# ------------------------------------------------------------------------------ one adder
 def cosine_histogram(comp: pd.DataFrame, bins: int = 80) -> pd.DataFrame:
     """Pairs per cosine bin on [-1, 1] for the ``matched`` and ``mismatched`` columns."""
     edges = np.linspace(-1, 1, bins + 1)
@@ -190,7 +433,7 @@ def cosine_histogram(comp: pd.DataFrame, bins: int = 80) -> pd.DataFrame:
 
 
 def cosine_chart(comp: pd.DataFrame) -> alt.Chart:
-    """Histogram of the matched and mismatched cosines at '=' before MLP₂."""
+    """Histogram of the matched and mismatched cosines at '=' before MLP₂, means in the title."""
     return (
         alt.Chart(cosine_histogram(comp))
         .mark_bar(opacity=0.7, width=5)
@@ -200,62 +443,65 @@ def cosine_chart(comp: pd.DataFrame) -> alt.Chart:
             color=alt.Color("comparison:N", title=None, legend=alt.Legend(orient="bottom")),
             tooltip=["comparison:N", alt.Tooltip("cosine:Q", format=".3f"), "pairs:Q"],
         )
-        .properties(width=600, title="Same sum, two routes, one residual vector: matched pairs sit far to the right")
+        .properties(
+            width=600,
+            title=f"Same sum, two routes: mean cosine {comp['matched'].mean():.2f} matched, "
+            f"{comp['mismatched'].mean():.2f} mismatched",
+        )
     )
 
 
-def composition_prose(comp: pd.DataFrame, ov2: pd.DataFrame) -> str:
-    """Mean matched / mismatched cosines and the OV₂ comparison."""
+def composition_prose(r: CircuitReadings) -> str:
+    """Mean matched / mismatched cosines and the OV₂ comparison with both controls, the words
+    derived from the printed numbers."""
+    m, mm = r.comp["matched"].mean(), r.comp["mismatched"].mean()
+    o, sh, other = r.ov2["matched"].mean(), r.ov2["shuffled"].mean(), r.ov2["other_pair"].mean()
     return (
-        f"Mean cosine, matched: **{comp['matched'].mean():.3f}**; mismatched: **{comp['mismatched'].mean():.3f}**. "
-        f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: {ov2['matched'].mean():.3f} "
-        f"(against another pair's: {ov2['shuffled'].mean():.3f})."
+        f"Mean cosine, matched: **{m:.3f}**, {claims.compare(m, mm, '.3f')} mismatched: **{mm:.3f}**. "
+        f"Layer-2 attention output against $\\mathrm{{OV}}_2(e_n)+\\mathrm{{OV}}_2(e_m)$: **{o:.3f}**, "
+        f"{claims.difference(o, sh, '.3f')} than the paper's shuffled control $\\mathrm{{OV}}_2(e_n)+"
+        f"\\mathrm{{OV}}_2(e_{{m'}})$ ({sh:.3f}; the left operand kept, so half the vector still matches) "
+        f"and against another pair's vector altogether {other:.3f}."
     )
 
 
-@dataclass(frozen=True)
-class FourierNeurons:
-    """The frequency table of all neurons, the live ones, those with FVE >= ``MIN_FVE`` and the
-    key frequencies among them (most common first)."""
-
-    table: pd.DataFrame
-    live: pd.DataFrame
-    good: pd.DataFrame
-    frequencies: pd.DataFrame
+def adder_prose(adder: float, with_residual: float, modulus: int) -> str:
+    """The adder alone (the paper's measure) and the variant keeping the residual."""
+    return (
+        f"The adder alone answers **{adder:.1%}** of the {modulus**2:,} pairs correctly "
+        f"({with_residual:.1%} with the residual kept)."
+    )
 
 
-def fourier_neurons(maps: np.ndarray) -> FourierNeurons:
-    """Each neuron's best frequency and its FVE; live = spread above ``LIVE_STD`` of the largest."""
-    table = fourier.neuron_frequency_table(maps)
-    live = table[table["std"] > LIVE_STD * table["std"].max()]
-    good = live[live["fve"] >= MIN_FVE]
-    return FourierNeurons(table, live, good, fourier.key_frequencies(live, min_fve=MIN_FVE))
-
-
-def fourier_prose(found: FourierNeurons) -> str:
+# -------------------------------------------------------------------------------- Fourier
+def fourier_prose(found: fourier.FourierNeurons) -> str:
     """How many live neurons, how many Fourier neurons, the best FVE, the key frequencies."""
     top = ", ".join(str(int(k)) for k in found.frequencies["k"].head(5)) or "none"
-    best = f"{found.live['fve'].max():.3f}" if len(found.live) else "none"
+    best = "none" if found.best_fve is None else f"{found.best_fve:.3f}"
     return (
         f"{len(found.live)} of {len(found.table)} neurons are active on these inputs; **{len(found.good)}** of them "
-        f"have one frequency explaining at least {MIN_FVE:.0%} of their variance (best: {best}). "
+        f"have one frequency explaining at least {fourier.MIN_FVE:.0%} of their variance (best: {best}). "
         f"Most common key frequencies: {top}."
     )
 
 
-def frequency_chart(live: pd.DataFrame) -> alt.Chart:
+def frequency_chart(found: fourier.FourierNeurons) -> alt.Chart:
     """Neurons per best frequency, split by FVE >= ``MIN_FVE``."""
     return (
-        alt.Chart(live)
+        alt.Chart(found.live)
         .mark_bar()
         .encode(
             x=alt.X("k:O", title="best frequency k"),
             y=alt.Y("count():Q", title="neurons"),
-            color=alt.Color("good:N", title=f"FVE ≥ {MIN_FVE}", legend=alt.Legend(orient="bottom")),
+            color=alt.Color("good:N", title=f"FVE ≥ {fourier.MIN_FVE}", legend=alt.Legend(orient="bottom")),
             tooltip=["k:O", "count():Q"],
         )
-        .transform_calculate(good=f"datum.fve >= {MIN_FVE} ? 'yes' : 'no'")
-        .properties(width=600, title="A few key frequencies carry the adder's neurons")
+        .transform_calculate(good=f"datum.fve >= {fourier.MIN_FVE} ? 'yes' : 'no'")
+        .properties(
+            width=600,
+            title=f"{len(found.good)} of {len(found.live)} live neurons have one frequency explaining "
+            f"≥ {fourier.MIN_FVE:.0%} of their variance",
+        )
     )
 
 
@@ -270,16 +516,27 @@ def output_norms_chart(model: torch.nn.Module) -> alt.Chart:
             y=alt.Y("norm:Q", title="Fourier norm of W_out W_U"),
             tooltip=["k:O", alt.Tooltip("norm:Q", format=".2f")],
         )
-        .properties(width=600, title="The output map is concentrated on a few frequencies")
+        .properties(width=600, title="What the MLP writes: the Fourier norm of W_out W_U at each frequency")
+    )
+
+
+def output_prose(model: torch.nn.Module, found: fourier.FourierNeurons, top: int = 5) -> str:
+    """Whether what the MLP writes matches its neurons: the ``top`` largest Fourier norms of
+    W_out W_U (k >= 1) and how many of them are key frequencies."""
+    norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    largest = [int(k) for k in norms[norms.k > 0].sort_values("norm", ascending=False).k.head(top)]
+    shared = [k for k in largest if k in found.keys]
+    return (
+        f"The {top} largest output frequencies are {', '.join(map(str, largest))}; {len(shared)} of them "
+        f"({', '.join(map(str, shared)) or 'none'}) are key frequencies of the neurons above."
     )
 
 
 def neuron_maps(maps: np.ndarray, table: pd.DataFrame, neuron: int) -> pd.DataFrame:
     """One neuron's map over all (n, m) and its two-cosine fit at its best frequency, tidy."""
-    n_mod = maps.shape[1]
     k = int(table.loc[neuron, "k"])
     fit = fourier.two_cosine_fit(maps[neuron], k)
-    n, m = circuits.all_pairs(n_mod)
+    n, m = circuits.all_pairs(maps.shape[1])
     return pd.DataFrame(
         {"n": n, "m": m, "activation": maps[neuron].ravel().round(3), "fit": fit.ravel().round(3), "k": k}
     )
@@ -303,7 +560,7 @@ def neuron_chart(base: alt.Chart) -> alt.HConcatChart:
     ).resolve_scale(color="independent")
 
 
-def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
+def gallery(maps: np.ndarray, found: fourier.FourierNeurons, n: int):
     """An explorer over the ``n`` best-fitting live neurons (map beside fit). Each map has N²
     cells and the static explorer holds every neuron on offer, more rows than Altair's default
     limit of 5,000, so the limit is lifted for this chart's data."""
@@ -317,29 +574,127 @@ def gallery(maps: np.ndarray, found: FourierNeurons, n: int):
     )
 
 
-def roles_prose(roles: dict[str, float]) -> str:
-    """The mean attention on each circuit role, in one line."""
-    return " · ".join(f"{name.replace('_', ' ')}: **{value:.3f}**" for name, value in roles.items())
+def _nats(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}"
 
 
+def ablation_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataFrame:
+    """Full, restricted, excluded and random-frequency restricted loss of both runs (nats, three
+    significant digits; "none" without key frequencies), and how many key frequencies."""
+
+    def column(r: CircuitReadings) -> list[str]:
+        ab = r.ablation
+        spread = (
+            f"{min(ab.random_restricted):.3g} to {max(ab.random_restricted):.3g}" if ab.random_restricted else "none"
+        )
+        nonkey = (
+            f"{min(ab.nonkey_restricted):.3g} to {max(ab.nonkey_restricted):.3g}" if ab.nonkey_restricted else "none"
+        )
+        return [_nats(ab.full), _nats(ab.restricted), spread, nonkey, _nats(ab.excluded), str(ab.n_frequencies)]
+
+    return pd.DataFrame(
+        {
+            "loss on all N² queries n m = (nats)": [
+                "full logits",
+                "key frequencies only (restricted)",
+                "as many random frequencies only (control, lowest to highest draw)",
+                "as many random non-key frequencies only (control, lowest to highest draw)",
+                "key frequencies removed (excluded)",
+                "key frequencies (count)",
+            ],
+            "paper's run, as released": column(released),
+            "this rebuild": column(rebuild),
+        }
+    )
+
+
+def ablation_prose(r: CircuitReadings, who: str, modulus: int) -> str:
+    """The restricted loss against the full one and the random-frequency control, the excluded
+    loss against a uniform guess (log N nats): the words from the printed numbers."""
+    ab = r.ablation
+    if ab.n_frequencies == 0:
+        return f"{who}: no neuron has a key frequency, so there is nothing to restrict to."
+    uniform = float(np.log(modulus))
+    nonkey = (
+        f"; {len(ab.nonkey_restricted)} random sets of non-key frequencies give {ab.nonkey_lowest:.3g} at best"
+        if ab.nonkey_restricted
+        else "; no frequency is left outside the key ones"
+    )
+    return (
+        f"{who}: keeping only its {ab.n_frequencies} key frequencies the loss is {ab.restricted:.3g} nats, "
+        f"{claims.compare(ab.restricted, ab.full)} the {ab.full:.3g} in full. Keeping {ab.n_frequencies} random "
+        f"frequencies instead it is {ab.random_lowest:.3g} at best over {len(ab.random_restricted)} draws (that draw "
+        f"holds {ab.random_lowest_overlap} of the key frequencies){nonkey}. Removing the key frequencies it is "
+        f"{ab.excluded:.3g} nats, {claims.compare(ab.excluded, uniform, '.2f')} the {uniform:.2f} of a uniform guess."
+    )
+
+
+# ----------------------------------------------------------------------------- embeddings
+def embedding_frame(pca: dict[str, pd.DataFrame], run: str, top: int = 12) -> pd.DataFrame:
+    """The ``top`` largest frequency shares of the number embeddings ``W_E`` of one run."""
+    freq = pca["frequency"]
+    return freq[freq.space == "W_E"].head(top).assign(run=run)
+
+
+def embedding_chart(rebuild: CircuitReadings, released: CircuitReadings, verdict: str) -> alt.FacetChart:
+    """Share of the number embeddings' variance at each frequency of n, largest first, per run;
+    the title follows the one-circle claim's ``verdict``."""
+    frame = pd.concat(
+        [embedding_frame(released.pca, "paper's run, as released"), embedding_frame(rebuild.pca, "this rebuild")]
+    )
+    headline = {
+        "reproduced": "The number embeddings sit on one circle",
+        "not reproduced": "The number embeddings spread over several frequencies, not one circle",
+    }.get(verdict, "The number embeddings' variance by frequency of n")
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            x=alt.X("k:O", title="frequency k of n (largest share first)", sort=None),
+            y=alt.Y("fraction:Q", title="share of the variance", axis=alt.Axis(format="%")),
+            tooltip=["run:N", "k:O", alt.Tooltip("fraction:Q", format=".1%")],
+        )
+        .properties(width=300, height=180)
+        .facet(column=alt.Column("run:N", title=None))
+        .resolve_scale(x="independent")
+        .properties(
+            title=alt.TitleParams(
+                [
+                    headline,
+                    f"(top two principal components: {released.embedding.top2:.0%} of the variance released, "
+                    f"{rebuild.embedding.top2:.0%} rebuild)",
+                ],
+                anchor="start",
+            )
+        )
+    )
+
+
+def embedding_prose(rebuild: CircuitReadings, released: CircuitReadings, modulus: int) -> str:
+    """The top-two-PC share, the ten largest frequencies' share and the best circular order, both runs."""
+
+    def one(t: fourier.EmbeddingSummary, who: str) -> str:
+        return (
+            f"{who}: the top two principal components of the {modulus} number embeddings hold {t.top2:.1%} of "
+            f"their variance and the ten largest frequencies of n {t.top10_frequencies:.1%} (the best circular "
+            f"order in the top two components, at k = {t.circle_k}, scores {t.circle_score:.2f} of 1)"
+        )
+
+    return one(released.embedding, "In the released run") + "; " + one(rebuild.embedding, "in the rebuild") + "."
+
+
+# --------------------------------------------------------------------------------- probes
 def probe_pivot(probes: pd.DataFrame) -> pd.DataFrame:
     """Probe accuracies as a (target, site) x depth table, depths in model order."""
     return probes.pivot(index=["target", "site"], columns="where", values="accuracy")[list(probes["where"].unique())]
 
 
-def probe_accuracy(probes: pd.DataFrame, target: str, where: str) -> float:
-    """Held-out accuracy of the probe for ``target`` at ``where``."""
-    hit = probes[(probes["target"] == target) & (probes["where"] == where)]
-    if hit.empty:
-        raise KeyError(f"no probe for {target!r} at {where!r}; targets {sorted(probes['target'].unique())}")
-    return float(hit["accuracy"].iloc[0])
-
-
-def probe_chart(probes: pd.DataFrame) -> alt.Chart:
+def probe_chart(r: CircuitReadings) -> alt.Chart:
     """Probe accuracy along the depth of the model, one line per probed quantity."""
-    order = list(probes["where"].unique())
+    order = list(r.probes["where"].unique())
+    n = r.numbers()
     return (
-        alt.Chart(probes)
+        alt.Chart(r.probes)
         .mark_line(point=True)
         .encode(
             x=alt.X(
@@ -355,11 +710,14 @@ def probe_chart(probes: pd.DataFrame) -> alt.Chart:
             ],
         )
         .properties(
-            width=600, title="Variable identity appears after layer 1; the operand's value never sits at the operand"
+            width=600,
+            title=f"Variable identity after layer 1: {n['probe_variable_identity_after_layer1']:.2f}; the operand's "
+            f"value at the operand after layer 2: {n['probe_operand_value_after_layer2']:.2f}",
         )
     )
 
 
+# ------------------------------------------------------------------------------- patching
 def patching_prose(effect: dict[str, float], n_patch: int) -> str:
     """What patching the queried value position and a distractor's did."""
     return (
@@ -370,192 +728,24 @@ def patching_prose(effect: dict[str, float], n_patch: int) -> str:
     )
 
 
-PROBE_POOLS = ("0var_train", "1var_train", "2var_train")
-"""The pools whose sequences train and score the linear probes."""
-
-
-def probe_table(
-    model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]]
-) -> pd.DataFrame:
-    """The probes (:func:`~mechbook.assign_add.probes.cached_probe_table`) on the probe pools."""
-    return cached_probe_table(
-        model,
-        task.cfg,
-        np.concatenate([pools[p][0] for p in PROBE_POOLS]),
-        np.concatenate([pools[p][1] for p in PROBE_POOLS]),
-        cfg.probe,
-    )
-
-
-def key_frequencies(found: FourierNeurons) -> list[int]:
-    """The key frequencies: every frequency some Fourier neuron (FVE >= ``MIN_FVE``) has."""
-    return sorted(int(k) for k in found.frequencies["k"])
-
-
-def fourier_ablation(model: torch.nn.Module, task: Task, found: FourierNeurons) -> dict[str, float | None]:
-    """The model's loss on every direct query ``n m =`` in full, restricted to the key
-    frequencies of (n + m) and with them excluded (:func:`mechbook.assign_add.fourier.model_fourier_ablation`,
-    as in Nanda et al.'s progress measures); no restricted and excluded losses (None) when no
-    neuron has a key frequency."""
-    ks = key_frequencies(found)
-    if not ks:
-        full = fourier.model_fourier_ablation(model, task.cfg, [1])["full"]
-        return {"full": full, "restricted": None, "excluded": None, "n_frequencies": 0}
-    return {**fourier.model_fourier_ablation(model, task.cfg, ks), "n_frequencies": len(ks)}
-
-
-def _nats(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3g}"
-
-
-def ablation_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
-    """Full, restricted and excluded loss of both runs (nats, three significant digits; "none"
-    without key frequencies), and how many key frequencies."""
-    rows = [
-        {
-            "loss on all N² queries n m = (nats)": label,
-            "paper's run, as released": _nats(released["ablation"][name]),
-            "this rebuild": _nats(rebuild["ablation"][name]),
-        }
-        for name, label in (
-            ("full", "full logits"),
-            ("restricted", "key frequencies only (restricted)"),
-            ("excluded", "key frequencies removed (excluded)"),
-        )
-    ]
-    rows.append(
-        {
-            "loss on all N² queries n m = (nats)": "key frequencies (count)",
-            "paper's run, as released": str(released["ablation"]["n_frequencies"]),
-            "this rebuild": str(rebuild["ablation"]["n_frequencies"]),
-        }
-    )
-    return pd.DataFrame(rows)
-
-
-def ablation_prose(ablation: dict[str, float], who: str, modulus: int) -> str:
-    """Whether the adder runs on its key frequencies: the restricted loss against the full one,
-    the excluded loss against a uniform guess (log N nats)."""
-    if ablation["n_frequencies"] == 0:
-        return f"{who}: no neuron has a key frequency, so there is nothing to restrict to."
-    keeps = ablation["restricted"] <= 1.5 * ablation["full"] + 1e-3
-    verdict = "as good or better: the adder lives in those frequencies" if keeps else "worse: it uses more than those"
-    return (
-        f"{who}: keeping only its {ablation['n_frequencies']} key frequencies the loss is "
-        f"{ablation['restricted']:.3g} nats against {ablation['full']:.3g} in full ({verdict}); removing them it "
-        f"is {ablation['excluded']:.3g} nats, against {np.log(modulus):.2f} for a uniform guess."
-    )
-
-
-def embedding_top(r: dict[str, object]) -> dict[str, float]:
-    """Of the number embeddings ``W_E``: the variance share of the top two principal components,
-    of the ten largest frequencies, and the best circular-order score of the top two PCs."""
-    pca = r["pca"]
-    var, freq, circle = (pca[k][pca[k].space == "W_E"] for k in ("variance", "frequency", "circle"))
-    best = circle.sort_values("score", ascending=False).iloc[0]
-    return {
-        "top2": float(var[var.pc <= 2].fraction.sum()),
-        "top10_frequencies": float(freq.fraction.head(10).sum()),
-        "circle_score": float(best.score),
-        "circle_k": int(best.k),
-    }
-
-
-def one_circle(top: dict[str, float]) -> bool:
-    """One circle: the top two principal components hold half the variance or more, and the
-    numbers go round them in steps of one frequency (circular order score >= 0.9)."""
-    return top["top2"] >= 0.5 and top["circle_score"] >= 0.9
-
-
-def embedding_frame(pca: dict[str, pd.DataFrame], run: str, top: int = 12) -> pd.DataFrame:
-    """The ``top`` largest frequency shares of the number embeddings ``W_E`` of one run."""
-    freq = pca["frequency"]
-    return freq[freq.space == "W_E"].head(top).assign(run=run)
-
-
-def embedding_chart(rebuild: dict[str, object], released: dict[str, object]) -> alt.FacetChart:
-    """Share of the number embeddings' variance at each frequency of n, largest first, per run:
-    a few large bars mean the numbers sit on a few circles."""
-    frame = pd.concat(
-        [embedding_frame(released["pca"], "paper's run, as released"), embedding_frame(rebuild["pca"], "this rebuild")]
-    )
-    a, b = embedding_top(released)["top2"], embedding_top(rebuild)["top2"]
-    return (
-        alt.Chart(frame)
-        .mark_bar()
-        .encode(
-            x=alt.X("k:O", title="frequency k of n (largest share first)", sort=None),
-            y=alt.Y("fraction:Q", title="share of the variance", axis=alt.Axis(format="%")),
-            tooltip=["run:N", "k:O", alt.Tooltip("fraction:Q", format=".1%")],
-        )
-        .properties(width=300, height=180)
-        .facet(column=alt.Column("run:N", title=None))
-        .resolve_scale(x="independent")
-        .properties(
-            title=alt.TitleParams(
-                [
-                    "The number embeddings spread over several frequencies, not one circle"
-                    if not any(one_circle(embedding_top(r)) for r in (released, rebuild))
-                    else "The number embeddings' variance by frequency of n",
-                    f"(top two principal components: {a:.0%} of the variance released, {b:.0%} rebuild)",
-                ],
-                anchor="start",
-            )
-        )
-    )
-
-
-def embedding_prose(rebuild: dict[str, object], released: dict[str, object], modulus: int) -> str:
-    """Is there one circle? The top-two-PC share and the ten largest frequencies' share, both runs."""
-
-    def one(t: dict[str, float], who: str) -> str:
-        circle = "one circle" if one_circle(t) else "not one circle"
-        return (
-            f"{who}: the top two principal components of the {modulus} number embeddings hold {t['top2']:.1%} of "
-            f"their variance and the ten largest frequencies of n {t['top10_frequencies']:.1%}, {circle} (the best "
-            f"circular order in the top two components, at k = {t['circle_k']}, scores {t['circle_score']:.2f} of 1)"
-        )
-
-    return (
-        one(embedding_top(released), "In the released run") + "; " + one(embedding_top(rebuild), "in the rebuild") + "."
-    )
-
-
-def readings(
-    model: torch.nn.Module, task: Task, cfg: CircuitsChapterConfig, pools: dict[str, tuple[np.ndarray, np.ndarray]]
-) -> dict[str, object]:
-    """Every reading the chapter takes of one model, by the functions the notebook shows
-    (chapter 9 applies it to the released final model beside the rebuild's)."""
-    eval_tokens = np.concatenate([pools[p][0] for p in ("0var_train", "1var_train", "2var_train", "2var_heldout")])
-    n = task.cfg.modulus
-    found = fourier_neurons(fourier.mlp2_maps(model, task.cfg))
-    return dict(
-        roles=circuits.role_attention(model, eval_tokens, task.cfg),
-        prev_share=circuits.previous_token_share(circuits.positional_qk(model, 0), range(1, task.cfg.context_len)),
-        diag=circuits.block_diagonality(circuits.variable_qk_block(model, task.cfg)),
-        comp=circuits.composition_cosines(model, task, "2var"),
-        ov2=circuits.ov2_cosines(model, task, "2var"),
-        adder=circuits.adder_alone_accuracy(model, n),
-        adder_residual=circuits.adder_with_residual_accuracy(model, n),
-        fourier=found,
-        ablation=fourier_ablation(model, task, found),
-        pca=fourier.embedding_pca(model, n),
-        probes=probe_table(model, task, cfg, pools),
-        effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, cfg.n_patch, seed=PATCH_SEED)),
-    )
-
-
+# ---------------------------------------------------------------------- side by side, ledger
 COMPARED = {
     "value_to_variable_attention": "layer 1: value → its variable (attention)",
-    "positional_prev_token_share": "layer 1: positional previous-token share",
+    "qk1_prev_positional_share": "layer 1: positional share of the previous key's margin",
+    "positional_prev_token_share": "layer 1: rows whose top positional score is the previous position",
+    "eq_to_needed_top2": "layer 2: '=' top two keys on the needed positions",
     "qk2_block_ratio": "layer 2: U QK₂ Uᵀ diag / |off-diag|",
     "matched_cosine": "residual at '=': matched cosine",
     "mismatched_cosine": "residual at '=': mismatched cosine",
+    "ov2_matched_cosine": "attention output vs OV₂ sum",
+    "ov2_shuffled_cosine": "attention output vs the paper's shuffled control",
     "adder_alone_accuracy": "adder alone, MLP₂(h) W_U (the paper's)",
     "adder_with_residual_accuracy": "adder with residual, (h + MLP₂(h)) W_U",
     "neurons_fve_ge_0.9": "Fourier neurons (FVE ≥ 0.9)",
     "top_frequencies": "most common key frequencies",
     "adder_loss_restricted": "loss, key frequencies only (nats)",
+    "adder_loss_random_restricted_lowest": "loss, as many random frequencies only (nats, best draw)",
+    "adder_loss_nonkey_restricted_lowest": "loss, as many random non-key frequencies only (nats, best draw)",
     "adder_loss_excluded": "loss, key frequencies removed (nats)",
     "embedding_top2_pc_fraction": "number embeddings: variance in the top 2 PCs",
     "embedding_top10_frequency_fraction": "number embeddings: variance in the 10 largest frequencies",
@@ -565,52 +755,17 @@ COMPARED = {
 }
 
 
-def headline(r: dict[str, object]) -> dict[str, object]:
-    """The chapter's headline numbers from :func:`readings`."""
-    found: FourierNeurons = r["fourier"]
-    probes: pd.DataFrame = r["probes"]
-    return {
-        "value_to_variable_attention": r["roles"]["value_to_variable"],
-        "eq_to_needed_attention": r["roles"]["eq_to_needed"],
-        "positional_prev_token_share": r["prev_share"],
-        "qk2_block_ratio": r["diag"]["ratio"],
-        "qk2_block_rows_diag_max": r["diag"]["rows_diag_max"],
-        "matched_cosine": float(r["comp"]["matched"].mean()),
-        "mismatched_cosine": float(r["comp"]["mismatched"].mean()),
-        "ov2_matched_cosine": float(r["ov2"]["matched"].mean()),
-        "ov2_shuffled_cosine": float(r["ov2"]["shuffled"].mean()),
-        "adder_alone_accuracy": r["adder"],
-        "adder_with_residual_accuracy": r["adder_residual"],
-        "neurons_fve_ge_0.9": int(len(found.good)),
-        "best_neuron_fve": float(found.live["fve"].max()),
-        "top_frequencies": [int(k) for k in found.frequencies["k"].head(5)],
-        "key_frequencies_n": r["ablation"]["n_frequencies"],
-        "adder_loss_full": r["ablation"]["full"],
-        "adder_loss_restricted": r["ablation"]["restricted"],
-        "adder_loss_excluded": r["ablation"]["excluded"],
-        "embedding_top2_pc_fraction": embedding_top(r)["top2"],
-        "embedding_top10_frequency_fraction": embedding_top(r)["top10_frequencies"],
-        "embedding_circle_score": embedding_top(r)["circle_score"],
-        "probe_variable_identity_after_layer1": probe_accuracy(probes, "variable identity", "after layer 1"),
-        "probe_operand_value_after_layer2": probe_accuracy(probes, "operand's value", "after layer 2"),
-        "probe_answer_at_eq": probe_accuracy(probes, "answer", "after layer 2"),
-        "patching_to_source": r["effect"]["patched_to_source"],
-        "patching_as_source_run": r["effect"]["patched_as_source_run"],
-        "patching_control_unchanged": r["effect"]["control_unchanged"],
-    }
-
-
 def _shown(value: object) -> str:
     if value is None:
         return "none"
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
-    return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
 
-def comparison_table(rebuild: dict[str, object], released: dict[str, object]) -> pd.DataFrame:
+def comparison_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataFrame:
     """The released final model's headline readings beside the rebuild's."""
-    a, b = headline(released), headline(rebuild)
+    a, b = released.numbers(), rebuild.numbers()
     return pd.DataFrame(
         [
             {"reading": label, "paper's run, as released": _shown(a[name]), "this rebuild": _shown(b[name])}
@@ -619,7 +774,43 @@ def comparison_table(rebuild: dict[str, object], released: dict[str, object]) ->
     )
 
 
-def record_all(readings_: dict[str, object], prefix: str = "") -> dict[str, object]:
+def verdict_table(ev: dict[str, Evidence]) -> pd.DataFrame:
+    """Every claim of the chapter: the paper's number, the rebuild over seeds, the released run,
+    the rule and the verdict (one row each, from its evidence)."""
+    rows = []
+    for claim in CLAIMS:
+        e = ev[claim.id]
+        rows.append(
+            {
+                "claim": claim.statement,
+                "paper": claim.paper or "(the book's reading)",
+                "this rebuild": e.summary(),
+                "released run": "none" if e.release is None else claims.fmt(e.release, claim.spec),
+                "rule": claim.rule.text(claim.spec),
+                "verdict": e.verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summary_prose(ev: dict[str, Evidence]) -> str:
+    """How many of the chapter's claims held, by verdict, and which did not."""
+    counts = {v: [c for c in CLAIMS if ev[c.id].verdict == v] for v in claims.VERDICTS}
+    missed = counts["not reproduced"] + counts["partly"]
+    text = (
+        f"Of the chapter's {len(CLAIMS)} claims, {len(counts['reproduced'])} hold on every seed and on the released "
+        f"run, {len(counts['partly'])} hold in part, {len(counts['not reproduced'])} do not hold and "
+        f"{len(counts['untested'])} are untested here."
+    )
+    if missed:
+        text += " Not holding everywhere: " + "; ".join(f"“{c.statement}” ({ev[c.id].verdict})" for c in missed) + "."
+    return text
+
+
+def record_all(
+    rebuild: CircuitReadings, released: CircuitReadings, seeds: dict[int, CircuitReadings]
+) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``), the released
-    run's with ``prefix="release_"``."""
-    return {prefix + name: mechbook.record(prefix + name, value) for name, value in headline(readings_).items()}
+    run's as ``release_*``, and every claim's evidence (``claim.*``); returns the records."""
+    numbers = {**rebuild.numbers(), **{f"release_{n}": v for n, v in released.numbers().items()}}
+    return {**common.record_all(numbers), **claims.record_claims(evidence(seeds, released).values())}

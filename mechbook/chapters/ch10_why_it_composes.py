@@ -1,49 +1,45 @@
-"""Chapter 10, "Why it composes": configs, the gradient blocks it compares, the premise it
-measures (how distinct the variable directions are), its charts and computed prose.
-
-The run is chapter 8's dissected run (``CONFIGS[profile].runs`` is the same object), read at the last kept
-checkpoint before the binding jump (:func:`mechbook.assign_add.theory.after_phase1_step`).
+"""Chapter 10, "Why it composes": the chapter's config, its claims, and the charts and computed
+prose of each section in page order. The gradient readings are computed by the library
+(:func:`mechbook.assign_add.theory.read_run`, :func:`~mechbook.assign_add.theory.read_release`)
+on every seed run of chapter 8's stack (:data:`mechbook.assign_add.runs.SEED_RUNS`, the same
+cached runs), each at its last kept checkpoint before its binding jump, and on the authors'
+released run before its jump.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import altair as alt
 import numpy as np
 import pandas as pd
-import torch
 
-import mechbook
-from mechbook import viz
-from mechbook.assign_add import circuits, release, scores, theory
+from mechbook import claims, resolve_profile, viz
+from mechbook.assign_add import release
 from mechbook.assign_add.phases import Phases
+from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import TaskConfig
-from mechbook.assign_add.train import TrainResult, load_model
-from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.assign_add.theory import GRADIENT, LEARNED, GradientReading
+from mechbook.assign_add.train import TrainResult
+from mechbook.chapters import common
+from mechbook.claims import Claim, Evidence, Rule
 
-GRADIENT = "gradient at uniform attention"
-STEP = "first step with W_Q⁽²⁾ = 0"
-PREDICTED = "predicted (U Uᵀ)²"
-LEARNED = "learned after phase 2"
-STAT_NAMES = {
-    "diag_mean": "diagonal mean",
-    "offdiag_abs_mean": "mean |off-diagonal|",
-    "ratio": "diag / |off-diag|",
-    "rows_diag_max": "rows with diagonal max",
-    "similarity": "correlation with the gradient",
-}
-IDENTITY_RATIO = 5.0
-"""Diagonal mean over mean :math:`|\\text{off-diagonal}|` from which a block counts as identity-like."""
-FORM_HOLDS, FORM_LOOSE = 0.9, 0.5
-"""Correlations with (U Uᵀ)² from which the gradient has the predicted form (loosely)."""
+STEM = "10_why_it_composes"
+POOL_SEED = 5
+"""Seed of the evaluation pools whose 1-/2-var (and 0-var) sequences the gradient averages over."""
+SMOKE_RELEASE_STEPS = (1, 501, 1401, 3001, 5001, 5301, 5401, 5501, 7001, 10001, 13001, 16001, 39901)
+"""The released checkpoints smoke reads to find the released run's binding jump (around the
+paper's phases 1 and 2; the cpu and paper profiles read every checkpoint present)."""
 
 
 @dataclass(frozen=True)
-class TheoryChapterConfig:
-    """Chapter 10: the seed runs whose dissected run's checkpoints it reads (chapter 8's) and the number of
-    sequences per pool (1-var and 2-var training pools) in the batch the gradient is averaged over."""
+class ChapterConfig:
+    """Chapter 10: the seed runs whose checkpoints it reads (chapter 8's, so the cached stack is
+    shared), the sequences per pool in the batch the gradient is averaged over, and how the
+    released run's curves are read to find its jump (sequences per pool; checkpoints, None: every
+    one present locally)."""
 
     runs: SeedRuns
     per_pool: int
@@ -51,64 +47,154 @@ class TheoryChapterConfig:
     release_steps: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.per_pool < 1:
-            raise ValueError(f"per_pool must be at least 1, got {self.per_pool}")
+        if self.per_pool < 1 or self.release_per_pool < 1:
+            raise ValueError(f"per_pool and release_per_pool must be at least 1, got {self.per_pool}")
+        bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
+        if bad:
+            raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")
 
 
-def _config(profile: str, per_pool: int) -> TheoryChapterConfig:
-    dynamics = ch08.CONFIGS[profile]
-    return TheoryChapterConfig(dynamics.runs, per_pool, dynamics.release_per_pool, dynamics.release_steps)
-
-
-CONFIGS: dict[str, TheoryChapterConfig] = {
-    "smoke": _config("smoke", 256),
-    "cpu": _config("cpu", 1024),
-    "paper": _config("paper", 2048),
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(SEED_RUNS["smoke"], 256, release_per_pool=128, release_steps=SMOKE_RELEASE_STEPS),
+    "cpu": ChapterConfig(SEED_RUNS["cpu"], 1024),
+    "paper": ChapterConfig(SEED_RUNS["paper"], 2048),
 }
-"""Chapter 8's run and its reading of the released run (the same pools, so the cached history
-is shared)."""
 
 
-def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) -> TheoryChapterConfig:
+def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile);
     ``seed`` opens that seed's run of chapter 8 instead of the rule's pick."""
-    return mechbook.resolve_profile(CONFIGS, profile, runs__pick=seed, per_pool=per_pool)
+    return resolve_profile(CONFIGS, profile, runs__pick=seed, per_pool=per_pool)
 
 
-def checkpoint_prose(result: TrainResult, phases: Phases, step: int, n_sequences: int) -> str:
+# ----------------------------------------------------------------------------------- claims
+def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
+    return Claim(f"ch10.{name}", STEM, source, statement, measure, rule, section=f"ch10-{section}", **kw)
+
+
+ARGUMENT = "the reconstructed argument: -dL/dM ≈ c Σ_v u_v u_vᵀ at uniform attention"
+CLAIMS: tuple[Claim, ...] = (
+    _claim(
+        "gradient_form",
+        "paper",
+        "Just before the binding jump the gradient block has the predicted form (U Uᵀ)²",
+        "correlation of -U(∂L/∂M)Uᵀ at M = 0 with (U Uᵀ)²",
+        Rule(">=", 0.9, partly=0.5),
+        "blocks",
+        paper=ARGUMENT,
+    ),
+    _claim(
+        "gradient_identity",
+        "paper",
+        "Just before the binding jump the gradient block is identity-like",
+        "diagonal mean over mean |off-diagonal| of -U(∂L/∂M)Uᵀ",
+        Rule(">=", 5.0, partly=2.0),
+        "blocks",
+        paper="an associative-memory (identity) block on the variable subspace",
+    ),
+    _claim(
+        "gradient_resembles_learned",
+        "book",
+        "The gradient block before the jump resembles the block learned by the end",
+        "correlation of the gradient block with the final U QK₂ Uᵀ",
+        Rule(">=", 0.9, partly=0.5),
+        "blocks",
+    ),
+    _claim(
+        "zero_var_weaker",
+        "book",
+        "0-var sequences carry less identity structure than 1-/2-var ones",
+        "diag / |off-diag| of the gradient from 1-/2-var sequences minus that from 0-var sequences",
+        Rule(">", 0.0),
+        "data",
+    ),
+    _claim(
+        "context_identity",
+        "book",
+        "The context keys' part of the gradient is identity-like",
+        "diag / |off-diag| of the context keys' part",
+        Rule(">=", 5.0, partly=2.0),
+        "keys",
+    ),
+    _claim(
+        "query_keys_push_down",
+        "book",
+        "The query keys' part pushes the diagonal down",
+        "diagonal mean of the query keys' part",
+        Rule("<", 0.0),
+        "keys",
+        spec=".2g",
+    ),
+    _claim(
+        "directions_distinct_late",
+        "book",
+        "Layer 1 makes the variable directions more distinct after the jump than before it",
+        "mean |cos(u_v, u_w)| at the checkpoint minus at the end",
+        Rule(">", 0.0),
+        "premise",
+    ),
+)
+BY_ID: dict[str, Claim] = {c.id: c for c in CLAIMS}
+MEASURES: dict[str, Callable[[GradientReading], float]] = {
+    "ch10.gradient_form": lambda r: r.form,
+    "ch10.gradient_identity": lambda r: r.ratio,
+    "ch10.gradient_resembles_learned": lambda r: r.learned,
+    "ch10.zero_var_weaker": lambda r: r.ratio - r.zero_ratio,
+    "ch10.context_identity": lambda r: float(r.split_stats.loc["context", "ratio"]),
+    "ch10.query_keys_push_down": lambda r: float(r.split_stats.loc["query", "diag_mean"]),
+    "ch10.directions_distinct_late": lambda r: r.spread_checkpoint["mean_abs_cos"] - r.spread_final["mean_abs_cos"],
+}
+"""Each claim's value on one run's reading."""
+
+
+def evidence(seeds: dict[int, GradientReading], released: GradientReading | None) -> dict[str, Evidence]:
+    """Every claim's evidence: its value on each seed run (at its own checkpoint before its jump)
+    and on the released run."""
+    return {
+        c.id: c.evidence(
+            {s: MEASURES[c.id](r) for s, r in seeds.items()},
+            release=None if released is None else MEASURES[c.id](released),
+        )
+        for c in CLAIMS
+    }
+
+
+def claim_prose(ev: dict[str, Evidence], section: str) -> str:
+    """The verdict sentences of the claims the section ``ch10-<section>`` shows, one paragraph each."""
+    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch10-{section}")
+
+
+def form_words(similarity: float) -> str:
+    """The gradient-form claim's rule in words for one value: holds, holds only loosely (its
+    ``partly`` threshold), or does not hold."""
+    rule = BY_ID["ch10.gradient_form"].rule
+    if rule.holds(similarity):
+        return "the form holds"
+    return "the form holds only loosely" if rule.partly_holds(similarity) else "the form does not hold"
+
+
+# ---------------------------------------------------------------------------- the checkpoint
+def checkpoint_prose(result: TrainResult, phases: Phases, r: GradientReading, n_sequences: int) -> str:
     """Which checkpoint the gradient is taken at, why, and how the model scores there."""
     acc = result.accuracy()
     jump = f"step {phases.phase2:,}" if phases.phase2 is not None else "not detected in this run"
     return (
         f"Phase 2 (binding jump, chapter 8's rule): {jump}. Checkpoint used (the last kept one before the jump; "
-        f"the run's last when none is detected): step **{step:,}** (0-var train accuracy "
-        f"{acc.loc[step, '0var_train']:.2f}, 1-var train accuracy {acc.loc[step, '1var_train']:.2f}); learned block "
-        f"from the final weights (step {result.config.steps:,}). Gradient averaged over {n_sequences:,} 1-var and "
-        f"2-var training sequences."
+        f"the run's last when none is detected): step **{r.step:,}** (0-var train accuracy "
+        f"{acc.loc[r.step, '0var_train']:.2f}, 1-var train accuracy {acc.loc[r.step, '1var_train']:.2f}); learned "
+        f"block from the final weights (step {r.final_step:,}). Gradient averaged over {n_sequences:,} 1-var and "
+        "2-var training sequences."
     )
 
 
-def gradient_blocks(
-    early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
-) -> dict[str, np.ndarray]:
-    """The four blocks the chapter compares: -U(∂L/∂M)U ᵀ at M = 0 and the first step's block
-    with W_Q⁽²⁾ = 0 (both at ``early``), the predicted (UUᵀ)² (``early``'s U) and the learned
-    U QK₂ Uᵀ of ``late``."""
-    return {
-        GRADIENT: theory.gradient_variable_block(early, task_cfg, tokens, labels),
-        STEP: theory.zero_query_step_block(early, task_cfg, tokens, labels),
-        PREDICTED: theory.associative_memory_block(early, task_cfg),
-        LEARNED: circuits.variable_qk_block(late, task_cfg),
-    }
-
-
-def block_stats(blocks: dict[str, np.ndarray], reference: str | None = GRADIENT) -> pd.DataFrame:
-    """Per block its diagonality (:func:`~mechbook.assign_add.circuits.block_diagonality`) and,
-    with a ``reference``, the correlation of its entries with that block's."""
-    stats = pd.DataFrame({name: circuits.block_diagonality(b) for name, b in blocks.items()}).T
-    if reference is not None:
-        stats["similarity"] = [theory.block_similarity(blocks[reference], b) for b in blocks.values()]
-    return stats
+# ----------------------------------------------------------------------------- the blocks
+STAT_NAMES = {
+    "diag_mean": "diagonal mean",
+    "offdiag_abs_mean": "mean |off-diagonal|",
+    "ratio": "diag / |off-diag|",
+    "rows_diag_max": "rows with diagonal max",
+    "similarity": "correlation with the gradient",
+}
 
 
 def stats_table(stats: pd.DataFrame) -> pd.DataFrame:
@@ -134,63 +220,54 @@ def blocks_chart(
     )
 
 
-def blocks_title(stats: pd.DataFrame, step: int) -> list[str]:
+def blocks_title(r: GradientReading) -> list[str]:
     """The title of the four-block figure, stating the measured ratios and the correlation."""
     return [
-        f"At step {step:,} the gradient is {stats.loc[GRADIENT, 'ratio']:.1f}× diagonal "
-        f"(correlation {stats.loc[PREDICTED, 'similarity']:.2f} with the prediction);",
-        f"the block learned by the end is {stats.loc[LEARNED, 'ratio']:.1f}× diagonal",
+        f"At step {r.step:,} the gradient is {r.ratio:.1f}× diagonal (correlation {r.form:.2f} with the prediction);",
+        f"the block learned by the end is {r.stats.loc[LEARNED, 'ratio']:.1f}× diagonal",
     ]
 
 
-def gradient_prose(stats: pd.DataFrame) -> str:
+def gradient_prose(r: GradientReading) -> str:
     """The gradient block's diagonality and its correlations, in one sentence."""
-    g = stats.loc[GRADIENT]
     return (
-        f"Gradient block: diagonal mean / mean |off-diagonal| = **{g['ratio']:.1f}**, rows with the diagonal as "
-        f"maximum: {g['rows_diag_max']:.0%}. Correlation of its entries with the predicted $(UU^\\top)^2$: "
-        f"{stats.loc[PREDICTED, 'similarity']:.2f}; with the block learned after phase 2: "
-        f"**{stats.loc[LEARNED, 'similarity']:.2f}**."
+        f"Gradient block: diagonal mean / mean |off-diagonal| = **{r.ratio:.1f}**, rows with the diagonal as "
+        f"maximum: {r.stats.loc[GRADIENT, 'rows_diag_max']:.0%}. Correlation of its entries with the predicted "
+        f"$(UU^\\top)^2$: {r.form:.2f} ({form_words(r.form)} on this run); with the block learned after phase 2: "
+        f"**{r.learned:.2f}**."
     )
 
 
-def zero_var_table(grad_block: np.ndarray, zero_block: np.ndarray) -> pd.DataFrame:
+# ------------------------------------------------------------------------------- the data
+def zero_var_table(r: GradientReading) -> pd.DataFrame:
     """The gradient block from 1-/2-var sequences beside the one from 0-var sequences only."""
     return pd.DataFrame(
         {
             "batch": ["1-var and 2-var sequences", "0-var sequences only"],
-            "diag / |off-diag|": [
-                circuits.block_diagonality(grad_block)["ratio"],
-                circuits.block_diagonality(zero_block)["ratio"],
-            ],
-            "diagonal mean": [float(np.diag(grad_block).mean()), float(np.diag(zero_block).mean())],
+            "diag / |off-diag|": [r.ratio, r.zero_ratio],
+            "diagonal mean": [float(np.diag(r.blocks[GRADIENT]).mean()), float(np.diag(r.zero_block).mean())],
         }
     )
 
 
-def key_split_blocks(
-    model: torch.nn.Module, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
-) -> dict[str, np.ndarray]:
-    """-U(∂L/∂M)Uᵀ at M = 0 from the context keys (0..11) and from the query's keys (12..15)."""
-    U = circuits.variable_directions(model, task_cfg)
-    context, query = list(range(task_cfg.context_len)), list(range(task_cfg.context_len, task_cfg.seq_len))
-    return {
-        f"context keys (0-{context[-1]})": -(
-            U @ theory.qk2_gradient_by_keys(model, tokens, labels, context) @ U.T
-        ).numpy(),
-        f"query keys ({query[0]}-{query[-1]})": -(
-            U @ theory.qk2_gradient_by_keys(model, tokens, labels, query) @ U.T
-        ).numpy(),
-    }
+# ------------------------------------------------------------------------------- the keys
+def split_title(task_cfg: TaskConfig) -> str:
+    """The key-split figure's title, naming the two key ranges."""
+    c, s = task_cfg.context_len, task_cfg.seq_len
+    return f"The gradient block split by where the keys sit: context keys 0-{c - 1}, query keys {c}-{s - 1}"
 
 
-def first_identity_step(over: pd.DataFrame, share: float = 0.5) -> int | None:
-    """The first checkpoint whose gradient block has its diagonal as the row maximum in more
-    than ``share`` of the rows."""
-    steps = over.loc[over["rows_diag_max"] >= share, "step"]
-    return int(steps.iloc[0]) if len(steps) else None
+def split_prose(r: GradientReading) -> str:
+    """The two parts' diagonals, compared in words derived from the printed numbers."""
+    ctx, qry = r.split_stats.loc["context", "diag_mean"], r.split_stats.loc["query", "diag_mean"]
+    return (
+        f"Diagonal mean of the context keys' part: **{ctx:.3g}**; of the query keys' part: **{qry:.3g}**, "
+        f"{claims.compare(abs(qry), abs(ctx), '.3g', claims.Words('larger in size than', 'smaller in size than', 'as large as'))} "
+        "the context keys'."
+    )
 
 
+# ----------------------------------------------------------------------- over training
 OVER_LABELS = {
     "ratio": "diag / |off-diag|",
     "rows_diag_max": "rows with diagonal max",
@@ -199,8 +276,7 @@ OVER_LABELS = {
 
 
 def over_training_chart(over: pd.DataFrame, phase2: int | None) -> alt.LayerChart:
-    """The uniform-attention gradient block's statistics at every checkpoint, the binding jump
-    dashed."""
+    """The uniform-attention gradient block's statistics at every checkpoint, the binding jump dashed."""
     long = over.melt(id_vars="step", value_vars=list(OVER_LABELS), var_name="quantity").assign(
         quantity=lambda d: d.quantity.map(OVER_LABELS)
     )
@@ -226,95 +302,58 @@ def over_training_chart(over: pd.DataFrame, phase2: int | None) -> alt.LayerChar
 
 
 def over_training_prose(first: int | None, phase2: int | None) -> str:
-    """When the gradient first points at the identity, beside the binding jump."""
-    return (
-        f"The gradient block first has its diagonal as the maximum of most rows at step "
-        f"**{f'{first:,}' if first is not None else 'never'}**; the binding jump is at step "
-        f"{f'{phase2:,}' if phase2 is not None else 'not detected'}."
-    )
+    """When the gradient first points at the identity, beside the binding jump (the word from the steps)."""
+    if first is None:
+        return "The gradient block never has its diagonal as the maximum of most rows at a kept checkpoint."
+    where = f", {claims.order(first, phase2)} the binding jump at step {phase2:,}" if phase2 is not None else ""
+    return f"The gradient block first has its diagonal as the maximum of most rows at step **{first:,}**{where}."
 
 
-def identity_like(row: pd.Series) -> bool:
-    """A block is identity-like: ratio >= ``IDENTITY_RATIO`` and the diagonal is the row maximum
-    in most rows."""
-    return bool(row["ratio"] >= IDENTITY_RATIO and row["rows_diag_max"] > 0.5)
+# ---------------------------------------------------------------------------- the verdict
+def verdict_table(ev: dict[str, Evidence], dissected: int) -> pd.DataFrame:
+    """Every claim: its value on the run above, over every seed, on the released run, the rule and
+    the verdict (from its one evidence)."""
+    rows = []
+    for claim in CLAIMS:
+        e = ev[claim.id]
+        mine = dict(e.rebuild).get(dissected)
+        rows.append(
+            {
+                "claim": claim.statement,
+                "this run": "none" if mine is None else claims.fmt(mine, claim.spec),
+                "over the seeds": e.summary(),
+                "released run": "none" if e.release is None else claims.fmt(e.release, claim.spec),
+                "rule": claim.rule.text(claim.spec),
+                "verdict": e.verdict,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
-def checks_table(stats: pd.DataFrame, split_stats: pd.DataFrame) -> pd.DataFrame:
-    """The argument's four checkable predictions, what was measured, and whether each holds."""
-    g, ctx = stats.loc[GRADIENT], split_stats.iloc[0]
+# ---------------------------------------------------------------------------- the premise
+def spread_table(r: GradientReading) -> pd.DataFrame:
+    """The variable directions' spread at the checkpoint and at the end, one row each."""
+    names = {"mean_abs_cos": "mean |cos| (different variables)", "norm_ratio": "longest / shortest u_v"}
     return pd.DataFrame(
-        [
-            {
-                "prediction": f"gradient block identity-like (ratio ≥ {IDENTITY_RATIO:g}, diagonal is the row maximum in most rows)",
-                "measured": f"ratio {g['ratio']:.2f}, rows {g['rows_diag_max']:.0%}",
-                "holds": identity_like(g),
-            },
-            {
-                "prediction": "context-key part identity-like",
-                "measured": f"ratio {ctx['ratio']:.2f}, rows {ctx['rows_diag_max']:.0%}",
-                "holds": identity_like(ctx),
-            },
-            {
-                "prediction": f"gradient block resembles (U Uᵀ)² (correlation > {FORM_LOOSE})",
-                "measured": f"{stats.loc[PREDICTED, 'similarity']:.2f}",
-                "holds": bool(stats.loc[PREDICTED, "similarity"] > FORM_LOOSE),
-            },
-            {
-                "prediction": f"gradient block resembles the learned block (correlation > {FORM_LOOSE})",
-                "measured": f"{stats.loc[LEARNED, 'similarity']:.2f}",
-                "holds": bool(stats.loc[LEARNED, "similarity"] > FORM_LOOSE),
-            },
-        ]
-    )
+        {f"step {r.step:,} (the checkpoint)": r.spread_checkpoint, f"step {r.final_step:,} (final)": r.spread_final}
+    ).T.rename(columns=names)
 
 
-def direction_spread(model: torch.nn.Module, task_cfg: TaskConfig) -> dict[str, float]:
-    """How distinct the variable directions :math:`u_v = E_v OV_1` are: the mean
-    :math:`|\\cos(u_v, u_w)|` over pairs of different variables, and the longest over the shortest
-    :math:`|u_v|`."""
-    u = circuits.variable_directions(model, task_cfg).double().numpy()
-    norms = np.linalg.norm(u, axis=1)
-    cos = (u @ u.T) / np.outer(norms, norms)
-    return {
-        "mean |cos| (different variables)": float(np.abs(cos[~np.eye(len(u), dtype=bool)]).mean()),
-        "longest / shortest u_v": float(norms.max() / norms.min()),
-    }
-
-
-def spread_table(
-    early: torch.nn.Module, late: torch.nn.Module, task_cfg: TaskConfig, step: int, final_step: int
-) -> pd.DataFrame:
-    """:func:`direction_spread` at the checkpoint and at the end, one row each."""
-    return pd.DataFrame(
-        {
-            f"step {step:,} (the checkpoint)": direction_spread(early, task_cfg),
-            f"step {final_step:,} (final)": direction_spread(late, task_cfg),
-        }
-    ).T
-
-
-def premise_prose(similarity: float, gradient_ratio: float, spread: pd.DataFrame, step: int) -> str:
-    """The form-versus-shape reading, one of four cases chosen by the numbers: the identity shape
-    already there; the form without the shape because the directions are not yet distinct; the
-    form with directions as distinct as at the end (the spread does not explain it); no form."""
-    early_cos, final_cos = spread.iloc[0, 0], spread.iloc[1, 0]
-    form = (
-        "the form holds"
-        if similarity > FORM_HOLDS
-        else "the form holds only loosely"
-        if similarity > FORM_LOOSE
-        else "the form does not hold"
-    )
-    if gradient_ratio >= IDENTITY_RATIO:
+def premise_prose(r: GradientReading) -> str:
+    """The form-versus-shape reading, one of four cases chosen by the numbers and the claims'
+    rules: the identity shape already there; the form without the shape because the directions are
+    not yet distinct; the form with directions as distinct as at the end; no form."""
+    early_cos, final_cos = r.spread_checkpoint["mean_abs_cos"], r.spread_final["mean_abs_cos"]
+    form = BY_ID["ch10.gradient_form"].rule.holds(r.form)
+    if BY_ID["ch10.gradient_identity"].rule.holds(r.ratio):
         case = "Here the gradient already has the identity shape at the checkpoint."
-    elif similarity > FORM_HOLDS and early_cos > final_cos:
+    elif form and early_cos > final_cos:
         case = (
             "The gradient has the predicted form but not the identity shape, because layer 1 has not yet made the "
             "variables distinct: the identity-like block and the binding jump arrive together with distinct "
             "variable directions."
         )
-    elif similarity > FORM_HOLDS:
+    elif form:
         case = (
             "The gradient has the predicted form and the directions are as distinct as at the end, so their spread "
             "does not explain the missing identity shape; the blocks above show which variables dominate."
@@ -325,129 +364,61 @@ def premise_prose(similarity: float, gradient_ratio: float, spread: pd.DataFrame
             "describe this checkpoint's gradient, and the directions' spread cannot explain the block."
         )
     return (
-        f"At step {step:,} the gradient block correlates **{similarity:.2f}** with $(UU^\\top)^2$ ({form}). "
+        f"At step {r.step:,} the gradient block correlates **{r.form:.2f}** with $(UU^\\top)^2$ ({form_words(r.form)}). "
         f"The variable directions there have mean $|\\cos|$ **{early_cos:.2f}** between different variables and a "
-        f"longest/shortest length ratio of {spread.iloc[0, 1]:.1f}; at the end, **{final_cos:.2f}** and "
-        f"{spread.iloc[1, 1]:.1f}. " + case
+        f"longest/shortest length ratio of {r.spread_checkpoint['norm_ratio']:.1f}; at the end, **{final_cos:.2f}** "
+        f"and {r.spread_final['norm_ratio']:.1f}. " + case
     )
 
 
-@dataclass(frozen=True)
-class Reading:
-    """The chapter's whole reading of one run at one checkpoint."""
-
-    step: int
-    stats: pd.DataFrame
-    split_stats: pd.DataFrame
-    checks: pd.DataFrame
-    spread: pd.DataFrame
-
-
-def read_run(
-    early: torch.nn.Module,
-    late: torch.nn.Module,
-    task_cfg: TaskConfig,
-    tokens: torch.Tensor,
-    labels: torch.Tensor,
-    step: int,
-    final_step: int,
-) -> Reading:
-    """The gradient blocks, their statistics, the key split, the verdict and the premise of one
-    run (``early`` at ``step``, ``late`` its final model)."""
-    stats = block_stats(gradient_blocks(early, late, task_cfg, tokens, labels))
-    split_stats = block_stats(key_split_blocks(early, task_cfg, tokens, labels), reference=None)
-    return Reading(
-        step,
-        stats,
-        split_stats,
-        checks_table(stats, split_stats),
-        spread_table(early, late, task_cfg, step, final_step),
+# ------------------------------------------------------------------------------ over seeds
+def seeds_table(seeds: dict[int, GradientReading]) -> pd.DataFrame:
+    """Per seed: its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
+    whether the gradient-form claim's rule holds there."""
+    rule = BY_ID["ch10.gradient_form"].rule
+    return pd.DataFrame(
+        [
+            {"seed": s, "step": r.step, "ratio": r.ratio, "similarity": r.form, "form": bool(rule.holds(r.form))}
+            for s, r in seeds.items()
+        ]
     )
 
 
-def seeds_table(
-    results: list[TrainResult], task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
-) -> pd.DataFrame:
-    """The gradient reading of every seed run at its own last checkpoint before its binding jump:
-    ``seed``, ``step``, the gradient block's ``ratio``, its ``similarity`` to the predicted
-    (UUᵀ)², and ``form`` (the similarity reaches :data:`FORM_HOLDS`)."""
-    rows = []
-    for run in results:
-        step = theory.after_phase1_step(run.history, list(run.checkpoints))
-        early = load_model(run, step).double()
-        blocks = {
-            GRADIENT: theory.gradient_variable_block(early, task_cfg, tokens, labels),
-            PREDICTED: theory.associative_memory_block(early, task_cfg),
-        }
-        stats = block_stats(blocks)
-        similarity = float(stats.loc[PREDICTED, "similarity"])
-        rows.append(
-            {
-                "seed": run.config.seed,
-                "step": step,
-                "ratio": float(stats.loc[GRADIENT, "ratio"]),
-                "similarity": similarity,
-                "form": similarity >= FORM_HOLDS,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def seeds_prose(table: pd.DataFrame, dissected: int) -> str:
-    """How the reading of the dissected seed compares with every seed's."""
-    held = int(table.form.sum())
-    mine = table.set_index("seed").loc[dissected]
+def seeds_prose(ev: dict[str, Evidence], dissected: int) -> str:
+    """How the dissected seed's correlation compares with every seed's, and what the one rule says."""
+    e = ev["ch10.gradient_form"]
+    values = dict(e.rebuild)
+    held = sum(bool(e.claim.rule.holds(v)) for v in values.values())
     verdict = (
         "so the predicted form is a property of these runs"
-        if held == len(table)
+        if held == len(values)
         else "so on one run the argument can look right or wrong: it is not a property of these runs at this scale"
-        if 0 < held < len(table)
+        if held
         else "so the predicted form does not appear before the jump in any of them"
     )
+    mine = f"; seed {dissected}, the one above, has {values[dissected]:.2f}" if dissected in values else ""
     return (
-        f"Over the {len(table)} seeds, each read at its own last checkpoint before its jump, the gradient's "
-        f"correlation with the predicted (UUᵀ)² runs from {table.similarity.min():.2f} to {table.similarity.max():.2f} "
-        f"(seed {dissected}, the one above: {mine.similarity:.2f}); it reaches {FORM_HOLDS} in {held} of "
-        f"{len(table)}, {verdict}. The block's diagonal-to-off-diagonal ratio runs from {table.ratio.min():.2f} "
-        f"to {table.ratio.max():.2f}."
+        f"Over the {len(values)} seeds, each read at its own last checkpoint before its jump, the gradient's "
+        f"correlation with the predicted (UUᵀ)² is {e.summary()}{mine}. It reaches {e.claim.rule.threshold} in "
+        f"{held} of {len(values)}, {verdict}."
     )
 
 
-def record_seeds(table: pd.DataFrame) -> dict[str, object]:
-    """Record the reading over seeds."""
-    values = {
-        "seeds_predicted_form_holding": int(table.form.sum()),
-        "seeds_gradient_vs_predicted_min": float(table.similarity.min()),
-        "seeds_gradient_vs_predicted_max": float(table.similarity.max()),
-        "seeds_gradient_block_ratio_max": float(table.ratio.max()),
-    }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+# ---------------------------------------------------------------------------- the release
+def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.DataFrame:
+    """The rebuild's and the released run's gradient readings side by side, with how many of the
+    chapter's claims hold on each (each by its own rule)."""
 
-
-def release_reading(
-    cfg: TheoryChapterConfig, task_cfg: TaskConfig, tokens: torch.Tensor, labels: torch.Tensor
-) -> Reading:
-    """:func:`read_run` on the authors' released run, at its last checkpoint (among
-    ``cfg.release_steps``) before the binding jump that chapter 8's rules find in its curves."""
-    history = scores.release_history(cfg.release_steps, n_per_pool=cfg.release_per_pool)
-    step = theory.after_phase1_step(history, sorted(history.step.unique().tolist()))
-    early, late = release.load_release(step).double(), release.load_release(release.FINAL).double()
-    return read_run(early, late, task_cfg, tokens, labels, step, release.FINAL_STEP)
-
-
-def comparison_table(rebuild: Reading, released: Reading) -> pd.DataFrame:
-    """The rebuild's and the released run's gradient readings side by side."""
-
-    def column(r: Reading) -> list[str]:
-        g = r.stats.loc[GRADIENT]
+    def column(r: GradientReading) -> list[str]:
+        holding = sum(bool(c.rule.holds(MEASURES[c.id](r))) for c in CLAIMS)
         return [
             f"{r.step:,}",
-            f"{g['ratio']:.2f}",
-            f"{g['rows_diag_max']:.0%}",
-            f"{r.stats.loc[PREDICTED, 'similarity']:.2f}",
-            f"{r.stats.loc[LEARNED, 'similarity']:.2f}",
-            f"{r.spread.iloc[0, 0]:.2f}",
-            f"{int(r.checks['holds'].sum())} of 4",
+            f"{r.ratio:.2f}",
+            f"{r.stats.loc[GRADIENT, 'rows_diag_max']:.0%}",
+            f"{r.form:.2f}",
+            f"{r.learned:.2f}",
+            f"{r.spread_checkpoint['mean_abs_cos']:.2f}",
+            f"{holding} of {len(CLAIMS)}",
         ]
 
     return pd.DataFrame(
@@ -459,7 +430,7 @@ def comparison_table(rebuild: Reading, released: Reading) -> pd.DataFrame:
                 "correlation with (U Uᵀ)²",
                 "correlation with the learned block",
                 "mean |cos| between variable directions",
-                "predictions holding",
+                "claims holding on this run",
             ],
             "paper's run, as released": column(released),
             "this rebuild": column(rebuild),
@@ -467,53 +438,51 @@ def comparison_table(rebuild: Reading, released: Reading) -> pd.DataFrame:
     )
 
 
-def release_prose(r: Reading) -> str:
-    """Does the argument hold on the released run before its jump: the premise prose on it, and
-    the number of predictions that hold."""
-    holding = int(r.checks["holds"].sum())
+def closing_prose(rebuild: GradientReading, released: GradientReading) -> str:
+    """Where a prediction fails, what the numbers say about why: the longest variable direction
+    against the shortest, and whether the query keys' term outweighs the context keys' (the words
+    from the split's numbers, both runs)."""
+
+    def one(r: GradientReading, who: str) -> str:
+        ctx, qry = r.split_stats.loc["context", "diag_mean"], r.split_stats.loc["query", "diag_mean"]
+        weigh = claims.compare(abs(qry), abs(ctx), ".3g", claims.Words("outweighs", "does not outweigh", "matches"))
+        return (
+            f"{who}, the longest variable direction is {r.spread_checkpoint['norm_ratio']:.1f}× the shortest, and the "
+            f"query keys' diagonal term ({qry:.3g}) {weigh} the context keys' ({ctx:.3g})"
+        )
+
     return (
-        premise_prose(r.stats.loc[PREDICTED, "similarity"], r.stats.loc[GRADIENT, "ratio"], r.spread, r.step)
-        + f" On the released run {holding} of the {len(r.checks)} predictions hold."
+        "Where a prediction fails, the blocks above show why. "
+        + one(rebuild, "On the rebuild")
+        + "; "
+        + one(released, "on the released run")
+        + ". Both are properties of the model at the chosen checkpoint, which is why the chapter computes the "
+        "gradient from the real model instead of from the idealised picture."
     )
 
 
-def record_release(r: Reading) -> dict[str, object]:
-    """Record the released run's reading as ``release_*``."""
-    values = {
-        "release_gradient_checkpoint_step": r.step,
-        "release_gradient_block_ratio": r.stats.loc[GRADIENT, "ratio"],
-        "release_gradient_block_rows_diag_max": r.stats.loc[GRADIENT, "rows_diag_max"],
-        "release_gradient_vs_predicted_similarity": r.stats.loc[PREDICTED, "similarity"],
-        "release_gradient_vs_learned_similarity": r.stats.loc[LEARNED, "similarity"],
-        "release_theory_predictions_holding": int(r.checks["holds"].sum()),
-        "release_variable_directions_cos_checkpoint": float(r.spread.iloc[0, 0]),
-    }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
-
-
 def record_all(
-    step: int,
-    stats: pd.DataFrame,
-    zero: pd.DataFrame,
-    split_stats: pd.DataFrame,
+    rebuild: GradientReading,
+    released: GradientReading,
+    seeds: dict[int, GradientReading],
     over: pd.DataFrame,
-    checks: pd.DataFrame,
-    spread: pd.DataFrame,
+    first_identity: int | None,
 ) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/10_why_it_composes.yml``)."""
-    values = {
-        "gradient_checkpoint_step": step,
-        "gradient_block_ratio": stats.loc[GRADIENT, "ratio"],
-        "gradient_block_rows_diag_max": stats.loc[GRADIENT, "rows_diag_max"],
-        "gradient_vs_learned_similarity": stats.loc[LEARNED, "similarity"],
-        "gradient_vs_predicted_similarity": stats.loc[PREDICTED, "similarity"],
-        "gradient_block_ratio_0var": zero.loc[1, "diag / |off-diag|"],
-        "gradient_context_block_ratio": split_stats.iloc[0]["ratio"],
+    """Record the chapter's headline numbers (``book/thresholds/10_why_it_composes.yml``), the
+    released run's as ``release_*``, the reading over seeds (``seeds_*``) and every claim's
+    evidence (``claim.*``); returns the records."""
+    form = [r.form for r in seeds.values()]
+    ev = evidence(seeds, released)
+    numbers = {
+        **rebuild.numbers(),
         "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
-        "gradient_identity_first_step": first_identity_step(over),
-        "theory_predictions_holding": int(checks["holds"].sum()),
-        "variable_directions_cos_checkpoint": float(spread.iloc[0, 0]),
-        "variable_directions_cos_final": float(spread.iloc[1, 0]),
-        "variable_directions_norm_spread_checkpoint": float(spread.iloc[0, 1]),
+        "gradient_identity_first_step": first_identity,
+        "theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](rebuild))) for c in CLAIMS),
+        **{f"release_{n}": v for n, v in released.numbers().items()},
+        "release_theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](released))) for c in CLAIMS),
+        "seeds_predicted_form_holding": sum(bool(BY_ID["ch10.gradient_form"].rule.holds(v)) for v in form),
+        "seeds_gradient_vs_predicted_min": min(form),
+        "seeds_gradient_vs_predicted_max": max(form),
+        "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
     }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+    return {**common.record_all(numbers), **claims.record_claims(ev.values())}
