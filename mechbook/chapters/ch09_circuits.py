@@ -285,10 +285,11 @@ def evidence(seeds: dict[int, CircuitReadings], released: CircuitReadings | None
         measure = MEASURES[claim.id]
         rebuild = {} if claim.id in RELEASE_ONLY else {s: measure(r) for s, r in seeds.items()}
         release = None if released is None else measure(released)
-        untested = None
         if not any(v is not None for v in rebuild.values()) and release is None:
-            untested = NO_KEY_FREQUENCIES if claim.section == "ch09-ablation" else "no value in this profile"
-        out[claim.id] = claim.evidence(rebuild, release=release, untested=untested)
+            why = NO_KEY_FREQUENCIES if claim.section == "ch09-ablation" else "no value in this profile"
+            out[claim.id] = claim.evidence(untested=why)
+        else:
+            out[claim.id] = claim.evidence(rebuild, release=release)
     return out
 
 
