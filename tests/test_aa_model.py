@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
+from mechbook.determinism import deterministic
 
 SMALL = ModelConfig(d_model=32, d_head=32, d_mlp=64)
 
@@ -92,3 +93,20 @@ def test_benchmark_baseline_is_the_same_network():
     plain = StraightforwardModel(model)
     tokens = torch.randint(0, 74, (4, 16))
     torch.testing.assert_close(plain(tokens), model(tokens), rtol=1e-5, atol=1e-6)
+
+
+def test_stacked_forward_is_each_model_forward_bit_for_bit_and_bf16_close():
+    """The training forward (K models at once) equals each model's own forward at '=' on one
+    thread, a stack of one equals its slice of a stack of three, and bf16 products stay close."""
+    models = [AssignAddModel(ModelConfig(d_model=32, d_head=32, d_mlp=64, seed=s)) for s in range(3)]
+    params = stack_parameters(models, "cpu")
+    tokens = torch.randint(0, 74, (3, 5, 16))
+    with deterministic(), torch.no_grad():
+        stacked = stacked_logits(params, tokens)
+        one = stacked_logits({n: p[1:2] for n, p in params.items()}, tokens[1:2])
+        for k, model in enumerate(models):
+            assert torch.equal(stacked[k], model(tokens[k], last_only=True))
+        assert torch.equal(one[0], stacked[1])
+        low = stacked_logits(params, tokens, torch.bfloat16)
+    assert low.dtype == torch.float32 and not torch.equal(low, stacked)
+    torch.testing.assert_close(low, stacked, rtol=0.05, atol=0.02)
