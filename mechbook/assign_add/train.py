@@ -70,16 +70,15 @@ class TrainConfig:
     # sampling noise at 512 sequences, so the kept steps resolve a phase transition to one
     # evaluation without keeping every checkpoint of a flat stretch
     keep_change: float = 0.05
-    resume_every: int = (
-        500  # steps between resumable saves of a run trained alone; an interruption loses at most this many
-    )
+    resume_every: int = 500  # steps between resumable saves; an interruption loses at most this many
     # "fp32", or "bf16": bf16 autocast with float32 master weights, the authors' precision (SOURCE.md
     # of the released run); fp32 by default because every cached run so far was trained in it and
     # bf16 needs a CPU with native bf16 (AMX or AVX512-BF16) or a GPU
     precision: str = "fp32"
-    # torch.compile the forward and backward: a speed switch only (its bits differ from eager's, so
-    # it is part of the key); off by default, because a compile takes minutes on a small CPU and
-    # the eager step is the one tests/test_determinism.py checks bit for bit
+    # torch.compile the forward and backward: a speed switch (its fused kernels may round otherwise
+    # than eager's, so it is part of the key); off by default, because a compile takes one to three
+    # minutes a process on a small CPU and the eager step is the one tests/test_determinism.py
+    # checks bit for bit
     compile: bool = False
     task: TaskConfig = field(default_factory=TaskConfig)  # the task and its split; the paper's by default
     model: ModelConfig = field(default_factory=ModelConfig)  # the model's sizes and init seed; the paper's by default
