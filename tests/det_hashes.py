@@ -63,6 +63,17 @@ def part2_train() -> str:
     return digest([r.final_state, r.checkpoints, r.history[["accuracy", "loss"]].to_numpy()])
 
 
+def part2_train_bf16() -> str:
+    """The paper's model in the authors' precision (bf16 products, fp32 master weights); "no
+    native bf16" where the CPU lacks it, in every process alike."""
+    from mechbook.assign_add.train import native_bf16, train
+
+    if not native_bf16("cpu"):
+        return "no native bf16"
+    r = train(dataclasses.replace(_aa_cfg(), precision="bf16"), device="cpu")
+    return digest([r.final_state, r.checkpoints, r.history[["accuracy", "loss"]].to_numpy()])
+
+
 def part2_train_smoke_profile() -> str:
     from mechbook.assign_add.runs import TRAIN_PROFILES
     from mechbook.assign_add.train import train, with_overrides
@@ -73,14 +84,25 @@ def part2_train_smoke_profile() -> str:
     return digest(r.final_state)
 
 
-def part2_stacked() -> str:
+def _stacked(precision: str) -> str:
     from mechbook.assign_add.stacked import train_stacked
     from mechbook.assign_add.sweeps import point_config
 
-    cfgs = [point_config(_aa_cfg(), "f", 0.4), point_config(dataclasses.replace(_aa_cfg(), seed=5), "f", 0.9)]
+    base = dataclasses.replace(_aa_cfg(), precision=precision)
+    cfgs = [point_config(base, "f", 0.4), point_config(dataclasses.replace(base, seed=5), "f", 0.9)]
     return digest(
         [[r.final_state, r.history[["accuracy", "loss"]].to_numpy()] for r in train_stacked(cfgs, device="cpu")]
     )
+
+
+def part2_stacked() -> str:
+    return _stacked("fp32")
+
+
+def part2_stacked_bf16() -> str:
+    from mechbook.assign_add.train import native_bf16
+
+    return _stacked("bf16") if native_bf16("cpu") else "no native bf16"
 
 
 def _aa_model():
@@ -164,8 +186,10 @@ ARTIFACTS: dict[str, Callable[[], str]] = {
     f.__name__: f
     for f in (
         part2_train,
+        part2_train_bf16,
         part2_train_smoke_profile,
         part2_stacked,
+        part2_stacked_bf16,
         part2_probes,
         part2_patching,
         part2_eval_samples,

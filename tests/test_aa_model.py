@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from mechbook.assign_add.model import AssignAddModel, ModelConfig
+from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
+from mechbook.determinism import deterministic
 
 SMALL = ModelConfig(d_model=32, d_head=32, d_mlp=64)
 
@@ -83,12 +84,33 @@ def test_bad_input_is_a_clear_error():
         AssignAddModel(SMALL).load_state_dict(AssignAddModel(ModelConfig(d_model=16, d_head=16, d_mlp=64)).state_dict())
 
 
-def test_benchmark_baseline_is_the_same_network():
-    """The benchmark's straightforward formulation (full-sequence logits, zero layer-1 MLP) must
-    compute the same function, or its speed-up would be meaningless."""
-    from mechbook.benchmarks.assign_add import StraightforwardModel
+@pytest.mark.parametrize("cfg", [SMALL, ModelConfig()])
+def test_benchmark_flop_count_is_torchs_count_of_a_training_step(cfg):
+    """The benchmark's GFLOP/s divide by :func:`step_flops`: it must be what torch's own counter
+    sees in a forward and backward of the training forward (the paper's size: 5.57 GFLOP)."""
+    from torch.utils.flop_counter import FlopCounterMode
 
-    model = AssignAddModel(SMALL)
-    plain = StraightforwardModel(model)
-    tokens = torch.randint(0, 74, (4, 16))
-    torch.testing.assert_close(plain(tokens), model(tokens), rtol=1e-5, atol=1e-6)
+    from mechbook.benchmarks.assign_add import step_flops
+
+    params = stack_parameters([AssignAddModel(cfg)], "cpu")
+    tokens = torch.randint(0, cfg.d_vocab, (1, 8, cfg.n_ctx))
+    with FlopCounterMode(display=False) as counter:
+        stacked_logits(params, tokens).sum().backward()
+    assert step_flops(cfg, 8) == counter.get_total_flops()
+
+
+def test_stacked_forward_is_each_model_forward_bit_for_bit_and_bf16_close():
+    """The training forward (K models at once) equals each model's own forward at '=' on one
+    thread, a stack of one equals its slice of a stack of three, and bf16 products stay close."""
+    models = [AssignAddModel(ModelConfig(d_model=32, d_head=32, d_mlp=64, seed=s)) for s in range(3)]
+    params = stack_parameters(models, "cpu")
+    tokens = torch.randint(0, 74, (3, 5, 16))
+    with deterministic(), torch.no_grad():
+        stacked = stacked_logits(params, tokens)
+        one = stacked_logits({n: p[1:2] for n, p in params.items()}, tokens[1:2])
+        for k, model in enumerate(models):
+            assert torch.equal(stacked[k], model(tokens[k], last_only=True))
+        assert torch.equal(one[0], stacked[1])
+        low = stacked_logits(params, tokens, torch.bfloat16)
+    assert low.dtype == torch.float32 and not torch.equal(low, stacked)
+    torch.testing.assert_close(low, stacked, rtol=0.05, atol=0.02)

@@ -1,5 +1,6 @@
 """Same seed, same bits: every trained or sampled artifact hashes the same in separate processes,
-at 1 and at 2 threads (mechbook/determinism.py), and the context restores the process's settings."""
+at 1 and at 2 threads (mechbook/determinism.py), and the context restores the process's settings.
+Part II's runs are checked in both precisions (fp32, and bf16 where the CPU has it natively)."""
 
 from __future__ import annotations
 
@@ -53,8 +54,10 @@ def test_the_processes_ran_at_the_thread_counts_asked(hashes):
     "artifact",
     [
         "part2_train",
+        "part2_train_bf16",
         "part2_train_smoke_profile",
         "part2_stacked",
+        "part2_stacked_bf16",
         "part2_probes",
         "part2_patching",
         "part2_eval_samples",
@@ -66,6 +69,17 @@ def test_artifact_is_bit_identical_across_processes_and_thread_counts(hashes, ar
     one, two, two_again = (h[artifact] for h in hashes)
     assert two == two_again, f"{artifact}: two processes at 2 threads gave different bits"
     assert one == two, f"{artifact}: 1 thread and 2 threads gave different bits"
+
+
+def test_the_bf16_artifacts_are_trained_in_bf16_where_the_cpu_has_it(hashes):
+    from mechbook.assign_add.train import native_bf16
+
+    for name in ("part2_train", "part2_stacked"):
+        bf16 = hashes[0][f"{name}_bf16"]
+        if native_bf16("cpu"):
+            assert bf16 not in ("no native bf16", hashes[0][name]), f"{name}_bf16 is not a bf16 run"
+        else:
+            assert bf16 == "no native bf16"
 
 
 def test_deterministic_restores_the_settings_and_works_as_a_decorator():

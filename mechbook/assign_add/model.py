@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -190,3 +191,58 @@ class AssignAddModel(HookedRootModule):
         return super().load_state_dict(
             {k: v.to(own[k].dtype) for k, v in state_dict.items()}, strict=strict, assign=assign
         )
+
+
+def stack_parameters(models: list[AssignAddModel], device: str | torch.device) -> dict[str, torch.Tensor]:
+    """The parameters of ``models`` stacked along a new first axis: ``{name: (K, *shape)}`` leaf
+    tensors on ``device`` that require grad (the training state of :func:`stacked_logits`)."""
+    names = [n for n, _ in models[0].named_parameters()]
+    return {
+        n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in models]).to(device).requires_grad_()
+        for n in names
+    }
+
+
+def stacked_logits(
+    params: dict[str, torch.Tensor], tokens: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Logits at the last position, (K, B, d_out) in float32, of K models at once: ``params`` as
+    :func:`stack_parameters` gives them, ``tokens`` (K, B, P). The training and evaluation forward
+    of chapters 8-11 (:func:`mechbook.assign_add.stacked.train_stacked`; a run trained alone is a
+    stack of one); the same function as :meth:`AssignAddModel.forward` with ``last_only``.
+
+    Written for speed: Q, K and V of a layer are one product, every product is a batched matrix
+    product over the K runs (so run k's arithmetic does not depend on K), and with ``dtype``
+    ``torch.bfloat16`` the products run in bf16 on inputs cast once each (weights once per call,
+    each activation once where it enters products), while the residual stream, the softmax and the
+    logits stay float32: what bf16 autocast computes, without its cast per operation.
+    """
+    K, B, P = tokens.shape
+    w = {n: p[:, 0] if p.ndim == 4 else p for n, p in params.items()}  # drop the one-head axis
+    low = {n: v.to(dtype) for n, v in w.items() if n not in ("embed.W_E", "pos_embed.W_pos")}
+    d_vocab, h = w["embed.W_E"].shape[1], w["blocks.0.attn.W_Q"].shape[-1]
+    scale = 1.0 / math.sqrt(h)
+    # embedding: one lookup in the K tables laid end to end
+    offsets = (torch.arange(K, device=tokens.device) * d_vocab).view(K, 1, 1)
+    x0 = F.embedding(tokens + offsets, w["embed.W_E"].flatten(0, 1)) + w["pos_embed.W_pos"][:, None, :P]
+    x0 = x0.view(K, B * P, -1)
+    # layer 1: all positions, causal
+    wqkv = torch.cat([low["blocks.0.attn.W_Q"], low["blocks.0.attn.W_K"], low["blocks.0.attn.W_V"]], dim=-1)
+    q, k, v = torch.bmm(x0.to(dtype), wqkv).view(K * B, P, 3 * h).split(h, dim=-1)
+    scores = torch.bmm(q, k.transpose(1, 2)).float() * scale
+    causal = torch.ones(P, P, dtype=torch.bool, device=tokens.device).tril()
+    pattern = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+    z = torch.bmm(pattern.to(dtype), v).view(K, B * P, h)
+    x1 = x0 + torch.bmm(z, low["blocks.0.attn.W_O"])
+    # layer 2: keys and values at all positions, the query at '=' only
+    x1_low = x1.to(dtype)
+    wkv = torch.cat([low["blocks.1.attn.W_K"], low["blocks.1.attn.W_V"]], dim=-1)
+    k2, v2 = torch.bmm(x1_low, wkv).view(K * B, P, 2 * h).split(h, dim=-1)
+    q2 = torch.bmm(x1_low.view(K, B, P, -1)[:, :, -1], low["blocks.1.attn.W_Q"]).view(K * B, 1, h)
+    pattern2 = (torch.bmm(q2, k2.transpose(1, 2)).float() * scale).softmax(dim=-1)
+    z2 = torch.bmm(pattern2.to(dtype), v2).view(K, B, h)
+    x2 = x1.view(K, B, P, -1)[:, :, -1] + torch.bmm(z2, low["blocks.1.attn.W_O"])
+    # layer 2's MLP and the unembedding, at '=' only
+    hidden = torch.relu(torch.bmm(x2.to(dtype), low["blocks.1.mlp.W_in"]))
+    x3 = x2 + torch.bmm(hidden, low["blocks.1.mlp.W_out"])
+    return torch.bmm(x3.to(dtype), low["unembed.W_U"]).float()

@@ -4,16 +4,18 @@ chapter 11's sweeps).
 A sweep trains one small model per knob value. Alone, each such model leaves most of a CPU's or a
 GPU's arithmetic idle (a step is a few small matrix products). :func:`train_stacked` trains K runs
 that share the model's shape and the optimiser's settings together: every parameter is stacked
-into a (K, ...) tensor, the forward pass is :func:`torch.func.vmap` of the ordinary model over K,
-and the loss is the sum of the K runs' mean losses, so the gradient of slice k is the gradient of
-run k alone. AdamW is elementwise, so one AdamW over the stacked tensors is exactly K independent
-AdamWs. Each run keeps its own task (its r or f), its own initialisation (``model.seed``) and its
-own data stream (``numpy.random.default_rng(seed)`` drawn in the same order as
-:func:`~mechbook.assign_add.train.train`), so run k computes the same mathematics as training it
-alone; only the floating-point rounding of the batched products may differ. On a CPU the stacked
-runs equal the runs trained alone bit for bit (tests/test_aa_stacked.py); on a GPU the batched
-kernels round differently, and AdamW's normalised steps carry the difference forward
-(book/appendix/reproducing.md gives what was measured on an H200).
+into a (K, ...) tensor, the forward pass (:func:`~mechbook.assign_add.model.stacked_logits`) is
+batched matrix products over K, and the loss is the sum of the K runs' mean losses, so the
+gradient of slice k is the gradient of run k alone. AdamW is elementwise, so one AdamW over the
+stacked tensors is exactly K independent AdamWs. Each run keeps its own task (its r or f), its
+own initialisation (``model.seed``) and its own data stream (``numpy.random.default_rng(seed)``),
+so run k computes the same mathematics as training it alone. :func:`train_stacked` is the one
+training loop: :func:`~mechbook.assign_add.train.train` runs a stack of one. On a CPU (one
+thread, as :func:`~mechbook.determinism.deterministic` sets) each run's products are the same
+kernels on the same numbers whatever K, so a stacked run equals the run trained alone bit for bit,
+in fp32 and in bf16 (tests/test_aa_stacked.py asserts ``torch.equal``); on a GPU the batched
+kernels may round differently, and AdamW's normalised steps carry the difference forward
+(book/appendix/reproducing.md gives what was measured on an H200 with the previous vmap loop).
 
 Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' streams are drawn in
 a pool of (spawned, CUDA-free) processes while the previous chunk trains, which is what keeps a GPU
@@ -33,25 +35,38 @@ import dataclasses
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, vmap
 
-from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.model import AssignAddModel, stack_parameters, stacked_logits
 from mechbook.assign_add.task import Task, TaskConfig
-from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, keep_steps
-from mechbook.cache import cached
+from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, compute_dtype, keep_steps
+from mechbook.cache import cached, fingerprint, load_verified, save_verified, torch_dumps, torch_loads
 from mechbook.determinism import deterministic
 from mechbook.device import available_cores, default_device
 from mechbook.lifeline import WorkerPool
 from mechbook.progress import PROGRESS_ENV, progress
 
-SHARED_FIELDS = ("steps", "batch_size", "lr", "betas", "weight_decay", "eval_every", "eval_per_pool", "eval_seed")
+SHARED_FIELDS = (
+    "steps",
+    "batch_size",
+    "lr",
+    "betas",
+    "weight_decay",
+    "eval_every",
+    "eval_per_pool",
+    "eval_seed",
+    "resume_every",
+    "precision",
+    "compile",
+)
 """TrainConfig fields every stacked run must share (the model's shape too, all but its seed)."""
 
 GROUP_SIZE = 3
@@ -156,6 +171,42 @@ def default_workers(n_runs: int, device: str) -> int:
     return max(1, min(n_runs, available_cores() - 1))
 
 
+def make_step(
+    params: dict[str, torch.Tensor], opt: torch.optim.Optimizer, dtype: torch.dtype, compile: bool = False
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """One training step of the stack ``params`` (:func:`~mechbook.assign_add.model.stack_parameters`):
+    ``step(tokens (K, B, P), labels (K, B))`` runs the forward in ``dtype``, backpropagates the
+    sum of the K runs' mean losses (so slice k gets run k's own gradient) and steps ``opt``;
+    returns the K losses and accuracies, detached, on the device (no host sync). With ``compile``
+    the forward and its backward go through ``torch.compile`` (compiled once, at the first step)."""
+
+    def forward(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = stacked_logits(params, x, dtype)
+        losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(1)
+        return losses, (logits.detach().argmax(-1) == y).float().mean(1)
+
+    run = torch.compile(forward, dynamic=False) if compile else forward
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        losses, accs = run(x, y)
+        opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        opt.step()
+        return losses.detach(), accs
+
+    return step
+
+
+def adamw(params: dict[str, torch.Tensor], cfg: TrainConfig, device: str) -> torch.optim.AdamW:
+    """AdamW over the stacked ``params`` with ``cfg``'s settings: fused (one kernel for every
+    tensor) on a CPU and on CUDA; elementwise either way, so one AdamW over the stack is K
+    independent AdamWs."""
+    fused = torch.device(device).type in ("cpu", "cuda")
+    return torch.optim.AdamW(
+        list(params.values()), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused or None
+    )
+
+
 @deterministic()
 def train_stacked(
     cfgs: Sequence[TrainConfig],
@@ -165,47 +216,64 @@ def train_stacked(
     desc: str = "stacked training",
     keep: bool = False,
     on_step: Callable[[int], None] | None = None,
+    resume_dir: str | Path | None = None,
 ) -> list[TrainResult]:
     """Train every config of ``cfgs`` for their shared ``steps`` at once; one :class:`TrainResult`
-    per config, in order.
+    per config, in order. The one training loop of Part II: a run trained alone
+    (:func:`~mechbook.assign_add.train.train`) is a stack of one.
 
-    Each result has the history of :func:`~mechbook.assign_add.train.train` (nine pools every
-    ``eval_every`` steps and the ``train`` rows) and its final weights. ``checkpoints`` holds the
-    final step only (a sweep reads final accuracies), or with ``keep`` the steps that ``train``
-    keeps (:func:`~mechbook.assign_add.train.keep_steps`: every ``keep_every`` and densely where
-    a pool moved), as float16, for runs a chapter dissects. ``on_step`` is called with the number
-    of steps done after each step.
+    Each result has the history (nine pools every ``eval_every`` steps, scored in float32, and the
+    ``train`` rows: mean accuracy and loss of the batches since the previous evaluation) and its
+    final weights. ``checkpoints`` holds the final step only (a sweep reads final accuracies), or
+    with ``keep`` the steps of :func:`~mechbook.assign_add.train.keep_steps` (every
+    ``keep_every`` and densely where a pool moved), as float16. ``on_step`` is called with the
+    number of steps done after each step. With ``resume_dir``, the state is saved there every
+    ``resume_every`` steps and a stack that finds a saved state continues from it, to the same bits.
     """
     check_stackable(cfgs)
     cfg0 = cfgs[0]
     device = device or default_device()
+    dtype = compute_dtype(cfg0.precision, device)
     K, steps = len(cfgs), cfg0.steps
-    models = [AssignAddModel(c.model) for c in cfgs]
-    template = models[0].to(device)
-    names = [n for n, _ in template.named_parameters()]
-    params = {
-        n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in models]).to(device).requires_grad_()
-        for n in names
-    }
-    opt = torch.optim.AdamW(list(params.values()), lr=cfg0.lr, betas=cfg0.betas, weight_decay=cfg0.weight_decay)
-
-    def run_one(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(template, p, (x,), {"last_only": True})
-
-    forward = vmap(run_one)
+    # the state: K models' parameters stacked on a first axis, one AdamW, K data streams
+    params = stack_parameters([AssignAddModel(c.model) for c in cfgs], device)
+    opt = adamw(params, cfg0, device)
+    step_fn = make_step(params, opt, dtype, cfg0.compile)
     tasks = [Task(c.task) for c in cfgs]
     pools = [t.eval_pools(cfg0.eval_per_pool, cfg0.eval_seed) for t in tasks]
     pool_names = list(pools[0])
     eval_x = torch.as_tensor(np.stack([np.concatenate([p[n][0] for n in pool_names]) for p in pools]), device=device)
     eval_y = torch.as_tensor(np.stack([np.concatenate([p[n][1] for n in pool_names]) for p in pools]), device=device)
     sizes = [len(pools[0][n][1]) for n in pool_names]
-
+    streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
     rows: list[list[dict]] = [[] for _ in cfgs]
-    saved: list[dict[int, dict[str, torch.Tensor]]] = [{} for _ in cfgs]
+    saved: dict[int, list[dict[str, torch.Tensor]]] = {}
+    step, elapsed = 0, 0.0
+
+    # resume: continue from the saved state of these configs, if every checkpoint it names is there
+    resume = Path(resume_dir) if resume_dir is not None else None
+    tag = fingerprint(list(cfgs))
+    if resume is not None:
+        data = load_verified(resume / "state.pt")
+        state = torch_loads(data) if data is not None else None
+        if state is not None and state["config"] != tag:
+            raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
+        found = {s: load_verified(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
+        if state is not None and all(v is not None for v in found.values()):
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(state["params"][n])
+            opt.load_state_dict(state["optim"])
+            streams.states = state["rng"]
+            step, rows, elapsed = state["step"], state["history"], state["elapsed"]
+            saved = {s: torch_loads(v) for s, v in found.items()}
+        elif state is not None:
+            warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
 
     @torch.no_grad()
-    def log_eval(step: int, train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
-        logits = forward({n: p.detach() for n, p in params.items()}, eval_x)
+    def log_eval(train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
+        """Score the nine pools (float32), append the rows, keep a float16 copy of the weights."""
+        logits = stacked_logits({n: p.detach() for n, p in params.items()}, eval_x)
         correct = (logits.argmax(-1) == eval_y).float()
         loss = F.cross_entropy(logits.flatten(0, 1), eval_y.flatten(), reduction="none").view_as(correct)
         accs = [c.split(sizes, dim=-1) for c in correct.cpu()]
@@ -217,50 +285,72 @@ def train_stacked(
                 rows[k].append(
                     {"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])}
                 )
-            if keep:
-                saved[k][step] = {n: p[k].detach().to("cpu", torch.float16).clone() for n, p in params.items()}
+        if keep:
+            saved[step] = [
+                {n: p[k].detach().to("cpu", torch.float16).clone() for n, p in params.items()} for k in range(K)
+            ]
+            if resume is not None:
+                save_verified(resume / f"ckpt_{step}.pt", torch_dumps(saved[step]))
 
-    log_eval(0, None, None)
-    streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
-    bar = progress(total=steps, desc=desc)
+    def chunk_after(done: int) -> int:
+        """Steps in the chunk of batches that starts after ``done`` steps (0 at the end); chunks
+        end at resume points, so a saved generator state is the one after the last batch used."""
+        n = min(chunk, steps - done)
+        return min(n, cfg0.resume_every - done % cfg0.resume_every) if resume is not None else n
+
+    if step == 0:
+        log_eval(None, None)
+    bar = progress(total=steps, initial=step, desc=f"{desc} ({cfg0.precision})")
     start = time.perf_counter()
     acc_sum = torch.zeros(K, device=device)
     loss_sum = torch.zeros(K, device=device)
-    step = 0
     try:
         while step < steps:
-            n = min(chunk, steps - step)
-            xs, ys = streams.next(n, min(chunk, steps - step - n))
+            # the next chunk of batches (the one after it is drawn meanwhile when workers > 1)
+            n = chunk_after(step)
+            xs, ys = streams.next(n, chunk_after(step + n))
             xs = torch.as_tensor(xs, device=device).long()
             ys = torch.as_tensor(ys, device=device).long()
             for x, y in zip(xs, ys):
-                logits = forward(params, x)
-                losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(K, -1).mean(1)
-                opt.zero_grad(set_to_none=True)
-                losses.sum().backward()
-                opt.step()
+                # forward, backward, AdamW: the hot loop, no host sync
+                losses, accs = step_fn(x, y)
                 step += 1
-                loss_sum += losses.detach()
-                acc_sum += (logits.detach().argmax(-1) == y).float().mean(1)
+                loss_sum += losses
+                acc_sum += accs
+                # evaluation: the nine pools, the train rows since the last one, the bar's accuracies
                 if step % cfg0.eval_every == 0 or step == steps:
-                    n = (step - 1) % cfg0.eval_every + 1
-                    log_eval(step, (acc_sum / n).cpu(), (loss_sum / n).cpu())
+                    seen = (step - 1) % cfg0.eval_every + 1
+                    log_eval((acc_sum / seen).cpu(), (loss_sum / seen).cpu())
                     acc_sum.zero_()
                     loss_sum.zero_()
                     last = [r for r in rows[0][-10:] if r["pool"] in POOL_SHORT]
                     bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
+                # resume point: everything needed to continue to the same bits
+                if resume is not None and step % cfg0.resume_every == 0 and step < steps:
+                    state = {
+                        "config": tag,
+                        "step": step,
+                        "params": {n: p.detach().cpu() for n, p in params.items()},
+                        "optim": opt.state_dict(),
+                        "rng": streams.states,
+                        "history": rows,
+                        "checkpoint_steps": sorted(saved),
+                        "elapsed": elapsed + time.perf_counter() - start,
+                    }
+                    save_verified(resume / "state.pt", torch_dumps(state))
                 bar.update(1)
                 if on_step is not None:
                     on_step(step)
     finally:
         streams.close()
         bar.close()
-    seconds = time.perf_counter() - start
+    seconds = elapsed + time.perf_counter() - start
+    # results: float32 final weights, the kept float16 checkpoints, the history, per run
     results = []
     for k, cfg in enumerate(cfgs):
         final = {n: p[k].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
         history = pd.DataFrame(rows[k])
-        kept = {s: saved[k][s] for s in keep_steps(history, cfg)} if keep else {}
+        kept = {s: saved[s][k] for s in keep_steps(history, cfg)} if keep else {}
         results.append(
             TrainResult(
                 history=history,

@@ -1,7 +1,8 @@
 """Training the Assign-and-Add model: AdamW, nine evaluation pools, checkpoints, resume, cache.
 
 Every run's configuration per profile lives in :mod:`mechbook.assign_add.runs`; a run trained
-alone is cached by :func:`load_or_train`. The loop draws a batch of rows with replacement, lays out fresh contexts,
+alone is cached by :func:`load_or_train`. The training loop is
+:func:`mechbook.assign_add.stacked.train_stacked` (a run alone is a stack of one). It draws a batch of rows with replacement, lays out fresh contexts,
 and minimises the cross-entropy of the logits at '=' (position 15) over the N residues. Every
 ``eval_every`` steps it scores the nine pools (fixed sequences, so the curves move only when the
 model does) and keeps a float16 copy of the weights; at the end it keeps those every
@@ -16,31 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.task import Task, TaskConfig
-from mechbook.cache import (
-    cache_root,
-    cached,
-    code_digest,
-    fingerprint,
-    load_verified,
-    save_verified,
-    torch_dumps,
-    torch_loads,
-)
-from mechbook.determinism import deterministic
+from mechbook.assign_add.task import TaskConfig
+from mechbook.cache import cache_root, cached, code_digest, fingerprint
 from mechbook.device import default_device
-from mechbook.progress import progress
 
 POOL_SHORT = {
     "0var_train": "0t",
@@ -55,29 +41,54 @@ POOL_SHORT = {
 }
 
 
+PRECISIONS = ("fp32", "bf16")
+"""The training precisions: float32 throughout, or the authors' bf16 autocast (products in bf16,
+float32 master weights, optimiser, softmax and loss)."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run: AdamW on batches of ``batch_size`` training rows."""
+    """One training run: AdamW on batches of ``batch_size`` training rows. The defaults are the
+    paper's run (spec section 5: AdamW, lr 1e-3, betas (0.9, 0.999), weight decay 0.02, batch 512,
+    no schedule, 40,000 steps, seed 42, evaluated every 100 steps); every field is part of the
+    cache key of the run it configures."""
 
-    steps: int = 40_000
-    batch_size: int = 512
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.02
-    seed: int = 42
-    eval_every: int = 100
-    eval_per_pool: int = 512
+    steps: int = 40_000  # optimiser steps; the paper's run length
+    batch_size: int = 512  # training rows per step, drawn with replacement; the paper's batch
+    lr: float = 1e-3  # AdamW's learning rate, constant (the paper has no schedule)
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decays; the paper's (torch's defaults)
+    weight_decay: float = 0.02  # AdamW's decoupled weight decay; the paper's
+    seed: int = 42  # seeds the data stream (which rows, distractors, layouts); the paper's seed
+    eval_every: int = 100  # steps between evaluations of the nine pools; the paper evaluates every 100
+    eval_per_pool: int = 512  # sequences per pool per evaluation; one batch's worth: a standard error of at most 0.022
+    # seed of the evaluation pools: fixed and separate from ``seed``, so every evaluation of every
+    # run scores the same sequences and a curve moves only when the model does
     eval_seed: int = 1
-    keep_every: int = 500
+    keep_every: int = 500  # a float16 checkpoint is kept every this many steps (chapters 9-10 open them)
+    # a checkpoint is also kept at each evaluation where some pool's accuracy moved by at least this
+    # much since the previous evaluation or before the next: 0.05 is about twice an evaluation's
+    # sampling noise at 512 sequences, so the kept steps resolve a phase transition to one
+    # evaluation without keeping every checkpoint of a flat stretch
     keep_change: float = 0.05
-    resume_every: int = 500
-    task: TaskConfig = field(default_factory=TaskConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
+    resume_every: int = 500  # steps between resumable saves; an interruption loses at most this many
+    # "fp32", or "bf16": bf16 autocast with float32 master weights, the authors' precision (SOURCE.md
+    # of the released run); fp32 by default because every cached run so far was trained in it and
+    # bf16 needs a CPU with native bf16 (AMX or AVX512-BF16) or a GPU
+    precision: str = "fp32"
+    # torch.compile the forward and backward: a speed switch (its fused kernels may round otherwise
+    # than eager's, so it is part of the key); off by default, because a compile takes one to three
+    # minutes a process on a small CPU and the eager step is the one tests/test_determinism.py
+    # checks bit for bit
+    compile: bool = False
+    task: TaskConfig = field(default_factory=TaskConfig)  # the task and its split; the paper's by default
+    model: ModelConfig = field(default_factory=ModelConfig)  # the model's sizes and init seed; the paper's by default
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "eval_per_pool", "keep_every", "resume_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.resume_every % self.eval_every or self.keep_every % self.eval_every:
             raise ValueError(
                 f"resume_every ({self.resume_every}) and keep_every ({self.keep_every}) must be multiples "
@@ -108,22 +119,6 @@ class TrainResult:
         return self.history.pivot(index="step", columns="pool", values="accuracy")
 
 
-def _compact(state: dict[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", dtype).clone() for k, v in state.items()}
-
-
-@torch.no_grad()
-def evaluate(
-    model: AssignAddModel, pools: dict[str, tuple[torch.Tensor, torch.Tensor]]
-) -> dict[str, tuple[float, float]]:
-    """``{pool: (accuracy, mean cross-entropy)}`` of the logits at '=' (chapter 8)."""
-    out = {}
-    for name, (tokens, labels) in pools.items():
-        logits = model(tokens, last_only=True)
-        out[name] = (float((logits.argmax(-1) == labels).float().mean()), float(F.cross_entropy(logits, labels)))
-    return out
-
-
 def keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
     """Steps whose checkpoints are kept: multiples of ``keep_every``, the last, and each eval step
     where some pool's accuracy moved by >= ``keep_change`` from the previous eval or to the next."""
@@ -135,97 +130,43 @@ def keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
     return [int(s) for s in steps[keep]]
 
 
-@deterministic()
+def native_bf16(device: str) -> bool:
+    """Whether ``device`` multiplies bf16 natively: a GPU that supports it, or a CPU whose
+    ``/proc/cpuinfo`` flags have AMX (``amx_bf16``) or AVX512-BF16 (``avx512_bf16``)."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def compute_dtype(precision: str, device: str) -> torch.dtype:
+    """The dtype of the products for ``precision`` on ``device``; bf16 is refused (one line, what
+    to do) where the hardware has no native bf16, since emulated bf16 is slower than fp32."""
+    if precision == "fp32":
+        return torch.float32
+    if not native_bf16(device):
+        raise ValueError(
+            f"precision='bf16' needs native bf16 (a CPU with AMX or AVX512-BF16, or a GPU), which {device} lacks: "
+            "train with precision='fp32'"
+        )
+    return torch.bfloat16
+
+
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | None = None) -> TrainResult:
-    """Train a model for ``cfg.steps`` steps and return its :class:`TrainResult`.
+    """Train a model for ``cfg.steps`` steps and return its :class:`TrainResult`, with the
+    checkpoints of :func:`keep_steps`: a stack of one in
+    :func:`~mechbook.assign_add.stacked.train_stacked` (the one training loop).
 
     With ``resume_dir``, the state is saved there every ``cfg.resume_every`` steps and a run that
     finds a saved state continues from it (the weights at the end are the same as uninterrupted).
     """
-    device = device or default_device()
-    task = Task(cfg.task)
-    model = AssignAddModel(cfg.model).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    rng = np.random.default_rng(cfg.seed)
-    pools = {
-        k: (torch.as_tensor(x, device=device), torch.as_tensor(y, device=device))
-        for k, (x, y) in task.eval_pools(cfg.eval_per_pool, cfg.eval_seed).items()
-    }
-    rows: list[dict] = []
-    checkpoints: dict[int, dict[str, torch.Tensor]] = {}
-    step, elapsed = 0, 0.0
-    resume = Path(resume_dir) if resume_dir is not None else None
-    tag = fingerprint(cfg)
-    if resume is not None:
-        data = load_verified(resume / "state.pt")
-        state = torch_loads(data) if data is not None else None
-        if state is not None and state["config"] != tag:
-            raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
-        saved = {s: load_verified(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
-        if state is not None and all(v is not None for v in saved.values()):
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optim"])
-            rng.bit_generator.state = state["rng"]
-            step, rows, elapsed = state["step"], state["history"], state["elapsed"]
-            checkpoints = {s: torch_loads(v) for s, v in saved.items()}
-        elif state is not None:
-            warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
+    from mechbook.assign_add.stacked import train_stacked
 
-    def log_eval(train_acc: float, train_loss: float) -> None:
-        for name, (acc, loss) in evaluate(model, pools).items():
-            rows.append({"step": step, "pool": name, "accuracy": acc, "loss": loss})
-        if step > 0:
-            rows.append({"step": step, "pool": "train", "accuracy": train_acc, "loss": train_loss})
-        checkpoints[step] = _compact(model.state_dict(), torch.float16)
-        if resume is not None:
-            save_verified(resume / f"ckpt_{step}.pt", torch_dumps(checkpoints[step]))
-
-    if step == 0:
-        log_eval(float("nan"), float("nan"))
-    bar = progress(total=cfg.steps, initial=step, desc="training")
-    acc_sum = loss_sum = 0.0
-    start = time.perf_counter()
-    while step < cfg.steps:
-        x, y = task.sample(cfg.batch_size, rng)
-        x, y = torch.as_tensor(x, device=device), torch.as_tensor(y, device=device)
-        logits = model(x, last_only=True)
-        loss = F.cross_entropy(logits, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        step += 1
-        loss_sum += float(loss.detach())
-        acc_sum += float((logits.detach().argmax(-1) == y).float().mean())
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            n = (step - 1) % cfg.eval_every + 1
-            log_eval(acc_sum / n, loss_sum / n)
-            acc_sum = loss_sum = 0.0
-            bar.set_postfix(
-                {POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in rows[-10:] if r["pool"] in POOL_SHORT}
-            )
-        if resume is not None and step % cfg.resume_every == 0 and step < cfg.steps:
-            state = {
-                "config": tag,
-                "step": step,
-                "model": model.state_dict(),
-                "optim": opt.state_dict(),
-                "rng": rng.bit_generator.state,
-                "history": rows,
-                "checkpoint_steps": sorted(checkpoints),
-                "elapsed": elapsed + time.perf_counter() - start,
-            }
-            save_verified(resume / "state.pt", torch_dumps(state))
-        bar.update(1)
-    bar.close()
-    history = pd.DataFrame(rows)
-    keep = keep_steps(history, cfg)
-    return TrainResult(
-        history=history,
-        checkpoints={s: checkpoints[s] for s in keep},
-        final_state=_compact(model.state_dict(), torch.float32),
-        config=cfg,
-        train_seconds=elapsed + time.perf_counter() - start,
-    )
+    (result,) = train_stacked([cfg], device, keep=True, resume_dir=resume_dir, desc="training")
+    return result
 
 
 def resume_folder(cfg: TrainConfig, device: str | None = None) -> Path:
