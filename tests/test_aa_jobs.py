@@ -17,7 +17,7 @@ from mechbook.assign_add.seeds import SeedRuns, seed_configs, train_seeds
 from mechbook.assign_add.stacked import train_stacked
 from mechbook.assign_add.sweeps import point_config
 from mechbook.assign_add.train import TrainConfig
-from mechbook.cache import torch_loads
+from mechbook.cache import module_closure, torch_loads
 
 TINY = dataclasses.replace(BASE, steps=16)
 """test_aa_stacked's tiny run, shortened to two evaluations."""
@@ -172,3 +172,10 @@ def test_the_step_rate_is_measured_on_the_runs_own_config():
     assert rate > 0
     with pytest.raises(ValueError, match="steps"):
         jobs.step_rate(TINY, "cpu", steps=2)
+
+
+def test_a_runs_key_does_not_reach_the_sweeps_the_seed_rule_or_the_jobs():
+    # editing chapter 11's threshold rule, chapter 8's seed rule or the job command retrains nothing
+    closure = module_closure([run_cache.__name__])
+    assert {"mechbook.assign_add.stacked", "mechbook.assign_add.train", "mechbook.assign_add.model"} <= set(closure)
+    assert not {"mechbook.assign_add.sweeps", "mechbook.assign_add.seeds", "mechbook.assign_add.jobs"} & set(closure)
