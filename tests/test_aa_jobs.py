@@ -164,6 +164,7 @@ def test_the_cost_is_steps_over_the_rate_measured_once_per_shape(monkeypatch):
     cost = jobs.estimate(todo, "cuda", "cpu")
     assert measured == [(16, 16, "cpu"), (16, 32, "cpu")]
     assert cost.hours == pytest.approx((3 * 16 / 4.0 + 72 / 2.0) / 3600)
+    assert cost.longest == pytest.approx(72 / 2.0 / 3600)
     assert cost.measured_on == "cpu"
 
 

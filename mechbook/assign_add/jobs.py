@@ -120,9 +120,11 @@ def step_rate(cfg: TrainConfig, device: str, steps: int = 12) -> float:
 @dataclass(frozen=True)
 class Cost:
     """The estimated device hours of a plan's missing jobs: one job's hours per step rate, summed.
-    ``rates`` maps each run shape measured (``d_model``, ``batch``) to its steps a second."""
+    ``longest`` is the longest job's hours; ``rates`` maps each run shape measured (``d_model``,
+    ``batch``) to its steps a second."""
 
     hours: float
+    longest: float
     rates: dict[tuple[int, int], float]
     measured_on: str
 
@@ -131,13 +133,13 @@ def estimate(jobs: Sequence[Job], device: str, measure_on: str) -> Cost:
     """The hours ``jobs`` take on ``device`` from the step rate :func:`step_rate` measures here on
     ``measure_on`` (``device`` when this machine has it), once per run shape."""
     rates: dict[tuple[int, int], float] = {}
-    hours = 0.0
+    each = []
     for job in jobs:
         shape = (job.cfg.model.d_model, job.cfg.batch_size)
         if shape not in rates:
             rates[shape] = step_rate(job.cfg, measure_on)
-        hours += job.cfg.steps / rates[shape] / 3600
-    return Cost(hours, rates, measure_on)
+        each.append(job.cfg.steps / rates[shape] / 3600)
+    return Cost(sum(each), max(each, default=0.0), rates, measure_on)
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,12 @@ def sweep_command(
     here = default_device()
     cost = estimate(p.missing, device, device if here.startswith(device) else "cpu") if p.missing else None
     print(describe(p, cost, res.gpus_per_job), flush=True)
+    if cost is not None and cost.longest * 60 > res.timeout_min:
+        print(
+            f"warning: the longest job is estimated at {cost.longest * 60:.0f} min, over --timeout-min "
+            f"{res.timeout_min}: raise it, or the jobs will be stopped before they finish",
+            flush=True,
+        )
     if dry_run:
         if kind == "slurm":
             print(f"\nsbatch script of the array ({len(p.missing)} jobs):\n")
