@@ -11,6 +11,9 @@
   spread written to ``book/thresholds/<stem>.spread.yml``.
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 - ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
+- ``sweep --profile P --chapter 8|11 --seeds N --executor slurm|local [--partition P --gpus-per-job G
+  --max-parallel N --timeout-min M --folder DIR --dry-run]``: chapter 8's or 11's runs as submitit
+  jobs writing into the shared cache (:mod:`mechbook.assign_add.jobs`).
 
 A failure ends in one line on stderr that says what is wrong and what to do, and a non-zero exit
 (1; 130 when interrupted, with the one "interrupted at ..." line); ``--debug`` (anywhere on the
@@ -94,6 +97,22 @@ def _parser() -> argparse.ArgumentParser:
         "cache", help="export PATH [--profile P] | import PATH: bundle the trained models and statistics"
     )
     cache.add_argument("args", nargs=argparse.REMAINDER)
+    sweep = sub.add_parser(
+        "sweep",
+        help="train chapter 8's seeds or chapter 11's sweep points as jobs (Slurm or local) into the shared cache",
+        description="Plan, submit and follow the runs of a chapter as submitit jobs; each writes its run into "
+        "$MECHBOOK_CACHE, where the chapter finds it.",
+    )
+    sweep.add_argument("--profile", choices=PROFILES, default="paper")
+    sweep.add_argument("--chapter", type=int, choices=(8, 11), required=True)
+    sweep.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds per run, the chapter's own first")
+    sweep.add_argument("--executor", choices=("slurm", "local"), required=True)
+    sweep.add_argument("--partition", default=None, help="Slurm partition")
+    sweep.add_argument("--gpus-per-job", type=int, default=0, metavar="G", help="0: CPU jobs (default)")
+    sweep.add_argument("--max-parallel", type=int, default=8, metavar="N", help="jobs running at once")
+    sweep.add_argument("--timeout-min", type=int, default=60, metavar="M", help="a job's time limit (minutes)")
+    sweep.add_argument("--folder", default=None, help="submitit's folder: scripts, pickles, logs (shared on a cluster)")
+    sweep.add_argument("--dry-run", action="store_true", help="print the jobs and the submission script only")
     return parser
 
 
@@ -156,6 +175,18 @@ def _run(argv: list[str]) -> int:
         from mechbook.cache_bundle import main as cache_main
 
         return cache_main(args.args)
+    if args.command == "sweep":
+        from pathlib import Path
+
+        from mechbook.assign_add.jobs import Resources, sweep_command
+
+        try:
+            res = Resources(args.partition, args.gpus_per_job, args.max_parallel, args.timeout_min)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        folder = Path(args.folder) if args.folder else None
+        return sweep_command(args.profile, args.chapter, args.seeds, args.executor, res, args.dry_run, folder)
 
     from pathlib import Path
 

@@ -76,7 +76,7 @@ def test_final_train_loss_reads_the_last_train_row():
         final_train_loss(history[history["pool"] != "train"])
 
 
-def test_run_sweep_trains_its_points_as_one_cached_stack(tmp_path, monkeypatch):
+def test_run_sweep_trains_its_points_together_and_caches_each_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
     base = TrainConfig(
@@ -91,5 +91,5 @@ def test_run_sweep_trains_its_points_as_one_cached_stack(tmp_path, monkeypatch):
     first = run_sweep(base, "f", [0.3, 0.6])
     assert list(first["value"]) == [0.3, 0.6] and first["score"].between(0, 1).all()
     assert (first["train_loss"] > 0).all()
-    assert len(list((tmp_path / "assign_add" / "stacked").glob("*.pt"))) == 1
+    assert len(list((tmp_path / "assign_add" / "run").glob("*.pt"))) == 2  # one entry per point
     pd.testing.assert_frame_equal(run_sweep(base, "f", [0.3, 0.6]), first)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from mechbook.assign_add.phases import PhaseRules, detect_phases
-from mechbook.assign_add.stacked import load_or_train_stacked
+from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.sweeps import final_accuracies
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig, TrainResult, load_or_train, with_overrides
@@ -43,7 +43,7 @@ def train_seeds(
 ) -> list[TrainResult]:
     """The runs of ``base`` for every seed, trained as stacked models and cached as a whole; with
     ``keep``, each keeps the checkpoints a run trained alone keeps."""
-    return load_or_train_stacked(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds", keep=keep)
+    return load_or_train_runs(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds", keep=keep)
 
 
 def seed_summary(results: Sequence[TrainResult], rules: PhaseRules | None = None) -> pd.DataFrame:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from mechbook.assign_add.stacked import load_or_train_stacked
+from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
 
@@ -100,7 +100,7 @@ def sweep_results(
     """The trained run of every point (``base`` with ``knob`` set to each of ``values``), trained
     together as one stack and cached as a whole."""
     cfgs = [point_config(base, knob, v) for v in values]
-    return load_or_train_stacked(cfgs, device, desc=f"{knob} sweep ({len(cfgs)} runs at once)")
+    return load_or_train_runs(cfgs, device, desc=f"{knob} sweep")
 
 
 def run_sweep(base: TrainConfig, knob: str, values: Sequence[float], device: str | None = None) -> pd.DataFrame:
