@@ -13,7 +13,6 @@ from mechbook.assign_add.stacked import (
     _draw_stream,
     check_stackable,
     groups_of,
-    load_or_train_stacked,
     train_groups,
     train_stacked,
 )
@@ -102,15 +101,6 @@ def test_runs_that_cannot_share_a_stack_are_refused_with_the_field():
     )
     with pytest.raises(ValueError, match="uint8"):
         check_stackable([big])
-
-
-def test_stacked_results_are_cached_as_a_whole(tmp_path, monkeypatch):
-    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
-    first = load_or_train_stacked(RUNS[:2], device="cpu")
-    again = load_or_train_stacked(RUNS[:2], device="cpu")
-    assert len(list((tmp_path / "assign_add" / "stacked").glob("*.pt"))) == 1
-    for a, b in zip(first, again):
-        assert a.history.equals(b.history)
 
 
 def test_default_workers_use_spare_cores_on_a_gpu_only(monkeypatch):

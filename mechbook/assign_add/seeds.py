@@ -41,7 +41,7 @@ def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
 def train_seeds(
     base: TrainConfig, seeds: Sequence[int], device: str | None = None, keep: bool = False
 ) -> list[TrainResult]:
-    """The runs of ``base`` for every seed, trained as stacked models and cached as a whole; with
+    """The runs of ``base`` for every seed, trained as stacked models, each cached under its own entry; with
     ``keep``, each keeps the checkpoints a run trained alone keeps."""
     return load_or_train_runs(seed_configs(base, seeds), device, desc=f"{len(seeds)} seeds", keep=keep)
 

@@ -21,7 +21,7 @@ Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' stre
 a pool of (spawned, CUDA-free) processes while the previous chunk trains, which is what keeps a GPU
 busy; the streams, hence the results, are the same for any number of workers.
 
-:func:`load_or_train_stacked` cuts the runs into stacks of at most :data:`GROUP_SIZE` and, on a
+:func:`train_groups` cuts the runs into stacks of at most :data:`GROUP_SIZE` and, on a
 CPU, trains those stacks in parallel processes, one per core (each process on one thread, as
 :func:`~mechbook.determinism.deterministic` asks): a step of a small stack already keeps one core
 busy, so the second core is where a CPU's speed-up lies. The cut depends on the runs alone, never
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from mechbook.assign_add.model import AssignAddModel, stack_parameters, stacked_logits
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.train import POOL_SHORT, TrainConfig, TrainResult, compute_dtype, keep_steps
-from mechbook.cache import cached, fingerprint, load_verified, save_verified, torch_dumps, torch_loads
+from mechbook.cache import fingerprint, load_verified, save_verified, torch_dumps, torch_loads
 from mechbook.determinism import deterministic
 from mechbook.device import available_cores, default_device
 from mechbook.lifeline import WorkerPool
@@ -70,7 +70,7 @@ SHARED_FIELDS = (
 """TrainConfig fields every stacked run must share (the model's shape too, all but its seed)."""
 
 GROUP_SIZE = 3
-"""The most runs :func:`load_or_train_stacked` trains in one stack (so five seeds train as stacks of
+"""The most runs :func:`train_groups` trains in one stack (so five seeds train as stacks of
 3 and 2, and a CPU's two cores train both at once)."""
 
 
@@ -431,18 +431,3 @@ def train_groups(
         finally:
             bar.close()
         return [r for f in futures for r in f.result()]
-
-
-def load_or_train_stacked(
-    cfgs: Sequence[TrainConfig],
-    device: str | None = None,
-    workers: int | None = None,
-    desc: str = "stacked training",
-    keep: bool = False,
-) -> list[TrainResult]:
-    """The cached results of :func:`train_groups` for ``cfgs`` (key: every config, the device and
-    ``keep``; ``workers`` and the number of processes do not change results).
-    Chapter 8 trains its seeds this way (with ``keep``), chapter 11 each sweep."""
-    device = device or default_device()
-    key = {"cfgs": list(cfgs), "device": device, "keep": keep}
-    return cached("assign_add/stacked", key, lambda: train_groups(cfgs, device, workers=workers, desc=desc, keep=keep))

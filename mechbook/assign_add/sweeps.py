@@ -2,7 +2,8 @@
 
 Each sweep point is a full training run with one knob of the task changed; the runs of one sweep
 share everything else, so they train together as one stacked model
-(:func:`~mechbook.assign_add.stacked.load_or_train_stacked`, cached per sweep):
+(:func:`~mechbook.assign_add.run_cache.load_or_train_runs`, one cache entry per run, so a point
+trained elsewhere as a job is found as the chapter's own):
 
 - ``r`` = ``TaskConfig.two_var_fraction`` (share of eligible 2-var training rows kept), scored on
   the 2-var generalisation union (held-out pairs, one and both variables misplaced), its parts
@@ -98,7 +99,7 @@ def sweep_results(
     base: TrainConfig, knob: str, values: Sequence[float], device: str | None = None
 ) -> list[TrainResult]:
     """The trained run of every point (``base`` with ``knob`` set to each of ``values``), trained
-    together as one stack and cached as a whole."""
+    together as stacks, each run cached under its own entry."""
     cfgs = [point_config(base, knob, v) for v in values]
     return load_or_train_runs(cfgs, device, desc=f"{knob} sweep")
 

@@ -56,7 +56,7 @@ def setup_prose(cfg: SweepsConfig) -> str:
         describe_run("Each f point", cfg.f_train) + ";  \n" + describe_run("each r point", cfg.r_train) + ".  \n"
         f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r: {n} training runs; the runs of one sweep "
         "differ only in their knob, so they train together as one stacked model (each run's own data, "
-        "initialisation and optimiser state) and are cached per sweep."
+        "initialisation and optimiser state), each cached under its own entry."
     )
 
 
