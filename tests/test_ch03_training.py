@@ -146,6 +146,7 @@ def test_chapter2_curves_read_the_smallest_rate_that_reaches_the_paper():
         ({"full": 0.995}, "noise"),
         ({"no_unk": 0.995}, "vocabulary"),
         ({}, "departure"),
+        ({"ch2": 0.995}, "unsettled"),
         ({"reached": 0.5}, "untested"),
         ({"setting_eta_s": 1.0}, "untested"),
     ],

@@ -100,21 +100,24 @@ def test_setting_refuses_a_subset_larger_than_the_corpus():
 @pytest.mark.parametrize(
     ("verdicts", "cause"),
     [
-        ((True, None, None), "none"),
-        ((False, True, True), "noise"),
-        ((False, True, False), "noise"),
-        ((False, False, True), "vocabulary"),
-        ((False, False, False), "departure"),
-        ((None, True, True), "untested"),
-        ((False, None, False), "untested"),
+        ((True, None, None, None), "none"),
+        ((False, True, True, False), "noise"),
+        ((False, True, False, True), "noise"),
+        ((False, False, True, False), "vocabulary"),
+        ((False, False, False, False), "departure"),
+        ((False, False, False, None), "departure"),
+        ((False, False, False, True), "unsettled"),
+        ((None, True, True, True), "untested"),
+        ((False, None, False, False), "untested"),
     ],
 )
 def test_explain_names_one_cause_per_branch(verdicts, cause):
     assert claim.explain(*verdicts) == cause
 
 
-@given(st.booleans(), st.booleans(), st.booleans())
-@settings(max_examples=20, deadline=None)
-def test_explain_blames_noise_only_when_the_full_batch_holds(a, b, c):
-    got = claim.explain(a, b, c)
+@given(st.booleans(), st.booleans(), st.booleans(), st.sampled_from([True, False, None]))
+@settings(max_examples=40, deadline=None)
+def test_explain_blames_noise_only_when_the_full_batch_holds(a, b, c, d):
+    got = claim.explain(a, b, c, d)
     assert got in claim.CAUSES and (got == "noise") == (not a and b) and (got == "none") == a
+    assert (got == "departure") == (not a and not b and not c and not d)
