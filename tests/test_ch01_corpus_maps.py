@@ -221,3 +221,15 @@ def test_context_sentence_never_contradicts_its_ranks(phi, b):
         assert "higher in $B$ than in $\\Phi$" in text
     else:
         assert "alike in both" in text
+
+
+def test_corpus_prose_branches_on_the_policy(maps):
+    n = ch01.numbers(maps, CFG)
+    unk = ch01.corpus_prose(maps, n)
+    assert "Under the **unk** policy" in unk and "**Holds.**" in unk
+    drop = dataclasses.replace(maps, corpus=dataclasses.replace(maps.corpus, policy="drop"))
+    text = ch01.corpus_prose(drop, {**n, "drop_kept_fraction": 0.5})
+    assert "follows the paper's **drop** policy" in text and "**Does not hold.**" in text
+    assert ch01.profile_prose(
+        dataclasses.replace(CFG, corpus=dataclasses.replace(CFG.corpus, n_stories=None))
+    ).startswith("All the stories")

@@ -91,6 +91,13 @@ def test_departure_prose_and_claim_branches(setup):
     assert "breakdown_loss_drop" not in ch02.numbers(never, cfg)
 
 
+def test_setup_and_shortcut_prose(setup):
+    cfg, d = setup
+    assert "the first **30** TinyStories sequences of T = 8" in ch02.setup_prose("smoke", cfg, d)
+    literal = (20**4 / 8) / (0.5 * sum(k * k * (k - 1) for k in range(20)))
+    assert f"**{literal:.2f}** times" in ch02.shortcut_prose(20)
+
+
 def test_learned_words_label_a_model_that_has_not_learned():
     assert "barely learned" in ch02.learned_words(0.01, 5.0)
     assert "barely learned" not in ch02.learned_words(0.5, 5.0)

@@ -175,6 +175,20 @@ def test_claim_prose_labels_a_model_that_has_not_learned_and_the_batch():
     assert "**Not reproduced.**" in learned
 
 
+def test_target_runs_and_shared_prose():
+    text = ch03.target_prose(TARGET)
+    assert "**270**" in text and "⌊100 × 114,000 / 2,048⌋ = **5,566 steps**" in text and "η·s = 27.8" in text
+    runs = shared(small_loss=5.29, large_cos=0.95, p_large=0.5)
+    runs = Runs(
+        type("T", (), {"vocab_size": 200})(), type("S", (), {"n_kept": 500, "context": 32})(), None, runs.results
+    )
+    cfg = ch03.CONFIGS["smoke"]
+    text = ch03.runs_prose("smoke", cfg, runs)
+    assert "at η = 0.005, the loss has fallen 0.008 nats below log |V| = 5.298 (the model has barely learned" in text
+    assert "at η = 0.1, the loss has fallen 0.298 nats below log |V| = 5.298." in text
+    assert "furthest from its leading term at the end is **P vs 𝒫** (lowest cosine 0.4998)" in ch03.shared_prose(runs)
+
+
 def test_reading_prose_branches():
     text = ch03.reading_prose(shared(small_loss=5.29), reading(claim=0.995))
     assert text.startswith("At the paper's learning rate the shared run has barely learned, so its matrices point")
