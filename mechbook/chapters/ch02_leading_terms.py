@@ -138,7 +138,7 @@ _CLAIM = {c.id: c for c in CLAIMS}
 def numbers(data: CheckRuns, cfg: ChapterConfig) -> dict[str, float]:
     """The numbers ``book/thresholds/02_leading_terms.yml`` bounds: the check's lowest cosine and
     largest ratio error, the slopes in s and η per kind, the first η·s below cosine 0.99 (the
-    sweep's largest η·s when none falls below) and how far the loss had fallen from log |V| there."""
+    sweep's largest η·s when none falls below) and how far the loss had fallen from log :math:`|V|` there."""
     min_cos, max_err = check_summary(data.check)
     table = slopes(data.check, cfg.runs.check_steps)
     out = {"check_min_cosine": min_cos, "check_max_ratio_error": max_err}
@@ -209,7 +209,7 @@ def check_table(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
 
 
 def learned_words(drop: float, log_vocab: float) -> str:
-    """How far the loss has fallen from log |V|, and, by :func:`~mechbook.leading_terms.check.has_learned`,
+    """How far the loss has fallen from log :math:`|V|`, and, by :func:`~mechbook.leading_terms.check.has_learned`,
     whether the model had learned anything there."""
     text = f"the loss had fallen {claims.fmt(drop, '.3f')} nats below log |V| = {log_vocab:.3f}"
     if not has_learned(drop):

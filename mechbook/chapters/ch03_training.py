@@ -315,7 +315,7 @@ def min_cosine_table(runs: Runs) -> pd.DataFrame:
 def cosine_chart(runs: Runs) -> alt.FacetChart:
     """Cosine with the leading term over training, one panel per kind, one line per layer; a menu
     picks the learning rate; the title gives each run's lowest final cosine and how far its loss
-    has fallen from log |V|."""
+    has fallen from log :math:`|V|`."""
     data = _history(runs.results, "run_lr")
     data["loss_drop"] = np.log(next(iter(runs.results.values())).model_cfg.d_vocab) - data["loss"]
     lrs = sorted(runs.results)
@@ -365,7 +365,7 @@ def shared_prose(runs: Runs) -> str:
 
 
 def loss_chart(runs: Runs) -> alt.Chart:
-    """The batch loss at the logged steps of each shared run, with log |V| marked."""
+    """The batch loss at the logged steps of each shared run, with log :math:`|V|` marked."""
     data = _history(runs.results, "run_lr")
     data = data[data["kind"] == "W_O"]
     vocab = next(iter(runs.results.values())).model_cfg.d_vocab
@@ -489,7 +489,7 @@ def bpe_prose(claim: ClaimConfig, support: pd.DataFrame, natural_vocab: int) -> 
 
 def setting_frame(reading: ClaimReading) -> pd.DataFrame:
     """One row per tokenizer, batch size and map (as they are, without ``<unk>``): the final claim
-    measure (lowest of V's and W's cosines) and the loss fallen from log |V| on the subset."""
+    measure (lowest of V's and W's cosines) and the loss fallen from log :math:`|V|` on the subset."""
     rows = []
     for name, runs in reading.setting.items():
         for run in runs:
