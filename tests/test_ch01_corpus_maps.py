@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-import mechbook
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch01_corpus_maps as ch01
 from mechbook.leading_terms.stats import corpus_stats
@@ -31,6 +30,7 @@ SAMPLE = Path(
     )
 )
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
+CFG = ch01.CONFIGS["smoke"]
 RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
 
 
@@ -66,12 +66,13 @@ def test_sizes_must_be_positive_integers(field, value):
 
 
 def test_corpus_knobs_reach_the_nested_config():
-    cfg = mechbook.resolve_profile(ch01.CONFIGS, "smoke", corpus__vocab_size=300, corpus__policy="drop")
+    cfg = ch01.resolve("smoke", corpus__vocab_size=300, corpus__policy="drop")
     assert (cfg.corpus.vocab_size, cfg.corpus.policy, cfg.corpus.context) == (300, "drop", 32)
+    assert ch01.resolve("cpu") == ch01.CONFIGS["cpu"]
     with pytest.raises(ValueError, match="policy"):
-        mechbook.resolve_profile(ch01.CONFIGS, "smoke", corpus__policy="keep")
+        ch01.resolve("smoke", corpus__policy="keep")
     with pytest.raises(ValueError, match="n_stories"):
-        mechbook.resolve_profile(ch01.CONFIGS, "smoke", corpus__n_stories=-5)
+        ch01.resolve("smoke", corpus__n_stories=-5)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +83,7 @@ def maps(tmp_path_factory):
     mp.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
     mp.setenv("MECHBOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
     yield ch01.build(ch01.CONFIGS["smoke"])
+
     mp.undo()
 
 
@@ -99,45 +101,135 @@ def _literal_successor_rank(tokens, tok, row, column):
 
 
 def test_headline_against_literal_counts(maps):
-    n = ch01.headline(maps)
+    n = ch01.numbers(maps, CFG)
     assert n["b_rank_upon_after_once"] == _literal_successor_rank(maps.sequences.tokens, maps.tokenizer, "once", "upon")
     assert n["n_sequences"] == len(maps.sequences.tokens) and n["context"] == maps.sequences.tokens.shape[1] - 1
     unk = maps.tokenizer.unk_id
     assert n["unk_fraction"] == pytest.approx(float((maps.sequences.tokens == unk).mean()))
-    ranks = ch01.pair_rank_table(maps)
+    ranks = ch01.pair_table(maps)
     assert n["phi_pair_median_rank"] == float(np.median(ranks["rank in Φ"]))
-    fish = ch01.context_table(maps).loc["fish"].tolist()
+    fish = ch01.context_table(maps, CFG).loc["fish"].tolist()
     if n["phi_rank_pond_for_fish"] <= len(fish):
         assert fish[n["phi_rank_pond_for_fish"] - 1] == "pond"
 
 
 def test_sentences_quote_the_numbers(maps):
-    n = ch01.headline(maps)
-    assert f"*upon* ranks **{n['b_rank_upon_after_once']}**" in ch01.bigram_prose(maps, n)
+    n = ch01.numbers(maps, CFG)
+    assert f"*upon* ranks **{n['b_rank_upon_after_once']}**" in ch01.bigram_prose(maps, CFG, n)
     assert f"**{n['phi_pair_median_rank']:.0f}** in $\\Phi$" in ch01.context_prose(maps, n)
-    assert f"**{n['sigma_class_purity']:.0%}**" in ch01.sigma_prose(maps, n)
-    assert f"**{maps.sequences.n_kept:,} sequences**" in ch01.corpus_prose(maps)
-    assert "the first 5,000 stories" in ch01.profile_note(maps.cfg).lower()
-    sentence = ch01.sample_sentence(maps)
+    assert f"**{n['sigma_class_purity']:.0%}**" in ch01.sigma_prose(maps, CFG, n)
+    assert f"**{maps.sequences.n_kept:,} sequences**" in ch01.corpus_prose(maps, n)
+    assert "the first 5,000 stories" in ch01.profile_prose(CFG).lower()
+    sentence = ch01.sample_prose(maps)
     assert sentence.startswith("> ") and "<unk>" not in sentence and "&lt;unk&gt;" in RENDER.render(sentence)
 
 
 def test_heatmap_blocks_hold_the_tables_words(maps):
-    blocks = ch01.map_blocks(maps)
+    blocks = ch01.map_blocks(maps, CFG)
     _, rows, cols = blocks["B: adjective → next word"]
-    table = ch01.bigram_table(maps)
+    table = ch01.bigram_table(maps, CFG)
     assert rows == list(table.index) and set(table["1"]) <= set(cols)
     _, rows, cols = blocks["Σ_B (cosine): interchangeable words"]
-    assert rows == cols and len(rows) == 3 * maps.cfg.block_per_class
+    assert rows == cols and len(rows) == 3 * CFG.block_per_class
     spec = ch01.heatmap(__import__("altair").Chart(__import__("pandas").DataFrame())).to_dict()
     assert spec["width"] <= 560 and spec["encoding"]["color"]["legend"]["orient"] == "bottom"
 
 
 def test_smoke_bounds_pass_the_maps_and_reject_a_shuffled_corpus(maps):
     bounds = load_thresholds("01_corpus_maps")["smoke"]
-    assert check_thresholds(ch01.headline(maps), bounds) == []
+    assert check_thresholds(ch01.numbers(maps, CFG), bounds) == []
     rng = np.random.default_rng(0)
     shuffled = rng.permuted(maps.sequences.tokens, axis=1)  # same tokens, order destroyed
     broken = dataclasses.replace(maps, stats=corpus_stats(shuffled, maps.tokenizer.vocab_size))
-    problems = check_thresholds(ch01.headline(broken), bounds)
+    problems = check_thresholds(ch01.numbers(broken, CFG), bounds)
     assert any(p.startswith("b_rank_upon_after_once") for p in problems), problems
+
+
+def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_ratio=2.5):
+    """Chapter 1's numbers with each claim's value set (chance levels fixed)."""
+    return {
+        "drop_kept_fraction": drop,
+        "b_rank_upon_after_once": rank,
+        "b_adj_noun_share": noun_ratio * 0.1,
+        "b_adj_noun_chance": 0.1,
+        "phi_pair_median_rank": phi,
+        "b_pair_median_rank": b_over_phi * phi,
+        "sigma_class_purity": class_ratio * 0.3,
+        "sigma_class_chance": 0.3,
+        "phi_rank_pond_for_fish": None,
+        "n_context_pairs": 9,
+    }
+
+
+@pytest.mark.parametrize(
+    ("knob", "holds", "fails", "partly"),
+    [
+        ("drop", 0.01, 0.5, 0.1),
+        ("rank", 1, 2, None),
+        ("noun_ratio", 2.5, 1.0, 1.5),
+        ("phi", 4.0, 50.0, 20.0),
+        ("b_over_phi", 5.0, 1.0, 2.0),
+        ("class_ratio", 2.2, 1.0, 1.5),
+    ],
+)
+def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
+    cid = {
+        "drop": "ch01.drop_keeps_little",
+        "rank": "ch01.upon_after_once",
+        "noun_ratio": "ch01.adjective_nouns",
+        "phi": "ch01.scene_pairs",
+        "b_over_phi": "ch01.phi_not_b",
+        "class_ratio": "ch01.word_classes",
+    }[knob]
+    claim = next(c for c in ch01.CLAIMS if c.id == cid)
+    good, bad = ch01.evidence(_numbers(**{knob: holds}))[cid], ch01.evidence(_numbers(**{knob: fails}))[cid]
+    assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
+    yes, no = ("Holds", "Does not hold") if claim.source == "book" else ("Reproduced", "Not reproduced")
+    assert good.sentence().startswith(f"**{yes}.**") and bad.sentence().startswith(f"**{no}.**")
+    assert claim.statement in good.sentence()
+    if partly is not None:
+        assert ch01.evidence(_numbers(**{knob: partly}))[cid].verdict == "partly"
+
+
+def test_every_claim_is_declared_once_with_a_section_of_the_page():
+    ids = [c.id for c in ch01.CLAIMS]
+    assert len(ids) == len(set(ids)) and set(ch01.evidence(_numbers())) == set(ids)
+    source = Path(__file__).resolve().parents[1] / "book" / "part1" / "01_corpus_maps.ipynb"
+    text = source.read_text()
+    assert all(f"({c.section})=" in text for c in ch01.CLAIMS)
+
+
+def test_takeaway_reads_the_verdicts():
+    assert "already hold recognisable pieces of language" in ch01.takeaway_prose(_numbers())
+    partial = ch01.takeaway_prose(_numbers(class_ratio=1.0))
+    assert "not (or only in part) for which words play the same part" in partial and "already hold" not in partial
+    none = ch01.takeaway_prose(_numbers(noun_ratio=1.0, phi=100.0, class_ratio=1.0))
+    assert "hold for none of the maps" in none
+
+
+@given(st.floats(1, 500), st.floats(1, 500))
+@settings(max_examples=200, deadline=None)
+def test_context_sentence_never_contradicts_its_ranks(phi, b):
+    import types
+
+    n = _numbers(phi=phi, b_over_phi=b / phi)
+    text = ch01.context_prose(types.SimpleNamespace(n_readable=600), n).split("\n\n")[0]
+    shown_phi, shown_b = (float(x) for x in re.findall(r"\*\*(\d+)\*\*", text)[:2])
+    if shown_phi < shown_b:
+        assert "higher in $\\Phi$ than in $B$" in text
+    elif shown_phi > shown_b:
+        assert "higher in $B$ than in $\\Phi$" in text
+    else:
+        assert "alike in both" in text
+
+
+def test_corpus_prose_branches_on_the_policy(maps):
+    n = ch01.numbers(maps, CFG)
+    unk = ch01.corpus_prose(maps, n)
+    assert "Under the **unk** policy" in unk and "**Holds.**" in unk
+    drop = dataclasses.replace(maps, corpus=dataclasses.replace(maps.corpus, policy="drop"))
+    text = ch01.corpus_prose(drop, {**n, "drop_kept_fraction": 0.5})
+    assert "follows the paper's **drop** policy" in text and "**Does not hold.**" in text
+    assert ch01.profile_prose(
+        dataclasses.replace(CFG, corpus=dataclasses.replace(CFG.corpus, n_stories=None))
+    ).startswith("All the stories")

@@ -1,113 +1,120 @@
-"""Chapter 2's module: profiles, the check's summaries against literal loops, the breakdown, the
-prose branches, the charts' widths, and the smoke bounds rejecting a broken check."""
+"""Chapter 2's module: profiles and resolve, the claims on both sides of their rules, the prose
+branches (departure or none, learned or not), the charts' widths and titles, and the smoke bounds
+rejecting a broken check."""
 
 import numpy as np
-import pandas as pd
 import pytest
-from lt_markov import markov_tokens
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lt_markov import markov_tokens, sweep_frame
 
-import mechbook
 from mechbook.book.checks import check_thresholds, load_thresholds
-from mechbook.chapters import ch02_leading_terms as ch
-from mechbook.leading_terms.check import autograd_check
+from mechbook.chapters import ch02_leading_terms as ch02
+from mechbook.leading_terms.check import CheckRuns, CheckRunsConfig, autograd_check
 from mechbook.leading_terms.stats import corpus_stats
 
 VOCAB = 8
 
 
 @pytest.fixture(scope="module")
-def data():
+def setup():
     tokens = markov_tokens(n=30, length=9, vocab=VOCAB, seed=1)
     stats = corpus_stats(tokens, VOCAB)
-    cfg = ch.Chapter2Config(
-        ch.CONFIGS["smoke"].corpus, 30, check_lrs=(0.01, 0.03), check_steps=8, sweep_lrs=(3.0, 6.0), sweep_steps=12
+    runs = CheckRunsConfig(
+        ch02.CONFIGS["smoke"].runs.corpus,
+        30,
+        check_lrs=(0.01, 0.03),
+        check_steps=8,
+        sweep_lrs=(3.0, 6.0),
+        sweep_steps=12,
     )
-    check = autograd_check(tokens, stats, VOCAB, cfg.check())
-    sweep = autograd_check(tokens, stats, VOCAB, cfg.sweep())
-    return cfg, ch.Chapter2Data(tokens, VOCAB, stats, check, sweep)
+    cfg = ch02.ChapterConfig(runs)
+    check = autograd_check(tokens, stats, VOCAB, runs.check())
+    sweep = autograd_check(tokens, stats, VOCAB, runs.sweep())
+    return cfg, CheckRuns(tokens, VOCAB, stats, check, sweep)
 
 
 def test_profiles_resolve_and_bad_configs_say_what_to_do():
     for profile in ("smoke", "cpu", "paper"):
-        assert isinstance(ch.CONFIGS[profile], ch.Chapter2Config)
-    assert mechbook.resolve_profile(ch.CONFIGS, "smoke", check_steps=6).check().steps == 6
+        assert isinstance(ch02.CONFIGS[profile], ch02.ChapterConfig)
+    assert ch02.resolve("smoke", runs__check_steps=6).runs.check().steps == 6
+    assert ch02.resolve("cpu") == ch02.CONFIGS["cpu"]
     with pytest.raises(ValueError, match="check_steps must be >= 4"):
-        ch.Chapter2Config(ch.CONFIGS["smoke"].corpus, 8, (0.1,), 3, (1.0,), 5)
+        ch02.resolve("smoke", runs__check_steps=3)
 
 
-def test_summary_and_slopes_equal_literal_loops(data):
-    cfg, d = data
-    small = d.check[(d.check["lr"] == 0.01) & (d.check["predicted_norm"] > 0)]
-    min_cos, max_err = ch.check_summary(d.check)
-    assert min_cos == min(small["cosine"]) and max_err == max(abs(r - 1) for r in small["ratio"])
-    table = ch.slopes(d.check, cfg.check_steps)
-    for kind in ("W_O", "V", "W", "P"):
-        rows = d.check[
-            (d.check["kind"] == kind) & ((d.check["layer"] == 0) | d.check["layer"].isna()) & (d.check["step"] >= 4)
-        ]
-        x, y = np.log(rows["step"].to_numpy(float)), np.log(rows["norm"].to_numpy())
-        slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
-        assert table.iloc[:, 0][kind] == pytest.approx(slope, rel=1e-9)
-    assert table.iloc[:, 1].to_numpy() == pytest.approx([1, 2, 4, 4], abs=0.02)
-
-
-def test_breakdown_is_the_first_eta_s_below_the_line():
-    rows = []
-    for lr in (0.5, 1.0):
-        for step in range(8):
-            for kind, cos in (("W_O", 1.0), ("V", 1.0 - 0.004 * step * lr)):
-                rows.append(
-                    {
-                        "lr": lr,
-                        "step": step,
-                        "eta_s": lr * step,
-                        "kind": kind,
-                        "layer": None if kind == "W_O" else 0,
-                        "cosine": cos,
-                        "loss": 3.0 - step * lr,
-                    }
-                )
-    sweep = pd.DataFrame(rows)
-    breaks = ch.breakdown(sweep).set_index("lr")
-    # literal: cosine 1 - 0.004 eta_s < 0.99 once eta_s > 2.5
-    assert list(breaks.index) == [0.5, 1.0] and list(breaks["eta_s"]) == [3.0, 3.0]
-    assert breaks.loc[1.0, "loss"] == 0.0
-    never = sweep.assign(cosine=1.0)
-    assert ch.breakdown(never).empty
-    cfg = ch.Chapter2Config(ch.CONFIGS["smoke"].corpus, 8, (0.1,), 5, (0.5, 1.0), 8)
-    text = ch.breakdown_markdown(never, cfg, 10)
-    assert "No matrix falls below" in text and "diverged" in text
-
-
-def test_check_prose_branches(data):
-    cfg, d = data
-    assert "are confirmed" in ch.check_markdown(d.check, cfg.check_steps)
-    broken = d.check.assign(ratio=d.check["ratio"] * 1.5)
-    assert "NOT confirmed" in ch.check_markdown(broken, cfg.check_steps)
-    literal = (20**4 / 8) / (0.5 * sum(k * k * (k - 1) for k in range(20)))
-    assert f"**{literal:.2f}** times" in ch.shortcut_markdown(20)
-
-
-def test_smoke_bounds_reject_a_broken_check(data):
-    cfg, d = data
-    bounds = load_thresholds("02_leading_terms")["smoke"]
-    good = ch.headline_records(d, cfg)
-    assert set(good) == set(bounds)
-    assert not [p for p in check_thresholds(good, bounds) if p.startswith(("check_", "slope_eta"))]
-    # a closed form off by a factor s (wrong power of s): sizes and slopes in s are wrong
-    wrong = d.check.assign(norm=d.check["norm"] * d.check["step"], ratio=d.check["ratio"] * d.check["step"])
-    problems = check_thresholds(
-        ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, wrong, d.sweep), cfg), bounds
+def _with(data: CheckRuns, **frames) -> CheckRuns:
+    return CheckRuns(
+        data.tokens, data.vocab_size, data.stats, frames.get("check", data.check), frames.get("sweep", data.sweep)
     )
-    flagged = {p.split()[0] for p in problems}
+
+
+def test_closed_form_claims_on_both_sides(setup):
+    cfg, d = setup
+    ev = ch02.evidence(d, cfg)
+    assert ev["ch02.closed_form_direction"].verdict == "reproduced"
+    assert ev["ch02.closed_form_size"].verdict == "reproduced"
+    assert ev["ch02.eta_exponents"].verdict == "reproduced" and ev["ch02.s_slopes_above"].verdict == "reproduced"
+    text = ch02.check_prose(d, cfg)
+    assert "**Reproduced.** The paper" in text and "barely learned" in text
+    # sizes off by 50%: the direction still holds, the size does not
+    wrong = _with(d, check=d.check.assign(ratio=d.check["ratio"] * 1.5))
+    ev = ch02.evidence(wrong, cfg)
+    assert ev["ch02.closed_form_size"].verdict == "not reproduced"
+    assert ev["ch02.closed_form_direction"].verdict == "reproduced"
+    assert "**Not reproduced.**" in ch02.check_prose(wrong, cfg)
+    off = _with(d, check=d.check.assign(cosine=d.check["cosine"] * 0.9))
+    assert ch02.evidence(off, cfg)["ch02.closed_form_direction"].verdict == "not reproduced"
+    # a norm off by a factor s: the slopes in s no longer sit just above the exponents... they sit far above,
+    # and a norm divided by s puts them below
+    below = _with(d, check=d.check.assign(norm=d.check["norm"] / d.check["step"].clip(lower=1)))
+    ev = ch02.evidence(below, cfg)
+    assert ev["ch02.s_slopes_above"].verdict == "not reproduced"
+    assert "**Does not hold.**" in ch02.slopes_prose(below, cfg)
+    eta = _with(d, check=d.check.assign(norm=d.check["norm"] * d.check["lr"] ** 0.2))
+    assert ch02.evidence(eta, cfg)["ch02.eta_exponents"].verdict == "not reproduced"
+
+
+def test_departure_prose_and_claim_branches(setup):
+    cfg, d = setup
+    attention = _with(d, sweep=sweep_frame({"P": 0.004, "W": 0.001}))
+    text = ch02.departure_prose(attention, cfg)
+    assert "**P alone**, at **η·s = 3**" in text and "**Holds.**" in text
+    first_v = _with(d, sweep=sweep_frame({"V": 0.004, "P": 0.001}))
+    assert "**V alone**" in ch02.departure_prose(first_v, cfg) and "**Does not hold.**" in ch02.departure_prose(
+        first_v, cfg
+    )
+    never = _with(d, sweep=sweep_frame({}))
+    text = ch02.departure_prose(never, cfg)
+    assert "No matrix falls below" in text and "**Untested here.**" in text and "diverged" in text
+    assert ch02.evidence(never, cfg)["ch02.attention_leaves_first"].verdict == "untested"
+    assert "breakdown_loss_drop" not in ch02.numbers(never, cfg)
+
+
+def test_setup_and_shortcut_prose(setup):
+    cfg, d = setup
+    assert "the first **30** TinyStories sequences of T = 8" in ch02.setup_prose("smoke", cfg, d)
+    literal = (20**4 / 8) / (0.5 * sum(k * k * (k - 1) for k in range(20)))
+    assert f"**{literal:.2f}** times" in ch02.shortcut_prose(20)
+
+
+def test_learned_words_label_a_model_that_has_not_learned():
+    assert "barely learned" in ch02.learned_words(0.01, 5.0)
+    assert "barely learned" not in ch02.learned_words(0.5, 5.0)
+
+
+def test_smoke_bounds_reject_a_broken_check(setup):
+    cfg, d = setup
+    bounds = load_thresholds("02_leading_terms")["smoke"]
+    good = ch02.numbers(d, cfg)
+    assert set(bounds) <= set(good)
+    assert not [p for p in check_thresholds(good, bounds) if p.startswith(("check_", "slope_eta"))]
+    wrong = d.check.assign(norm=d.check["norm"] * d.check["step"], ratio=d.check["ratio"] * d.check["step"])
+    flagged = {p.split()[0] for p in check_thresholds(ch02.numbers(_with(d, check=wrong), cfg), bounds)}
     assert {"check_max_ratio_error", "slope_s_W_O", "slope_s_V", "slope_s_W", "slope_s_P"} <= flagged
-    # a direction that is not the leading term's
     off = d.check.assign(cosine=d.check["cosine"] * 0.9)
     assert "check_min_cosine" in {
-        p.split()[0]
-        for p in check_thresholds(
-            ch.headline_records(ch.Chapter2Data(d.tokens, VOCAB, d.stats, off, d.sweep), cfg), bounds
-        )
+        p.split()[0] for p in check_thresholds(ch02.numbers(_with(d, check=off), cfg), bounds)
     }
 
 
@@ -124,11 +131,21 @@ def _width(spec: dict) -> int:
     return spec.get("width", 0)
 
 
-def test_charts_fit_the_column_and_use_unicode_labels(data):
-    cfg, d = data
-    for chart in (ch.norm_chart(d.check, cfg.check_steps), ch.sweep_chart(d.sweep, VOCAB)):
+def test_charts_fit_the_column_and_title_the_finding(setup):
+    cfg, d = setup
+    for chart in (ch02.norm_chart(d.check, cfg.runs.check_steps), ch02.sweep_chart(d.sweep, VOCAB)):
         spec = chart.to_dict()
-        assert 0 < _width(spec) <= ch.WIDTH - 60
-        text = str(spec)
-        assert "eta *" not in text and "Phi^T" not in text
-    assert "η·s" in str(ch.sweep_chart(d.sweep, VOCAB).to_dict())
+        assert 0 < _width(spec) <= ch02.WIDTH - 60
+        assert "eta *" not in str(spec) and "Phi^T" not in str(spec)
+    title = ch02.sweep_chart(sweep_frame({"P": 0.004}), VOCAB).to_dict()["title"]
+    assert title.startswith("P alone first below cosine 0.99, at η·s = 3 (η = 0.5)")
+    assert f"fallen {np.log(VOCAB) - 2.7:.3f} nats from log |V| = {np.log(VOCAB):.3f}" in title
+    assert ch02.sweep_chart(sweep_frame({}), VOCAB).to_dict()["title"].startswith("No matrix falls below")
+
+
+@given(st.floats(0, 1), st.floats(1, 10))
+@settings(max_examples=100, deadline=None)
+def test_learned_words_print_the_drop_they_judge(drop, log_vocab):
+    text = ch02.learned_words(drop, log_vocab)
+    shown = float(text.split("fallen ")[1].split(" nats")[0])
+    assert ("barely learned" in text) == (drop < 0.1) and abs(shown - drop) <= 5e-4

@@ -34,7 +34,7 @@ def test_fast_forward_and_gradients_equal_the_dense_reference(seed, batch, lengt
     gen = torch.Generator().manual_seed(seed)
     seqs = torch.randint(0, 11, (batch, length + 1), generator=gen)
     targets = seqs[:, 1:].reshape(-1)
-    fast = model(seqs[:, :-1])
+    fast = model._fast_logits(seqs[:, :-1])
     slow = dense_reference_logits(model, seqs[:, :-1])
     torch.testing.assert_close(fast, slow, rtol=1e-10, atol=1e-10)
     g_fast = torch.autograd.grad(
@@ -129,7 +129,7 @@ def test_hooked_path_computes_the_fast_paths_logits_and_gradients(seed, layers):
     model = random_model(seed=seed, layers=layers)
     tokens = torch.randint(0, 11, (3, 7), generator=torch.Generator().manual_seed(seed))
     params = list(model.parameters())
-    fast = model(tokens)
+    fast = model(tokens)  # 21 positions, at least |V| = 11: the fast path
     g_fast = torch.autograd.grad(fast.square().sum(), params)
     model.add_hook("blocks.0.hook_resid_pre", lambda act, hook: act)
     assert model._hooked()
@@ -141,3 +141,18 @@ def test_hooked_path_computes_the_fast_paths_logits_and_gradients(seed, layers):
         torch.testing.assert_close(
             a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max())
         )  # round-off relative to the largest entry
+
+
+def test_a_batch_smaller_than_the_vocabulary_takes_the_dense_path():
+    """Below |V| token positions the forward multiplies the dense residual (cheaper there) and gives
+    the fast path's logits."""
+    model = random_model(seed=3, layers=3)
+    tokens = torch.randint(0, 11, (2, 4), generator=torch.Generator().manual_seed(3))  # 8 < 11 positions
+    called = []
+    original = model._fast_logits
+    model._fast_logits = lambda t: called.append(t) or original(t)
+    small = model(tokens)
+    assert not called
+    model(torch.randint(0, 11, (3, 4)))  # 12 >= 11 positions
+    assert len(called) == 1
+    torch.testing.assert_close(small, original(tokens), rtol=1e-10, atol=1e-10)

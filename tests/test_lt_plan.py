@@ -70,18 +70,18 @@ def test_paper_sequences_scale_the_kept_share_to_the_train_split():
 @pytest.mark.skipif(not SAMPLE.is_file(), reason="needs the offline TinyStories sample")
 def test_paper_profile_dry_run_on_the_sample(monkeypatch, tmp_path):
     """Resolve the paper profile, check its arithmetic, build the model at full size, train nothing."""
-    import mechbook
     from mechbook.chapters import ch03_training as ch
+    from mechbook.leading_terms.claim import paper_target
     from mechbook.leading_terms.corpus import load_corpus
     from mechbook.leading_terms.train import chapter_runs
 
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
-    cfg = mechbook.resolve_profile(ch.CONFIGS, "paper")
+    cfg = ch.resolve("paper")
     assert cfg.runs.corpus.split == "train" and cfg.runs.epochs == 100 and cfg.runs.batch_size == 2048
     tokenizer, sequences = load_corpus(cfg.runs.corpus)
     assert (tokenizer.vocab_size, sequences.context, sequences.policy) == (3000, 200, "drop")
-    target = ch.paper_target(cfg.claim)
+    target = paper_target(cfg.claim)
     assert target.n_kept == sequences.n_kept and target.n_stories == sequences.n_stories
     assert target.steps == int(100 * target.n_sequences / 2048) and target.eta_s == pytest.approx(0.005 * target.steps)
     model_cfg = ModelConfig(d_vocab=3000, n_ctx=200, n_layers=3)

@@ -1,49 +1,42 @@
 """Chapter 1, "The corpus as three maps" (book/part1/01_corpus_maps.ipynb).
 
 The chapter tokenises TinyStories with the paper's natural tokenizer, computes the bigram map B,
-the context map Φ and the interchangeability map Σ_B = BᵀB on the whole training set, and reads
-them: ranked tables for a few adjectives, entities and lexicon words, the rank of known (entity,
-surrounding) pairs in Φ and in B, the word-class purity of Σ_B's nearest neighbours, and a heatmap
-explorer of a readable block of each map. Its corpus (:data:`CONFIGS`) has larger vocabularies than
-chapters 2-5 so that the tables are readable.
+the context map Φ and the interchangeability map Σ_B = BᵀB on the whole training set
+(:mod:`mechbook.leading_terms.maps` computes and measures them), and presents them in page order:
+the corpus, ranked tables for a few adjectives, entities and lexicon words, the rank of known
+(entity, surrounding) pairs in Φ and in B, the word-class purity of Σ_B's nearest neighbours, a
+heatmap explorer of a readable block of each map, and a take-away read from the claims. Its corpus
+(:data:`CONFIGS`) has larger vocabularies than chapters 2-5 so that the tables are readable.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.leading_terms.associations import (
-    CONTEXT_PAIRS,
-    WORD_CLASSES,
-    class_purity,
-    cosine_normalise,
-    labelled_words,
-    matrix_frame,
-    pair_ranks,
-    rank_of,
-    ranked_words,
-    readable_exclusions,
-    top_k,
-)
-from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig, corpus_stories, load_corpus
-from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
-from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer, policy_survivors
+import mechbook
+from mechbook import claims
+from mechbook.chapters import common
+from mechbook.claims import Claim, Evidence, Rule
+from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, top_k
+from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig
+from mechbook.leading_terms.maps import CorpusMaps, build_maps, maps_numbers, pair_rank_table
 from mechbook.viz.fmt import escape_markdown
+
+CHAPTER = "01_corpus_maps"
 
 
 def _positive(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"CorpusMapsConfig.{name} must be a positive integer, got {value!r}")
+        raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)
-class CorpusMapsConfig:
+class ChapterConfig:
     """Chapter 1: the ``corpus`` (tokenizer, :math:`|V|`, T, vocabulary policy, stories) and how much of
     each map the tables show: ``table_k`` tokens per row, ``n_adjectives`` rows of the B table,
     ``n_per_class`` lexicon words per class in the Σ_B table and ``block_per_class`` in the heatmap's
@@ -60,68 +53,120 @@ class CorpusMapsConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, CorpusConfig):
-            raise TypeError(f"CorpusMapsConfig.corpus must be a CorpusConfig, got {type(self.corpus).__name__}")
+            raise TypeError(f"ChapterConfig.corpus must be a CorpusConfig, got {type(self.corpus).__name__}")
         for name in ("table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"):
             _positive(name, getattr(self, name))
 
 
 #: The chapter's config per profile, one per corpus of ``MAPS_PROFILES`` (larger vocabularies than
 #: chapters 2-5 use).
-CONFIGS: dict[str, CorpusMapsConfig] = {profile: CorpusMapsConfig(corpus) for profile, corpus in MAPS_PROFILES.items()}
+CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(corpus) for profile, corpus in MAPS_PROFILES.items()}
 
 
-@dataclass
-class CorpusMaps:
-    """The chapter's corpus and its three maps: ``n_read`` stories read, the fitted tokenizer, the
-    training sequences, how many stories each vocabulary policy keeps (``survivors``) and the
-    statistics (B, Φ, Σ_B ...)."""
-
-    cfg: CorpusMapsConfig
-    n_read: int
-    tokenizer: Tokenizer
-    sequences: SequenceSet
-    survivors: dict[str, int]
-    stats: CorpusStats
-
-    @cached_property
-    def readable(self) -> list[str]:
-        """Tokens left out of the readable tables (punctuation, function words, ``<unk>``)."""
-        return readable_exclusions(self.tokenizer)
-
-    @cached_property
-    def lexicon(self) -> pd.DataFrame:
-        """The hand-labelled lexicon words in the vocabulary (columns word, class)."""
-        return labelled_words(self.tokenizer)
-
-    def words_of(self, cls: str) -> list[str]:
-        """The lexicon's words of class ``cls`` (noun, verb, adjective) in the vocabulary."""
-        return self.lexicon.loc[self.lexicon["class"] == cls, "word"].tolist()
-
-    @cached_property
-    def entities(self) -> list[str]:
-        """The entities of :data:`CONTEXT_PAIRS` in the vocabulary, in order, each once."""
-        return list(dict.fromkeys(a for a, _ in CONTEXT_PAIRS if a in self.tokenizer.token_to_id))
-
-    @cached_property
-    def sigma_cos(self) -> np.ndarray:
-        """Σ̃_B: the cosine of B's columns, Σ_B[c, c'] / √(Σ_B[c, c] Σ_B[c', c'])."""
-        return cosine_normalise(self.stats.Sigma_B)
-
-    @property
-    def n_readable(self) -> int:
-        return self.tokenizer.vocab_size - len(self.readable)
+def resolve(
+    profile: str,
+    corpus__vocab_size: int | None = None,
+    corpus__context: int | None = None,
+    corpus__n_stories: int | None = None,
+    corpus__policy: str | None = None,
+) -> ChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
+    return mechbook.resolve_profile(
+        CONFIGS,
+        profile,
+        corpus__vocab_size=corpus__vocab_size,
+        corpus__context=corpus__context,
+        corpus__n_stories=corpus__n_stories,
+        corpus__policy=corpus__policy,
+    )
 
 
-def build(cfg: CorpusMapsConfig) -> CorpusMaps:
-    """Read the stories, fit the tokenizer, cut the sequences and compute the maps (cached)."""
-    stories = corpus_stories(cfg.corpus)
-    tokenizer, sequences = load_corpus(cfg.corpus)
-    survivors = policy_survivors(stories, tokenizer, cfg.corpus.context)
-    stats = cached_corpus_stats(sequences.tokens, tokenizer.vocab_size)
-    return CorpusMaps(cfg, len(stories), tokenizer, sequences, survivors, stats)
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch01.drop_keeps_little",
+        CHAPTER,
+        "book",
+        "On a corpus this size the paper's drop policy keeps almost nothing",
+        "share of the stories whose every token is in the vocabulary",
+        Rule("<=", 0.05, partly=0.2),
+        section="ch01-sequences",
+        spec=".1%",
+    ),
+    Claim(
+        "ch01.upon_after_once",
+        CHAPTER,
+        "book",
+        "In the row of *once*, B ranks *upon* first",
+        "rank of *upon* among all tokens in the row of *once* of B",
+        Rule("==", 1),
+        section="ch01-bigram",
+        spec="d",
+    ),
+    Claim(
+        "ch01.adjective_nouns",
+        CHAPTER,
+        "paper",
+        "B links adjectives to the nouns they modify",
+        "share of lexicon nouns among the adjectives' strongest readable successors, over its chance level",
+        Rule(">=", 2, partly=1.2),
+        paper="red → truck",
+        section="ch01-bigram",
+        spec=".2f",
+    ),
+    Claim(
+        "ch01.scene_pairs",
+        CHAPTER,
+        "paper",
+        "Φ links an entity to its usual surroundings",
+        "median rank of the surrounding in the entity's row of Φ, over the known pairs (readable tokens)",
+        Rule("<=", 10, partly=30),
+        paper="fish → pond",
+        section="ch01-context",
+        spec=".0f",
+    ),
+    Claim(
+        "ch01.phi_not_b",
+        CHAPTER,
+        "book",
+        "The bigram map cannot give these pairs: B ranks them far below Φ",
+        "median rank of the pairs in B over their median rank in Φ",
+        Rule(">=", 3, partly=1.5),
+        section="ch01-context",
+        spec=".1f",
+    ),
+    Claim(
+        "ch01.word_classes",
+        CHAPTER,
+        "paper",
+        "Σ_B groups interchangeable words",
+        "share of Σ̃_B's nearest lexicon neighbours of a word's own class, over its chance level",
+        Rule(">=", 2, partly=1.2),
+        paper="car ∼ truck",
+        section="ch01-sigma",
+        spec=".2f",
+    ),
+)
+"""Every claim this chapter tests: the paper's three readings of the maps (its examples as its
+numbers) and the book's own readings that a sentence of the page asserts."""
+
+_CLAIM = {c.id: c for c in CLAIMS}
 
 
-def profile_note(cfg: CorpusMapsConfig) -> str:
+def evidence(n: dict[str, Any]) -> dict[str, Evidence]:
+    """Each claim's :class:`~mechbook.claims.Evidence` from the chapter's numbers
+    (:func:`~mechbook.leading_terms.maps.maps_numbers`), by claim id."""
+    values = {
+        "ch01.drop_keeps_little": n["drop_kept_fraction"],
+        "ch01.upon_after_once": n["b_rank_upon_after_once"],
+        "ch01.adjective_nouns": n["b_adj_noun_share"] / n["b_adj_noun_chance"],
+        "ch01.scene_pairs": n["phi_pair_median_rank"],
+        "ch01.phi_not_b": n["b_pair_median_rank"] / n["phi_pair_median_rank"],
+        "ch01.word_classes": n["sigma_class_purity"] / n["sigma_class_chance"],
+    }
+    return {cid: _CLAIM[cid].evidence(value) for cid, value in values.items()}
+
+
+def profile_prose(cfg: ChapterConfig) -> str:
     """One sentence on the corpus the profile uses."""
     c = cfg.corpus
     which = f"the first {c.n_stories:,}" if c.n_stories else "all the"
@@ -131,51 +176,86 @@ def profile_note(cfg: CorpusMapsConfig) -> str:
     )
 
 
-def corpus_prose(m: CorpusMaps) -> str:
+def build(cfg: ChapterConfig) -> CorpusMaps:
+    """The chapter's corpus and its three maps (:func:`~mechbook.leading_terms.maps.build_maps`, cached)."""
+    return build_maps(cfg.corpus)
+
+
+def numbers(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
+    """The chapter's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers` at this config's sizes)."""
+    return maps_numbers(m, successors_k=cfg.successors_k, purity_k=cfg.purity_k)
+
+
+def corpus_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     """How many stories are long enough, how many sequences the policy keeps, the share of
-    ``<unk>``, and what the other policy would keep."""
-    T, s = m.cfg.corpus.context, m.survivors
+    ``<unk>``, what the other policy would keep, and the verdict on the drop policy's reading."""
+    T, s = m.corpus.context, m.survivors
     n_real = m.tokenizer.vocab_size - (m.tokenizer.unk_id is not None)
     kept_share = s["in_vocabulary"] / s["stories"]
     opening = f"Of the **{m.n_read:,} stories**, {s['long_enough']:,} have at least $T+1 = {T + 1}$ tokens. "
-    if m.cfg.corpus.policy == "unk":
-        return opening + (
-            f"Under the **unk** policy this profile uses, the training set is **{m.sequences.n_kept:,} sequences** "
-            f"of {T + 1} tokens, and **{m.sequences.unk_fraction:.1%}** of their tokens are `<unk>`. The "
-            f"paper's drop policy, with the same vocabulary, would keep only **{s['in_vocabulary']:,} stories "
-            f"({kept_share:.1%})**: those whose every token is among the {n_real:,} most frequent."
+    verdict = " " + evidence(n)["ch01.drop_keeps_little"].sentence()
+    if m.corpus.policy == "unk":
+        return (
+            opening
+            + (
+                f"Under the **unk** policy this profile uses, the training set is **{m.sequences.n_kept:,} sequences** "
+                f"of {T + 1} tokens, and **{m.sequences.unk_fraction:.1%}** of their tokens are `<unk>`. The "
+                f"paper's drop policy, with the same vocabulary, would keep only **{s['in_vocabulary']:,} stories "
+                f"({kept_share:.1%})**: those whose every token is among the {n_real:,} most frequent."
+            )
+            + verdict
         )
-    return opening + (
-        f"This profile follows the paper's **drop** policy: only the **{s['in_vocabulary']:,} stories "
-        f"({kept_share:.1%})** whose every token is among the {n_real:,} most frequent are kept, "
-        f"giving **{m.sequences.n_kept:,} sequences** of {T + 1} tokens with no `<unk>`."
+    return (
+        opening
+        + (
+            f"This profile follows the paper's **drop** policy: only the **{s['in_vocabulary']:,} stories "
+            f"({kept_share:.1%})** whose every token is among the {n_real:,} most frequent are kept, "
+            f"giving **{m.sequences.n_kept:,} sequences** of {T + 1} tokens with no `<unk>`."
+        )
+        + verdict
     )
 
 
-def sample_sentence(m: CorpusMaps, index: int = 0) -> str:
+def sample_prose(m: CorpusMaps, index: int = 0) -> str:
     """Training sequence ``index`` decoded to text, as a Markdown quote in which ``<unk>`` and any
     other markup-like text of the corpus is shown literally."""
     return "> " + escape_markdown(m.tokenizer.decode(m.sequences.tokens[index]))
 
 
-def _bigram_top(m: CorpusMaps) -> pd.DataFrame:
-    rows = m.words_of("adjective")[: m.cfg.n_adjectives]
-    return top_k(m.stats.B, m.tokenizer, k=m.cfg.table_k, rows=rows, exclude=m.readable, positive=True)
+def _bigram_top(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
+    rows = m.words_of("adjective")[: cfg.n_adjectives]
+    return top_k(m.stats.B, m.tokenizer, k=cfg.table_k, rows=rows, exclude=m.readable, positive=True)
 
 
-def bigram_table(m: CorpusMaps) -> pd.DataFrame:
+def bigram_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
     """The strongest readable successors (B above the uniform baseline) of the first adjectives,
     one line per adjective (blank: no further positive entry)."""
-    return ranked_words(_bigram_top(m))
+    return ranked_words(_bigram_top(m, cfg))
 
 
-def context_table(m: CorpusMaps) -> pd.DataFrame:
+def bigram_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
+    """The two checks of B: *upon* after *once*, and the adjectives' noun successors against chance,
+    each with its claim's verdict."""
+    ev = evidence(n)
+    return (
+        f"Two checks. Most TinyStories stories open with *once upon a time*: in the row of *once*, "
+        f"*upon* ranks **{n['b_rank_upon_after_once']}** among all {m.tokenizer.vocab_size} tokens. And of the "
+        f"{cfg.successors_k} strongest readable successors of each of the {len(m.words_of('adjective'))} adjectives "
+        f"of the book's small hand-labelled lexicon (`WORD_CLASSES`), **{n['b_adj_noun_share']:.0%}** are nouns of "
+        f"that lexicon, against {n['b_adj_noun_chance']:.0%} if they were drawn at random from the readable tokens "
+        f"({claims.fmt(n['b_adj_noun_share'] / n['b_adj_noun_chance'], '.2f')} times chance); the map was never "
+        f"told what a noun is.\n\n"
+        f"{ev['ch01.upon_after_once'].sentence()}\n\n{ev['ch01.adjective_nouns'].sentence()}"
+    )
+
+
+def context_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
     """The strongest readable context words of each entity in Φ (the entity itself left out)."""
     return ranked_words(
         top_k(
             m.stats.Phi,
             m.tokenizer,
-            k=m.cfg.table_k,
+            k=cfg.table_k,
             rows=m.entities,
             exclude=m.readable,
             exclude_self=True,
@@ -184,102 +264,59 @@ def context_table(m: CorpusMaps) -> pd.DataFrame:
     )
 
 
-def pair_rank_table(m: CorpusMaps) -> pd.DataFrame:
+def pair_table(m: CorpusMaps) -> pd.DataFrame:
     """Rank of each (entity, surrounding) pair's surrounding in the entity's row of Φ and of B."""
-    return pair_ranks({"rank in Φ": m.stats.Phi, "rank in B": m.stats.B}, m.tokenizer)
-
-
-def sigma_table(m: CorpusMaps) -> pd.DataFrame:
-    """The nearest readable words under Σ̃_B of a few nouns, verbs and adjectives of the lexicon."""
-    n = m.cfg.n_per_class
-    rows = m.words_of("noun")[:n] + m.words_of("verb")[:n] + m.words_of("adjective")[:n]
-    return ranked_words(
-        top_k(m.sigma_cos, m.tokenizer, k=m.cfg.table_k, rows=rows, exclude=m.readable, exclude_self=True)
-    )
-
-
-def headline(m: CorpusMaps) -> dict[str, Any]:
-    """The chapter's recorded numbers: corpus sizes, the rank of *upon* after *once* in B, the
-    share of lexicon nouns among the adjectives' strongest successors (and its chance level), the
-    median pair rank in Φ and in B, the rank of *pond* for *fish* in Φ (None when either word is
-    outside the vocabulary), and Σ̃_B's (and raw Σ_B's) class purity with its chance level."""
-    tok, s = m.tokenizer, m.survivors
-    successors = top_k(
-        m.stats.B, tok, k=m.cfg.successors_k, rows=m.words_of("adjective"), exclude=m.readable, positive=True
-    )
-    ranks = pair_rank_table(m)
-    purity, chance = class_purity(m.sigma_cos, tok, k=m.cfg.purity_k)
-    purity_raw, _ = class_purity(m.stats.Sigma_B, tok, k=m.cfg.purity_k)
-    fish_pond = "fish" in tok.token_to_id and "pond" in tok.token_to_id
-    return {
-        "n_stories": m.n_read,
-        "n_sequences": m.sequences.n_kept,
-        "vocab_size": tok.vocab_size,
-        "context": m.sequences.context,
-        "unk_fraction": m.sequences.unk_fraction,
-        "drop_kept": s["in_vocabulary"],
-        "drop_kept_fraction": s["in_vocabulary"] / s["stories"],
-        "b_rank_upon_after_once": rank_of(m.stats.B, tok, "once", "upon"),
-        "b_adj_noun_share": float(successors["token"].isin(WORD_CLASSES["noun"]).mean()),
-        "b_adj_noun_chance": len(m.words_of("noun")) / m.n_readable,
-        "phi_pair_median_rank": float(ranks["rank in Φ"].median()),
-        "b_pair_median_rank": float(ranks["rank in B"].median()),
-        "n_context_pairs": len(ranks),
-        "phi_rank_pond_for_fish": (
-            rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True) if fish_pond else None
-        ),
-        "sigma_class_purity": purity,
-        "sigma_class_purity_raw": purity_raw,
-        "sigma_class_chance": chance,
-    }
-
-
-def bigram_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
-    """The two checks of B: *upon* after *once*, and the adjectives' noun successors vs chance."""
-    return (
-        f"Two checks. Most TinyStories stories open with *once upon a time*: in the row of *once*, "
-        f"*upon* ranks **{n['b_rank_upon_after_once']}** among all {m.tokenizer.vocab_size} tokens. And of the "
-        f"{m.cfg.successors_k} strongest readable successors of each of the {len(m.words_of('adjective'))} adjectives "
-        f"of the book's small hand-labelled lexicon (`WORD_CLASSES`), **{n['b_adj_noun_share']:.0%}** are nouns of "
-        f"that lexicon, against {n['b_adj_noun_chance']:.0%} if they were drawn at random from the readable tokens: "
-        f"the map was never told what a noun is."
-    )
+    return pair_rank_table(m)
 
 
 def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
-    """Median rank of the pairs in Φ and in B, and *pond*'s rank for *fish*."""
+    """Median rank of the pairs in Φ and in B, *pond*'s rank for *fish*, and the two claims' verdicts."""
+    phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
+    where = claims.compare(
+        b, phi, ".0f", claims.Words("higher in $\\Phi$ than in $B$", "higher in $B$ than in $\\Phi$", "alike in both")
+    )
     text = (
-        f"Over these {n['n_context_pairs']} pairs the median rank is **{n['phi_pair_median_rank']:.0f}** in $\\Phi$ "
-        f"and **{n['b_pair_median_rank']:.0f}** in $B$, out of {m.n_readable} readable tokens."
+        f"Over these {n['n_context_pairs']} pairs the median rank is **{phi:.0f}** in $\\Phi$ "
+        f"and **{b:.0f}** in $B$, out of {m.n_readable} readable tokens: the pairs rank {where}."
     )
     if n["phi_rank_pond_for_fish"] is not None:
         text += f" For *fish*, *pond* ranks **{n['phi_rank_pond_for_fish']}** in $\\Phi$."
-    return text
+    ev = evidence(n)
+    return text + f"\n\n{ev['ch01.scene_pairs'].sentence()}\n\n{ev['ch01.phi_not_b'].sentence()}"
 
 
-def sigma_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
-    """The class purity of Σ̃_B's nearest lexicon neighbours against chance."""
-    counts = m.lexicon["class"].value_counts()
-    return (
-        f"A quantitative version: take the {len(m.lexicon)} words of the lexicon that are in the vocabulary "
-        f"({', '.join(f'{c} {k}s' for k, c in counts.items())}) and, for each, its {m.cfg.purity_k} nearest other "
-        f"lexicon words under $\\tilde\\Sigma_B$. **{n['sigma_class_purity']:.0%}** of them are of the word's own class "
-        f"(raw $\\Sigma_B$: {n['sigma_class_purity_raw']:.0%}), against **{n['sigma_class_chance']:.0%}** for "
-        f"neighbours drawn at random."
+def sigma_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
+    """The nearest readable words under Σ̃_B of a few nouns, verbs and adjectives of the lexicon."""
+    k = cfg.n_per_class
+    rows = m.words_of("noun")[:k] + m.words_of("verb")[:k] + m.words_of("adjective")[:k]
+    return ranked_words(
+        top_k(m.sigma_cos, m.tokenizer, k=cfg.table_k, rows=rows, exclude=m.readable, exclude_self=True)
     )
 
 
-def map_blocks(m: CorpusMaps) -> dict[str, tuple[np.ndarray, list[str], list[str]]]:
+def sigma_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
+    """The class purity of Σ̃_B's nearest lexicon neighbours against chance, and its claim's verdict."""
+    counts = m.lexicon["class"].value_counts()
+    return (
+        f"A quantitative version: take the {len(m.lexicon)} words of the lexicon that are in the vocabulary "
+        f"({', '.join(f'{c} {k}s' for k, c in counts.items())}) and, for each, its {cfg.purity_k} nearest other "
+        f"lexicon words under $\\tilde\\Sigma_B$. **{n['sigma_class_purity']:.0%}** of them are of the word's own class "
+        f"(raw $\\Sigma_B$: {n['sigma_class_purity_raw']:.0%}), against **{n['sigma_class_chance']:.0%}** for "
+        f"neighbours drawn at random.\n\n{evidence(n)['ch01.word_classes'].sentence()}"
+    )
+
+
+def map_blocks(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, tuple[np.ndarray, list[str], list[str]]]:
     """The heatmap's three blocks, ``{menu label: (matrix, rows, columns)}``: the B table's
     adjectives against their two strongest successors each, the entities against their
     surroundings in Φ, and lexicon nouns, verbs and adjectives against each other in Σ̃_B."""
-    b_table = _bigram_top(m)
+    b_table = _bigram_top(m, cfg)
     surroundings = list(dict.fromkeys(b for a, b in CONTEXT_PAIRS if a in m.entities and b in m.tokenizer.token_to_id))
     successors = list(dict.fromkeys(b_table.loc[b_table["rank"] <= 2, "token"]))
-    n = m.cfg.block_per_class
-    lexicon_block = m.words_of("noun")[:n] + m.words_of("verb")[:n] + m.words_of("adjective")[:n]
+    k = cfg.block_per_class
+    lexicon_block = m.words_of("noun")[:k] + m.words_of("verb")[:k] + m.words_of("adjective")[:k]
     return {
-        "B: adjective → next word": (m.stats.B, m.words_of("adjective")[: m.cfg.n_adjectives], successors),
+        "B: adjective → next word": (m.stats.B, m.words_of("adjective")[: cfg.n_adjectives], successors),
         "Φ: next word ← context word": (m.stats.Phi, m.entities, surroundings),
         "Σ_B (cosine): interchangeable words": (m.sigma_cos, lexicon_block, lexicon_block),
     }
@@ -309,11 +346,11 @@ def heatmap(base: alt.Chart) -> alt.Chart:
     )
 
 
-def maps_explorer(m: CorpusMaps) -> Any:
+def maps_explorer(m: CorpusMaps, cfg: ChapterConfig) -> Any:
     """The explorer of the three blocks (:func:`map_blocks`), a menu picking the map."""
     import mechbook.viz
 
-    blocks = map_blocks(m)
+    blocks = map_blocks(m, cfg)
 
     def block(map: str) -> pd.DataFrame:
         matrix, rows, cols = blocks[map]
@@ -325,3 +362,35 @@ def maps_explorer(m: CorpusMaps) -> Any:
         controls={"map": list(blocks)},
         title="Three maps of one corpus: phrases, scenes and word classes",
     )
+
+
+_READS = {
+    "ch01.adjective_nouns": "which noun an adjective announces ($B$)",
+    "ch01.scene_pairs": "which scene a word belongs to ($\\Phi$)",
+    "ch01.word_classes": "which words play the same part ($\\Sigma_B$)",
+}
+
+
+def takeaway_prose(n: dict[str, Any]) -> str:
+    """The chapter's summary, read from the verdicts of the paper's three readings of the maps."""
+    ev = evidence(n)
+    held = [text for cid, text in _READS.items() if ev[cid].verdict == "reproduced"]
+    missed = [text for cid, text in _READS.items() if ev[cid].verdict != "reproduced"]
+    if not missed:
+        return (
+            "Three matrices, each a few lines of counting, already hold recognisable pieces of language: "
+            + ", ".join(held[:-1])
+            + f" and {held[-1]}, as the paper reads them."
+        )
+    text = "Three matrices, each a few lines of counting. On this corpus the paper's readings "
+    text += f"hold for {', '.join(held)}; " if held else "hold for none of the maps; "
+    return text + f"not (or only in part) for {', '.join(missed)}: see the verdicts above."
+
+
+def record_all(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
+    """Record the chapter's numbers (bounded by ``book/thresholds/01_corpus_maps.yml``) and its
+    claims; return the records."""
+    n = numbers(m, cfg)
+    records = common.record_all(n)
+    records.update(claims.record_claims(evidence(n).values()))
+    return records

@@ -1,117 +1,196 @@
-"""Chapter 2, "Leading terms": its profiles, the autograd check's summaries, charts and prose.
+"""Chapter 2, "Leading terms" (book/part1/02_leading_terms.ipynb): its config, claims, charts and
+prose, in page order.
 
-The chapter runs full-batch float64 SGD from zero twice through :mod:`mechbook.leading_terms.check`:
+The chapter runs full-batch float64 SGD from zero twice through
+:func:`mechbook.leading_terms.check.check_runs` (configs in :data:`mechbook.leading_terms.runs.CHECK_RUNS`):
 a check at small learning rates (every matrix against its closed form, in direction and size) and
-a sweep at larger ones (how far in η·s the terms keep holding).
+a sweep at larger ones (how far in η·s the terms keep holding, and which matrix leaves first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from mechbook.leading_terms.check import CheckConfig, cached_autograd_check
-from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig, load_corpus
-from mechbook.leading_terms.leading import KINDS, coefficient, loglog_slope
-from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+import mechbook
+from mechbook import claims
+from mechbook.chapters import common
+from mechbook.claims import Claim, Evidence, Rule
+from mechbook.leading_terms.check import (
+    CheckRuns,
+    CheckRunsConfig,
+    check_runs,
+    check_summary,
+    compared,
+    departures,
+    first_departure,
+    has_learned,
+    layer0,
+    loss_drop,
+    lowest_over_layers,
+    slopes,
+)
+from mechbook.leading_terms.leading import KINDS, coefficient
+from mechbook.leading_terms.runs import CHECK_RUNS
 
+CHAPTER = "02_leading_terms"
 TERMS = {"W_O": "W_O ∼ B", "V": "V ∼ (BΦ)ᵀ", "W": "W ∼ Q", "P": "P ∼ 𝒫"}
 COSINE_FLOOR = 0.999
 RATIO_TOLERANCE = 0.02
 BREAK_COSINE = 0.99
+EXPONENTS = {"W_O": 1, "V": 2, "W": 4, "P": 4}
 WIDTH = 680
 
 
 @dataclass(frozen=True)
-class Chapter2Config:
-    """Chapter 2: the corpus, how many of its sequences the full-batch runs use, the small learning
-    rates of the step-by-step check and the larger ones of the validity sweep, and the layers."""
+class ChapterConfig:
+    """Chapter 2: its two full-batch runs (:class:`~mechbook.leading_terms.check.CheckRunsConfig`:
+    the corpus, how many sequences, the check's and the sweep's learning rates and steps)."""
 
-    corpus: CorpusConfig
-    n_sequences: int
-    check_lrs: tuple[float, ...]
-    check_steps: int
-    sweep_lrs: tuple[float, ...]
-    sweep_steps: int
-    n_layers: int = 3
-
-    def __post_init__(self) -> None:
-        if self.n_sequences < 1:
-            raise ValueError(f"n_sequences must be >= 1, got {self.n_sequences}")
-        if self.check_steps < 4:
-            raise ValueError(f"check_steps must be >= 4 (W and P are zero until step 3), got {self.check_steps}")
-
-    def check(self) -> CheckConfig:
-        return CheckConfig(lrs=self.check_lrs, steps=self.check_steps, n_layers=self.n_layers)
-
-    def sweep(self) -> CheckConfig:
-        return CheckConfig(lrs=self.sweep_lrs, steps=self.sweep_steps, n_layers=self.n_layers)
+    runs: CheckRunsConfig
 
 
-#: The chapter's config per profile: its corpus, the check's and the sweep's learning rates and steps.
-CONFIGS: dict[str, Chapter2Config] = {
-    "smoke": Chapter2Config(
-        CORPUS_PROFILES["smoke"],
-        n_sequences=32,
-        check_lrs=(0.03, 0.1),
-        check_steps=12,
-        sweep_lrs=(1.0, 2.0),
-        sweep_steps=16,
+#: The chapter's config per profile (its runs live in :data:`mechbook.leading_terms.runs.CHECK_RUNS`).
+CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(runs) for profile, runs in CHECK_RUNS.items()}
+
+
+def resolve(
+    profile: str,
+    runs__n_sequences: int | None = None,
+    runs__check_steps: int | None = None,
+    runs__sweep_steps: int | None = None,
+) -> ChapterConfig:
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
+    return mechbook.resolve_profile(
+        CONFIGS,
+        profile,
+        runs__n_sequences=runs__n_sequences,
+        runs__check_steps=runs__check_steps,
+        runs__sweep_steps=runs__sweep_steps,
+    )
+
+
+_PAPER_FORMS = "W_O ∼ ηsB, V ∼ ½η²s(s−1)(BΦ)ᵀ, W ∼ c₄Q and P ∼ c₄𝒫 while η·s is small"
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch02.closed_form_direction",
+        CHAPTER,
+        "paper",
+        "Trained from zero, every matrix points along its leading term while η·s is small",
+        "lowest cosine with the closed form over every matrix, layer and step of the smallest learning rate",
+        Rule(">=", COSINE_FLOOR),
+        paper=_PAPER_FORMS,
+        section="ch02-check",
+        spec=".7f",
     ),
-    "cpu": Chapter2Config(
-        CORPUS_PROFILES["cpu"],
-        n_sequences=256,
-        check_lrs=(0.01, 0.03, 0.1),
-        check_steps=20,
-        sweep_lrs=(0.25, 0.5, 1.0, 2.0),
-        sweep_steps=40,
+    Claim(
+        "ch02.closed_form_size",
+        CHAPTER,
+        "paper",
+        "The leading terms give each matrix's size too, with the exact coefficients",
+        "largest |norm / predicted norm − 1| over the same matrices and steps",
+        Rule("<=", RATIO_TOLERANCE),
+        paper=_PAPER_FORMS,
+        section="ch02-check",
+        spec=".2%",
     ),
-    "paper": Chapter2Config(
-        CORPUS_PROFILES["paper"],
-        n_sequences=512,
-        check_lrs=(0.01, 0.03, 0.1),
-        check_steps=20,
-        sweep_lrs=(0.25, 0.5, 1.0, 2.0),
-        sweep_steps=80,
+    Claim(
+        "ch02.eta_exponents",
+        CHAPTER,
+        "book",
+        "At fixed s the norms grow as η¹, η², η⁴, η⁴ (W_O, V, W, P)",
+        "largest distance of a fitted exponent in η from 1, 2, 4, 4",
+        Rule("<=", 0.01, partly=0.05),
+        section="ch02-slopes",
+        spec=".4f",
     ),
-}
+    Claim(
+        "ch02.s_slopes_above",
+        CHAPTER,
+        "book",
+        "The slopes in s of V, W and P sit above their integer exponents 2, 4, 4 at small s",
+        "smallest fitted slope in s minus its integer exponent, over V, W and P",
+        Rule(">", 0),
+        section="ch02-slopes",
+        spec=".3f",
+    ),
+    Claim(
+        "ch02.attention_leaves_first",
+        CHAPTER,
+        "book",
+        "The attention terms (W, P), fourth order in η·s, are the first to leave their leading forms",
+        "whether every matrix first below cosine 0.99 in the sweep (lowest over the layers) is W or P",
+        Rule("==", True),
+        section="ch02-validity",
+    ),
+)
+"""Every claim this chapter tests: the paper's closed forms (direction and size) and the book's
+readings that a sentence of the page asserts."""
+
+_CLAIM = {c.id: c for c in CLAIMS}
 
 
-@dataclass
-class Chapter2Data:
-    """The first ``n_sequences`` sequences of the corpus, their statistics and both runs."""
-
-    tokens: np.ndarray
-    vocab_size: int
-    stats: CorpusStats
-    check: pd.DataFrame
-    sweep: pd.DataFrame
-
-
-def compute(cfg: Chapter2Config) -> Chapter2Data:
-    """Load the corpus, take its first ``n_sequences`` sequences, and run (or read from the cache)
-    the check and the sweep."""
-    tokenizer, sequences = load_corpus(cfg.corpus)
-    tokens = sequences.tokens[: cfg.n_sequences]
-    stats = cached_corpus_stats(tokens, tokenizer.vocab_size)
-    check = cached_autograd_check(tokens, stats, tokenizer.vocab_size, cfg.check())
-    sweep = cached_autograd_check(tokens, stats, tokenizer.vocab_size, cfg.sweep())
-    return Chapter2Data(tokens, tokenizer.vocab_size, stats, check, sweep)
+def numbers(data: CheckRuns, cfg: ChapterConfig) -> dict[str, float]:
+    """The numbers ``book/thresholds/02_leading_terms.yml`` bounds: the check's lowest cosine and
+    largest ratio error, the slopes in s and η per kind, the first η·s below cosine 0.99 (the
+    sweep's largest η·s when none falls below) and how far the loss had fallen from log :math:`|V|` there."""
+    min_cos, max_err = check_summary(data.check)
+    table = slopes(data.check, cfg.runs.check_steps)
+    out = {"check_min_cosine": min_cos, "check_max_ratio_error": max_err}
+    for kind in KINDS:
+        out[f"slope_s_{kind}"] = float(table.iloc[:, 0][kind])
+        out[f"slope_eta_{kind}"] = float(table.iloc[:, 1][kind])
+    first = first_departure(data.sweep, BREAK_COSINE)
+    out["breakdown_eta_s"] = first.eta_s if first else float(data.sweep["eta_s"].max())
+    if first:
+        out["breakdown_loss_drop"] = loss_drop(first.loss, data.vocab_size)
+    return out
 
 
-def setup_markdown(profile: str, cfg: Chapter2Config, data: Chapter2Data) -> str:
+def evidence(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Evidence]:
+    """Each claim's :class:`~mechbook.claims.Evidence`, by claim id."""
+    n = numbers(data, cfg)
+    first = first_departure(data.sweep, BREAK_COSINE)
+    eta_dev = max(abs(n[f"slope_eta_{k}"] - EXPONENTS[k]) for k in KINDS)
+    s_above = min(n[f"slope_s_{k}"] - EXPONENTS[k] for k in ("V", "W", "P"))
+    ev = {
+        "ch02.closed_form_direction": _CLAIM["ch02.closed_form_direction"].evidence(n["check_min_cosine"]),
+        "ch02.closed_form_size": _CLAIM["ch02.closed_form_size"].evidence(n["check_max_ratio_error"]),
+        "ch02.eta_exponents": _CLAIM["ch02.eta_exponents"].evidence(eta_dev),
+        "ch02.s_slopes_above": _CLAIM["ch02.s_slopes_above"].evidence(s_above),
+    }
+    leaves = _CLAIM["ch02.attention_leaves_first"]
+    ev[leaves.id] = (
+        leaves.evidence(set(first.kinds) <= {"W", "P"})
+        if first
+        else leaves.evidence(
+            untested=f"no matrix fell below cosine {BREAK_COSINE} up to η·s = {data.sweep['eta_s'].max():.3g}"
+        )
+    )
+    return ev
+
+
+def compute(cfg: ChapterConfig) -> CheckRuns:
+    """The chapter's corpus slice and both runs (:func:`~mechbook.leading_terms.check.check_runs`, cached)."""
+    return check_runs(cfg.runs)
+
+
+def setup_prose(profile: str, cfg: ChapterConfig, data: CheckRuns) -> str:
     """The setup sentence: the profile, how many sequences of how many predictions, the vocabulary size
     and the model's depth."""
     return (
         f"Profile **{profile}**: the first **{len(data.tokens)}** TinyStories sequences of T = {data.tokens.shape[1] - 1} "
-        f"predictions, vocabulary |V| = {data.vocab_size}, a model of **{cfg.n_layers} layers** trained full-batch in float64."
+        f"predictions, vocabulary |V| = {data.vocab_size}, a model of **{cfg.runs.n_layers} layers** trained "
+        "full-batch in float64."
     )
 
 
-def shortcut_markdown(s_last: int) -> str:
+def shortcut_prose(s_last: int) -> str:
     """How far the large-s shortcut η⁴s⁴/8 is from the exact coefficient at the check's last step."""
     ratio = coefficient("W", 1.0, s_last, exact=False) / coefficient("W", 1.0, s_last)
     return (
@@ -121,53 +200,44 @@ def shortcut_markdown(s_last: int) -> str:
     )
 
 
-def _compared(check: pd.DataFrame) -> pd.DataFrame:
-    return check[check["predicted_norm"] > 0]
-
-
-def check_summary(check: pd.DataFrame) -> tuple[float, float]:
-    r"""(lowest cosine, largest :math:`|\mathrm{ratio} - 1|`) at the smallest learning rate, over every matrix and step
-    with a non-zero prediction."""
-    compared = _compared(check)
-    small = compared[compared["lr"] == compared["lr"].min()]
-    return float(small["cosine"].min()), float((small["ratio"] - 1).abs().max())
-
-
 def check_table(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
     """Cosine and ratio at a few steps of the smallest learning rate, per matrix."""
-    compared = _compared(check)
-    small = compared[compared["lr"] == compared["lr"].min()]
+    rows = compared(check)
+    small = rows[rows["lr"] == rows["lr"].min()]
     rows = small[small["step"].isin(sorted({3, 5, 10, s_last}))]
     return rows.pivot_table(index=["kind", "matrix"], columns="step", values=["cosine", "ratio"]).round(5)
 
 
-def check_markdown(check: pd.DataFrame, s_last: int) -> str:
-    """The verdict of the check, from its summary."""
-    min_cos, max_err = check_summary(check)
-    smallest = float(check["lr"].min())
-    confirmed = min_cos > COSINE_FLOOR and max_err < RATIO_TOLERANCE
-    verdict = (
-        "confirmed, including"
-        if confirmed
-        else "NOT confirmed (look at the table for the matrix that fails), in particular"
-    )
+def learned_words(drop: float, log_vocab: float) -> str:
+    """How far the loss has fallen from log :math:`|V|`, and, by :func:`~mechbook.leading_terms.check.has_learned`,
+    whether the model had learned anything there."""
+    text = f"the loss had fallen {claims.fmt(drop, '.3f')} nats below log |V| = {log_vocab:.3f}"
+    if not has_learned(drop):
+        text += " (the model had barely learned: a cosine near 1 there says only that it had barely moved)"
+    return text
+
+
+def check_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+    """The check's numbers, how much the model had learned by its last step, and its two verdicts."""
+    min_cos, max_err = check_summary(data.check)
+    rows = data.check[data.check["lr"] == data.check["lr"].min()]
+    last = float(rows.loc[rows["step"] == rows["step"].max(), "loss"].iloc[0])
+    ev = evidence(data, cfg)
+    s_last = cfg.runs.check_steps
     return (
-        f"With $\\eta = {smallest:g}$ over $s = 1..{s_last}$, every matrix of every layer has cosine at least "
-        f"**1 − {1 - min_cos:.1e}** with its closed form and a magnitude ratio within **{max_err:.2%}** of 1. "
-        f"The derived coefficients are {verdict} the $\\tfrac{{\\eta^4}}{{2}}\\sum_{{k<s}}k^2(k-1)$ of $W$ and $P$."
+        f"With $\\eta = {float(data.check['lr'].min()):g}$ over $s = 1..{s_last}$, every matrix of every layer has "
+        f"cosine at least **1 − {1 - min_cos:.1e}** with its closed form and a magnitude ratio within "
+        f"**{max_err:.2%}** of 1, the coefficients being the exact $\\tfrac{{\\eta^4}}{{2}}\\sum_{{k<s}}k^2(k-1)$ of $W$ "
+        f"and $P$. At the last step {learned_words(loss_drop(last, data.vocab_size), float(np.log(data.vocab_size)))}: "
+        "the check is of the first steps, where the leading terms are meant to hold.\n\n"
+        f"{ev['ch02.closed_form_direction'].sentence()}\n\n{ev['ch02.closed_form_size'].sentence()}"
     )
-
-
-def layer0(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows of W_O and of layer 0 (the other layers coincide to leading order), with term labels."""
-    rows = frame[frame["layer"].isna() | (frame["layer"] == 0)].copy()
-    rows["term"] = rows["kind"].map(TERMS)
-    return rows
 
 
 def norm_chart(check: pd.DataFrame, s_last: int) -> alt.LayerChart:
     """Norms of layer 0 against s on log axes: autograd points, closed forms dashed; a menu picks η."""
-    data = layer0(_compared(check))
+    data = layer0(compared(check))
+    data["term"] = data["kind"].map(TERMS)
     lrs = sorted(data["lr"].unique())
     pick = alt.selection_point(
         fields=["lr"], bind=alt.binding_select(options=lrs, name="learning rate η "), value=lrs[0]
@@ -184,35 +254,36 @@ def norm_chart(check: pd.DataFrame, s_last: int) -> alt.LayerChart:
         tooltip=["term", "step", alt.Tooltip("norm:Q", format=".3e"), alt.Tooltip("ratio:Q", format=".5f")],
     )
     lines = base.mark_line(strokeDash=[4, 3]).encode(x=x, y="predicted_norm:Q", color=color)
+    _, max_err = check_summary(check)
     return (points + lines).properties(
         width=WIDTH - 80,
         height=260,
-        title="Norms grow as s, s², s⁴: the closed forms (dashed) sit on the autograd points",
+        title=f"Norms grow as s, s², s⁴: the closed forms (dashed) sit within {max_err:.2%} of the autograd points",
     )
 
 
-def slopes(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
-    """Per kind: the log-log slope of the norm in s over the second half of the runs (one fit over
-    every learning rate's points, which share their steps), and in η at the last step."""
-    data = layer0(_compared(check))
-    small = data[data["step"] >= s_last // 2]
-    final = data[data["step"] == s_last]
-    table = pd.DataFrame(
-        {
-            "slope in s (second half of the run)": {
-                k: loglog_slope(g["step"], g["norm"]) for k, g in small.groupby("kind")
-            },
-            f"slope in η (at s = {s_last})": {k: loglog_slope(g["lr"], g["norm"]) for k, g in final.groupby("kind")},
-        }
-    )
-    return table.loc[list(KINDS)]
+def slope_table(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
+    """The fitted exponents in s and in η per kind (:func:`~mechbook.leading_terms.check.slopes`)."""
+    return slopes(check, s_last).round(3)
+
+
+def slopes_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+    """The verdicts on the two readings of the slopes."""
+    ev = evidence(data, cfg)
+    return f"{ev['ch02.s_slopes_above'].sentence()}\n\n{ev['ch02.eta_exponents'].sentence()}"
+
+
+def _kinds(kinds: tuple[str, ...]) -> str:
+    names = [TERMS[k].split(" ")[0] for k in kinds]
+    return names[0] + " alone" if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
-    """Cosine with the leading term against η·s for the sweep's learning rates (one panel per kind),
-    above the training loss against η·s."""
-    data = layer0(sweep.dropna(subset=["cosine"]))
-    breaks = breakdown(sweep)
+    """Lowest cosine over the layers with the leading term against η·s for the sweep's learning
+    rates (one panel per kind), above the training loss against η·s; the title says which matrix
+    leaves first, where, and how far the loss had fallen there."""
+    data = lowest_over_layers(sweep)
+    data["term"] = data["kind"].map(TERMS)
     lr_color = alt.Color(
         "lr:O", title="learning rate η", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(orient="bottom")
     )
@@ -222,7 +293,7 @@ def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
         .mark_line(point=True)
         .encode(
             x=x,
-            y=alt.Y("cosine:Q", title="cosine with the leading term", scale=alt.Scale(domain=[-1, 1])),
+            y=alt.Y("cosine:Q", title="lowest cosine over the layers", scale=alt.Scale(domain=[-1, 1])),
             color=lr_color,
             tooltip=[
                 "term",
@@ -230,71 +301,69 @@ def sweep_chart(sweep: pd.DataFrame, vocab_size: int) -> alt.VConcatChart:
                 "step",
                 alt.Tooltip("eta_s:Q", format=".2f", title="η·s"),
                 alt.Tooltip("cosine:Q", format=".4f"),
+                alt.Tooltip("loss:Q", format=".3f", title="loss (nats)"),
             ],
         )
         .properties(width=WIDTH // 2 - 70, height=150)
         .facet(facet=alt.Facet("term:N", title=None, sort=list(TERMS.values())), columns=2)
     )
-    cap = 1.2 * float(np.log(vocab_size))
+    log_vocab = float(np.log(vocab_size))
     loss = (
         alt.Chart(data[data["kind"] == "W_O"])
         .mark_line(point=True, clip=True)
         .encode(
             x=x,
-            y=alt.Y("loss:Q", title="training loss (nats, clipped)", scale=alt.Scale(domain=[0, cap])),
+            y=alt.Y("loss:Q", title="training loss (nats, clipped)", scale=alt.Scale(domain=[0, 1.2 * log_vocab])),
             color=lr_color,
             tooltip=["lr", "step", alt.Tooltip("loss:Q", format=".3f")],
         )
         .properties(width=WIDTH - 100, height=150)
     )
-    first = (
-        f"first below cosine {BREAK_COSINE} at η·s = {breaks['eta_s'].min():.3g}"
-        if len(breaks)
-        else f"never below cosine {BREAK_COSINE}"
-    )
-    return alt.vconcat(cosines, loss).properties(
-        title=f"The leading terms hold while η·s is small ({first}), and give way as the loss starts to fall fast"
-    )
-
-
-def breakdown(sweep: pd.DataFrame) -> pd.DataFrame:
-    """Per learning rate of the sweep: the first η·s at which some matrix of layer 0 (or W_O) falls
-    below cosine 0.99, and the loss there. Learning rates that never fall below are left out."""
-    data = layer0(sweep.dropna(subset=["cosine"]))
-    below = data[data["cosine"] < BREAK_COSINE]
-    first = below.groupby("lr")["eta_s"].min()
-    losses = data[data["kind"] == "W_O"].set_index(["lr", "eta_s"])["loss"]
-    return pd.DataFrame(
-        {"lr": first.index, "eta_s": first.values, "loss": [losses[(lr, e)] for lr, e in first.items()]}
-    )
-
-
-def breakdown_markdown(sweep: pd.DataFrame, cfg: Chapter2Config, vocab_size: int) -> str:
-    """Where the terms stop holding, per learning rate, and which rates diverged."""
-    breaks = breakdown(sweep)
-    diverged = [lr for lr, g in sweep.groupby("lr") if g["step"].max() < cfg.sweep_steps]
-    if len(breaks):
-        text = f"Earliest η·s at which some matrix falls below cosine {BREAK_COSINE}, per learning rate: " + ", ".join(
-            f"η = {r.lr:g} at **{r.eta_s:.3g}** (loss {r.loss:.3f} nats)" for r in breaks.itertuples()
+    first = first_departure(sweep, BREAK_COSINE)
+    if first:
+        drop = loss_drop(first.loss, vocab_size)
+        title = (
+            f"{_kinds(first.kinds)} first below cosine {BREAK_COSINE}, at η·s = {first.eta_s:.3g} (η = {first.lr:g}), "
+            f"when the loss had fallen {drop:.3f} nats from log |V| = {log_vocab:.3f}"
         )
     else:
-        text = f"No matrix falls below cosine {BREAK_COSINE} up to η·s = {sweep['eta_s'].max():.3g}"
-    text += f"; at s = 0 the loss is log|V| = {np.log(vocab_size):.3f} nats."
+        title = f"No matrix falls below cosine {BREAK_COSINE} up to η·s = {sweep['eta_s'].max():.3g}"
+    return alt.vconcat(cosines, loss).properties(title=title)
+
+
+def departure_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+    """Which matrix leaves its leading form first and at what η·s, how much the loss had fallen by
+    then, where each learning rate's terms stop holding, which rates diverged, and the verdict on
+    the attention terms leaving first."""
+    sweep, vocab = data.sweep, data.vocab_size
+    log_vocab = float(np.log(vocab))
+    first = first_departure(sweep, BREAK_COSINE)
+    diverged = [lr for lr, g in sweep.groupby("lr") if g["step"].max() < cfg.runs.sweep_steps]
+    if first:
+        text = (
+            f"The first matrix to leave its leading form (lowest cosine over the layers below {BREAK_COSINE}) is "
+            f"**{_kinds(first.kinds)}**, at **η·s = {first.eta_s:.3g}** (η = {first.lr:g}, s = {first.step}); "
+            f"{learned_words(loss_drop(first.loss, vocab), log_vocab)}. Per learning rate, the first η·s below "
+            f"{BREAK_COSINE}: "
+            + "; ".join(
+                f"η = {d.lr:g} at **{d.eta_s:.3g}** ({_kinds(d.kinds)}, loss {d.loss:.3f} nats)"
+                for d in departures(sweep, BREAK_COSINE)
+            )
+            + "."
+        )
+    else:
+        text = f"No matrix falls below cosine {BREAK_COSINE} up to η·s = {sweep['eta_s'].max():.3g}."
+    text += f" At s = 0 the loss is log |V| = {log_vocab:.3f} nats."
     if diverged:
-        text += f" Learning rate(s) {', '.join(f'{lr:g}' for lr in diverged)} diverged before {cfg.sweep_steps} steps."
-    return text
+        text += (
+            f" Learning rate(s) {', '.join(f'{lr:g}' for lr in diverged)} diverged before {cfg.runs.sweep_steps} steps."
+        )
+    return text + "\n\n" + evidence(data, cfg)["ch02.attention_leaves_first"].sentence()
 
 
-def headline_records(data: Chapter2Data, cfg: Chapter2Config) -> dict[str, float]:
-    """The numbers ``book/thresholds/02_leading_terms.yml`` bounds: the check's lowest cosine and
-    largest ratio error, the slopes in s and η per kind, and the first η·s below cosine 0.99 (the
-    sweep's largest η·s when none falls below)."""
-    min_cos, max_err = check_summary(data.check)
-    table = slopes(data.check, cfg.check_steps)
-    out = {"check_min_cosine": min_cos, "check_max_ratio_error": max_err}
-    for kind in KINDS:
-        out[f"slope_s_{kind}"] = float(table.iloc[:, 0][kind])
-        out[f"slope_eta_{kind}"] = float(table.iloc[:, 1][kind])
-    breaks = breakdown(data.sweep)
-    out["breakdown_eta_s"] = float(breaks["eta_s"].min()) if len(breaks) else float(data.sweep["eta_s"].max())
-    return out
+def record_all(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Any]:
+    """Record the chapter's numbers (bounded by ``book/thresholds/02_leading_terms.yml``) and its
+    claims; return the records."""
+    records = common.record_all(numbers(data, cfg))
+    records.update(claims.record_claims(evidence(data, cfg).values()))
+    return records

@@ -11,7 +11,8 @@ LayerNorm, MLP or bias. Hook points follow TransformerLens names so ``run_with_c
 position bias and mask included), ``blocks.{l}.attn.hook_pattern``, ``blocks.{l}.hook_attn_out``,
 ``blocks.{l}.hook_resid_post``.
 
-In training (no hooks attached) the first two layers never multiply by a |V|-wide residual:
+In training (no hooks attached, and a batch of at least |V| token positions) the first two layers
+never multiply by a |V|-wide residual:
 h^(0) W h^(0)^T is the gather W[x_t, x_j], h^(0) V is V[x], and h^(1) M = M[x] + A^(1) (V^(1) M)[x]
 for M = W^(2), V^(2) (see :meth:`AttentionModel._fast_logits`). :func:`dense_reference_logits` is the literal formulation
 (one-hot matmuls, a position bias built in a Python loop), kept as the oracle for tests and the
@@ -120,9 +121,11 @@ class _Gather(torch.autograd.Function):
 class AttentionModel(HookedRootModule):
     """The paper's L-layer attention-only model (chapters 2-5); ``forward`` returns logits.
 
-    Without hooks, the first two layers read the tokens directly (:meth:`_fast_logits`). With any hook
-    attached, every layer multiplies the (possibly edited) residual as the definition says, so
-    hooks see and change exactly the definition's activations.
+    Without hooks, on a batch of at least |V| token positions, the first two layers read the tokens
+    directly (:meth:`_fast_logits`). With any hook attached, or on a smaller batch (there the |V|³
+    products of the fast form cost more than the dense residual's b·T·|V|² ones: chapter 3's tiny
+    theory-setting runs), every layer multiplies the (possibly edited) residual as the definition
+    says, so hooks see and change exactly the definition's activations.
     """
 
     def __init__(self, cfg: ModelConfig, device: str | torch.device | None = None) -> None:
@@ -150,7 +153,7 @@ class AttentionModel(HookedRootModule):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits (batch, T, |V|) for integer ``tokens`` (batch, T)."""
         tokens = self._check_tokens(tokens)
-        if not self._hooked():
+        if not self._hooked() and tokens.numel() >= self.cfg.d_vocab:
             return self._fast_logits(tokens)
         resid = self.hook_embed(F.one_hot(tokens, self.cfg.d_vocab).to(self.W_O.dtype))
         for block in self.blocks:

@@ -70,14 +70,16 @@ def measure_saved_bytes(cfg: ModelConfig, batch_size: int) -> int:
 
 
 def saved_activation_bytes(cfg: ModelConfig, batch_size: int) -> int:
-    """:func:`measure_saved_bytes` at ``batch_size``, extrapolated linearly from two and three
-    sequences (from two on, every saved tensor is batch-independent or has the batch as its first
-    dimension; a single sequence saves a few bytes less), so a plan at batch 2048 never runs a
-    batch of 2048."""
-    if batch_size <= 3:
+    """:func:`measure_saved_bytes` at ``batch_size``, extrapolated linearly from the two smallest
+    batches of at least two sequences that take the model's fast path (at least |V| token
+    positions; from there on every saved tensor is batch-independent or has the batch as its first
+    dimension), so a plan at batch 2048 never runs a batch of 2048. A batch below those is measured
+    directly: it is small, and it takes the dense path (:class:`~mechbook.leading_terms.model.AttentionModel`)."""
+    first = max(2, -(-cfg.d_vocab // cfg.n_ctx))
+    if batch_size <= first + 1:
         return measure_saved_bytes(cfg, batch_size)
-    two, three = measure_saved_bytes(cfg, 2), measure_saved_bytes(cfg, 3)
-    return two + (batch_size - 2) * (three - two)
+    low, high = measure_saved_bytes(cfg, first), measure_saved_bytes(cfg, first + 1)
+    return low + (batch_size - first) * (high - low)
 
 
 @dataclass(frozen=True)

@@ -1,49 +1,54 @@
-"""Every Part I training configuration, per profile: the one home of the runs chapters 3-5 train.
+"""Every Part I training configuration, per profile: the one home of the runs chapters 2-5 train.
 
+- :data:`CHECK_RUNS`: chapter 2's full-batch check and validity sweep (chapter 3 cites the sweep);
 - :data:`SHARED_RUNS`: chapter 3's shared runs (the paper's lr 0.005 and a larger one, on the
   natural-tokenizer corpus), which chapters 4 and 5 read from the cache;
-- :data:`CLAIM_RUNS`: chapter 3's runs towards the η·s of the paper's "100 epochs" claim.
+- :data:`CLAIM_RUNS`: chapter 3's runs towards the η·s of the paper's "100 epochs" claim, and its
+  runs in the theory's setting (full batch and a batch-size series on a small subset).
 
-Chapters read these; none defines a run of its own.
+Chapters read these; none defines a run of its own. Each value carries a comment saying what it
+is and why it has its value.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from mechbook.leading_terms.check import CheckRunsConfig
+from mechbook.leading_terms.claim import ClaimConfig, SettingConfig
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
 from mechbook.leading_terms.train import RunsConfig
+
+__all__ = ["CHECK_RUNS", "CLAIM_RUNS", "PAPER_BPE_VOCAB", "SHARED_RUNS", "ClaimConfig", "SettingConfig"]
 
 PAPER_BPE_VOCAB = 10_000
 """The paper's BPE vocabulary size."""
 
-
-@dataclass(frozen=True)
-class ClaimConfig:
-    """The paper's claim at its step count. ``paper_corpus``: the paper's corpus (:math:`|V|` 3000,
-    T 200, its drop filter), read to count the sequences it keeps; ``paper_epochs``,
-    ``paper_batch``, ``lr``: the paper's run. The chapter's runs towards that η·s use
-    ``batch_size`` and stop at ``max_steps`` (None: no cap); ``bpe_corpus`` is the second
-    tokenizer's corpus and ``bpe_sizes`` the vocabularies whose support the chapter shows."""
-
-    paper_corpus: CorpusConfig
-    bpe_corpus: CorpusConfig
-    batch_size: int
-    max_steps: int | None
-    log_every: int
-    bpe_sizes: tuple[int, ...]
-    paper_epochs: float = 100
-    paper_batch: int = 2048
-    lr: float = 0.005
-
-    def __post_init__(self) -> None:
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"ClaimConfig.max_steps must be positive or None (no cap), got {self.max_steps}")
-        if self.bpe_corpus.tokenizer != "bpe_cased":
-            raise ValueError(
-                f"ClaimConfig.bpe_corpus must use tokenizer 'bpe_cased', got {self.bpe_corpus.tokenizer!r}"
-            )
-
+CHECK_RUNS: dict[str, CheckRunsConfig] = {
+    "smoke": CheckRunsConfig(
+        CORPUS_PROFILES["smoke"],  # the training chapters' corpus (|V| 200, T 32)
+        n_sequences=32,  # full-batch float64 on 32 sequences: seconds
+        check_lrs=(0.03, 0.1),  # two small rates: enough for the slope in η
+        check_steps=12,  # past step 3, where W and P first move
+        sweep_lrs=(1.0, 2.0),  # η·s up to 16 and 32: past the paper's 27.9
+        sweep_steps=16,  # few steps, for time
+    ),
+    "cpu": CheckRunsConfig(
+        CORPUS_PROFILES["cpu"],  # the natural tokenizer at |V| 256, T 64: the corpus of chapters 3-5
+        n_sequences=256,  # full batch on 256 sequences of 64 predictions
+        check_lrs=(0.01, 0.03, 0.1),  # small rates, where the closed forms must hold to 1e-3
+        check_steps=20,  # s = 1..20: the s⁴ growth of W and P is clear by then
+        sweep_lrs=(0.25, 0.5, 1.0, 2.0),  # η·s up to 10, 20, 40 and 80: 1.0 and 2.0 pass the paper's 27.9
+        sweep_steps=40,  # 40 full-batch steps per rate
+    ),
+    "paper": CheckRunsConfig(
+        CORPUS_PROFILES["paper"],  # the paper's corpus (|V| 3000, T 200, drop filter)
+        n_sequences=512,  # a full batch of 512 of the paper's sequences
+        check_lrs=(0.01, 0.03, 0.1),  # as cpu
+        check_steps=20,  # as cpu
+        sweep_lrs=(0.25, 0.5, 1.0, 2.0),  # as cpu
+        sweep_steps=80,  # twice cpu's: η·s up to 160
+    ),
+}
+"""Chapter 2's full-batch runs per profile (chapter 3 reads the same cached sweep)."""
 
 SHARED_RUNS: dict[str, RunsConfig] = {
     # 100 steps of batch 64: enough for the leading terms to be measurable, within smoke's minute
@@ -60,30 +65,48 @@ _SAMPLE_PAPER_CORPUS = CorpusConfig(vocab_size=3000, context=200, policy="drop")
 
 CLAIM_RUNS: dict[str, ClaimConfig] = {
     "smoke": ClaimConfig(
-        _SAMPLE_PAPER_CORPUS,
+        _SAMPLE_PAPER_CORPUS,  # counts the sequences the paper's filter keeps, for its η·s
         # a small cased BPE corpus: the second tokenizer's machinery, not its numbers
         CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500, tokenizer="bpe_cased"),
         batch_size=32,  # small batches, for time
         max_steps=100,  # smoke only exercises the runs
-        log_every=25,
-        bpe_sizes=(200, 500),
+        log_every=25,  # five points a curve
+        bpe_sizes=(200, 500),  # two sizes: the support table's machinery
+        setting=SettingConfig(
+            n_sequences=8,  # a tiny subset: the theory-setting runs cost seconds
+            context=8,  # 8 predictions a sequence, for time
+            batch_sizes=(2,),  # one mini-batch size beside the full batch of 8
+            max_steps=200,  # η·s 1 of the paper's 27.9: smoke only exercises the experiment
+        ),
     ),
     "cpu": ClaimConfig(
-        _SAMPLE_PAPER_CORPUS,
+        _SAMPLE_PAPER_CORPUS,  # counts the sequences the paper's filter keeps, for its η·s
         # cased BPE at the natural tokenizer's |V| = 256, so the two tokenizers compare at one size
         CorpusConfig(vocab_size=256, context=64, policy="unk", tokenizer="bpe_cased"),
         batch_size=16,  # small batches reach the paper's η·s = 27.9 within the cold build's budget
         max_steps=6000,  # above the 5,583 steps that η·s = 27.9 needs at lr 0.005
-        log_every=250,
-        bpe_sizes=(256, 1000, PAPER_BPE_VOCAB),
+        log_every=250,  # 23 points a curve
+        bpe_sizes=(256, 1000, PAPER_BPE_VOCAB),  # the chosen size, a larger one and the paper's
+        setting=SettingConfig(
+            n_sequences=8,  # a subset whose 5,583 full-batch steps a CPU affords: the |V|³ products set the floor
+            context=8,  # 8 predictions a sequence: each step costs about that floor (~11 ms of one core)
+            batch_sizes=(2,),  # one mini-batch size beside the full batch: each size costs 5,583 steps more
+            max_steps=None,  # no cap: the paper's η·s = 27.9 at lr 0.005
+        ),
     ),
     "paper": ClaimConfig(
-        CORPUS_PROFILES["paper"],
+        CORPUS_PROFILES["paper"],  # the paper's corpus itself
         CorpusConfig(vocab_size=10000, context=200, policy="drop", split="train", tokenizer="bpe_cased"),
         batch_size=2048,  # the paper's batch
         max_steps=None,  # no cap: the paper's 100 epochs
-        log_every=250,
-        bpe_sizes=(PAPER_BPE_VOCAB,),
+        log_every=250,  # as many points as cpu's curves
+        bpe_sizes=(PAPER_BPE_VOCAB,),  # the paper's size only
+        setting=SettingConfig(
+            n_sequences=256,  # the batch series the issue asks for: 16, 64 and the full 256
+            context=64,  # the cpu corpus's T
+            batch_sizes=(16, 64),  # the claim runs' batch and a larger one, beside the full batch
+            max_steps=None,  # no cap: the paper's η·s
+        ),
     ),
 }
 """Chapter 3's claim runs per profile."""

@@ -1,0 +1,127 @@
+"""Chapter 1's reading of the three maps: the corpus, its tokenizer and statistics, and the numbers
+that say what the maps hold (computed here, presented by :mod:`mechbook.chapters.ch01_corpus_maps`).
+
+:func:`build_maps` reads the stories, fits the tokenizer, cuts the sequences and computes B, Φ and
+Σ_B (cached); :func:`maps_numbers` measures them: the rank of *upon* after *once* in B, the share
+of lexicon nouns among the adjectives' strongest successors (and its chance level), the median
+rank of known (entity, surrounding) pairs in Φ and in B, and the word-class purity of Σ̃_B's
+nearest neighbours (and its chance level).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mechbook.leading_terms.associations import (
+    CONTEXT_PAIRS,
+    WORD_CLASSES,
+    class_purity,
+    cosine_normalise,
+    labelled_words,
+    pair_ranks,
+    rank_of,
+    readable_exclusions,
+    top_k,
+)
+from mechbook.leading_terms.corpus import CorpusConfig, corpus_stories, load_corpus
+from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer, policy_survivors
+
+
+@dataclass
+class CorpusMaps:
+    """A corpus and its three maps: ``n_read`` stories read, the fitted tokenizer, the training
+    sequences, how many stories each vocabulary policy keeps (``survivors``) and the statistics
+    (B, Φ, Σ_B ...)."""
+
+    corpus: CorpusConfig
+    n_read: int
+    tokenizer: Tokenizer
+    sequences: SequenceSet
+    survivors: dict[str, int]
+    stats: CorpusStats
+
+    @cached_property
+    def readable(self) -> list[str]:
+        """Tokens left out of the readable tables (punctuation, function words, ``<unk>``)."""
+        return readable_exclusions(self.tokenizer)
+
+    @cached_property
+    def lexicon(self) -> pd.DataFrame:
+        """The hand-labelled lexicon words in the vocabulary (columns word, class)."""
+        return labelled_words(self.tokenizer)
+
+    def words_of(self, cls: str) -> list[str]:
+        """The lexicon's words of class ``cls`` (noun, verb, adjective) in the vocabulary."""
+        return self.lexicon.loc[self.lexicon["class"] == cls, "word"].tolist()
+
+    @cached_property
+    def entities(self) -> list[str]:
+        """The entities of :data:`CONTEXT_PAIRS` in the vocabulary, in order, each once."""
+        return list(dict.fromkeys(a for a, _ in CONTEXT_PAIRS if a in self.tokenizer.token_to_id))
+
+    @cached_property
+    def sigma_cos(self) -> np.ndarray:
+        """Σ̃_B: the cosine of B's columns, Σ_B[c, c'] / √(Σ_B[c, c] Σ_B[c', c'])."""
+        return cosine_normalise(self.stats.Sigma_B)
+
+    @property
+    def n_readable(self) -> int:
+        """Tokens of the vocabulary outside :attr:`readable`."""
+        return self.tokenizer.vocab_size - len(self.readable)
+
+
+def build_maps(corpus: CorpusConfig) -> CorpusMaps:
+    """Read the stories, fit the tokenizer, cut the sequences and compute the maps (cached)."""
+    stories = corpus_stories(corpus)
+    tokenizer, sequences = load_corpus(corpus)
+    survivors = policy_survivors(stories, tokenizer, corpus.context)
+    stats = cached_corpus_stats(sequences.tokens, tokenizer.vocab_size)
+    return CorpusMaps(corpus, len(stories), tokenizer, sequences, survivors, stats)
+
+
+def pair_rank_table(m: CorpusMaps) -> pd.DataFrame:
+    """Rank of each (entity, surrounding) pair's surrounding in the entity's row of Φ and of B."""
+    return pair_ranks({"rank in Φ": m.stats.Phi, "rank in B": m.stats.B}, m.tokenizer)
+
+
+def maps_numbers(m: CorpusMaps, successors_k: int = 3, purity_k: int = 3) -> dict[str, Any]:
+    """What the maps hold, in numbers: corpus sizes, the ``<unk>`` share and what the drop policy
+    keeps; the rank of *upon* after *once* in B; the share of lexicon nouns among the
+    ``successors_k`` strongest readable successors of the lexicon's adjectives (and its chance
+    level, the nouns' share of the readable tokens); the median pair rank in Φ and in B; the rank
+    of *pond* for *fish* in Φ (None when either word is outside the vocabulary); and the share of
+    Σ̃_B's (and raw Σ_B's) ``purity_k`` nearest lexicon neighbours of a word's own class, with its
+    chance level. Chapter 1 records these and decides its claims on them."""
+    tok, s = m.tokenizer, m.survivors
+    successors = top_k(m.stats.B, tok, k=successors_k, rows=m.words_of("adjective"), exclude=m.readable, positive=True)
+    ranks = pair_rank_table(m)
+    purity, chance = class_purity(m.sigma_cos, tok, k=purity_k)
+    purity_raw, _ = class_purity(m.stats.Sigma_B, tok, k=purity_k)
+    fish_pond = "fish" in tok.token_to_id and "pond" in tok.token_to_id
+    return {
+        "n_stories": m.n_read,
+        "n_sequences": m.sequences.n_kept,
+        "vocab_size": tok.vocab_size,
+        "context": m.sequences.context,
+        "unk_fraction": m.sequences.unk_fraction,
+        "drop_kept": s["in_vocabulary"],
+        "drop_kept_fraction": s["in_vocabulary"] / s["stories"],
+        "b_rank_upon_after_once": rank_of(m.stats.B, tok, "once", "upon"),
+        "b_adj_noun_share": float(successors["token"].isin(WORD_CLASSES["noun"]).mean()),
+        "b_adj_noun_chance": len(m.words_of("noun")) / m.n_readable,
+        "phi_pair_median_rank": float(ranks["rank in Φ"].median()),
+        "b_pair_median_rank": float(ranks["rank in B"].median()),
+        "n_context_pairs": len(ranks),
+        "phi_rank_pond_for_fish": (
+            rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True) if fish_pond else None
+        ),
+        "sigma_class_purity": purity,
+        "sigma_class_purity_raw": purity_raw,
+        "sigma_class_chance": chance,
+    }

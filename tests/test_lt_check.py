@@ -1,0 +1,58 @@
+"""mechbook.leading_terms.check's readings (chapters 2 and 3): the check's summary and slopes against
+literal loops, where the terms first stop holding, the sweep read at an η·s, the learned rule."""
+
+import numpy as np
+import pytest
+from lt_markov import markov_tokens, sweep_frame
+
+from mechbook.leading_terms import check
+from mechbook.leading_terms.check import CheckConfig, autograd_check
+from mechbook.leading_terms.stats import corpus_stats
+
+VOCAB = 8
+
+
+@pytest.fixture(scope="module")
+def runs():
+    tokens = markov_tokens(n=30, length=9, vocab=VOCAB, seed=1)
+    stats = corpus_stats(tokens, VOCAB)
+    return autograd_check(tokens, stats, VOCAB, CheckConfig(lrs=(0.01, 0.03), steps=8))
+
+
+def test_summary_and_slopes_equal_literal_loops(runs):
+    small = runs[(runs["lr"] == 0.01) & (runs["predicted_norm"] > 0)]
+    min_cos, max_err = check.check_summary(runs)
+    assert min_cos == min(small["cosine"]) and max_err == max(abs(r - 1) for r in small["ratio"])
+    table = check.slopes(runs, 8)
+    for kind in ("W_O", "V", "W", "P"):
+        rows = runs[(runs["kind"] == kind) & ((runs["layer"] == 0) | runs["layer"].isna()) & (runs["step"] >= 4)]
+        x, y = np.log(rows["step"].to_numpy(float)), np.log(rows["norm"].to_numpy())
+        slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        assert table.iloc[:, 0][kind] == pytest.approx(slope, rel=1e-9)
+    assert table.iloc[:, 1].to_numpy() == pytest.approx([1, 2, 4, 4], abs=0.02)
+
+
+def test_first_departure_is_the_first_eta_s_below_the_line_over_every_layer():
+    sweep = sweep_frame({"P": 0.004, "W": 0.002})
+    # literal: P's cosine 1 - 0.004 η·s < 0.99 once η·s > 2.5; W's once η·s > 5
+    found = {d.lr: d for d in check.departures(sweep)}
+    assert found[0.5].eta_s == 3.0 and found[0.5].kinds == ("P",) and found[0.5].step == 6
+    assert found[1.0].eta_s == 3.0 and found[1.0].loss == pytest.approx(2.7)
+    first = check.first_departure(sweep)
+    assert (first.lr, first.eta_s, first.kinds) == (0.5, 3.0, ("P",))
+    both = check.first_departure(sweep_frame({"P": 0.004, "W": 0.004}))
+    assert both.kinds == ("W", "P")
+    assert check.first_departure(sweep_frame({})) is None and check.departures(sweep_frame({})) == []
+
+
+def test_cosines_at_reads_the_nearest_step_of_rates_that_reach_it():
+    sweep = sweep_frame({"V": 0.01}, lrs=(0.5, 1.0), steps=8)  # η·s up to 3.5 and 7
+    at = check.cosines_at(sweep, 5.0)
+    assert set(at["lr"]) == {1.0} and set(at["step"]) == {5}
+    assert float(at.loc[at["kind"] == "V", "cosine"].iloc[0]) == pytest.approx(0.95)
+    assert check.cosines_at(sweep, 50.0).empty
+
+
+def test_learned_rule_and_loss_drop():
+    assert check.loss_drop(np.log(256) - 0.05, 256) == pytest.approx(0.05)
+    assert not check.has_learned(check.LEARNED_NATS - 1e-9) and check.has_learned(check.LEARNED_NATS)
