@@ -327,7 +327,7 @@ def pools_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> 
         f"A uniform guess is right with probability 1/{n} = {fmt(chance(task.cfg), '.3f')} (**chance**). "
         "Answering every sequence of a pool with that pool's most common label does at least as well on a "
         f"finite pool: here from {fmt(min(controls), '.3f')} to {fmt(max(controls), '.3f')} (column *best "
-        "constant answer*), the harder baseline that the accuracies of chapters 8-11 are read against. "
+        "constant answer*), the harder baseline that chapter 11 reads its accuracies against. "
         + _sentences(task, ("ch07.misplaced_both_pairs",))
     )
 
