@@ -128,6 +128,18 @@ CLAIMS: tuple[Claim, ...] = (
         spec=",d",
     ),
     Claim(
+        "ch07.union_size",
+        STEM,
+        "paper",
+        "The r sweep scores the 2-var generalisation union enumerated exactly: every held-out pair with each "
+        "allowed variable pair, and every training pair with each one-misplaced and each both-misplaced pair",
+        "sequences in the enumerated union (held-out + one misplaced + both misplaced)",
+        Rule("==", 193_580),
+        paper="the exactly enumerated union of the authors' sweep script",
+        section="ch07-pools",
+        spec=",d",
+    ),
+    Claim(
         "ch07.label_errors",
         STEM,
         "book",
@@ -151,6 +163,7 @@ def claim_values(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]] | N
         "ch07.allowed_two_var_pairs": int(task.allowed_two_var.sum()),
         "ch07.two_var_share": round(100 * rows[KIND_NAMES[TWO_VAR]] / sum(rows.values())),
         "ch07.misplaced_both_pairs": variable_configurations(task)["2var_misplaced_both"],
+        "ch07.union_size": sum(task.union_counts().values()),
     }
     if pools is not None:
         values["ch07.label_errors"] = int(label_errors(task, pools))
@@ -328,7 +341,20 @@ def pools_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> 
         "Answering every sequence of a pool with that pool's most common label does at least as well on a "
         f"finite pool: here from {fmt(min(controls), '.3f')} to {fmt(max(controls), '.3f')} (column *best "
         "constant answer*), the harder baseline that chapter 11 reads its accuracies against. "
-        + _sentences(task, ("ch07.misplaced_both_pairs",))
+        + _union_prose(task)
+        + " "
+        + _sentences(task, ("ch07.misplaced_both_pairs", "ch07.union_size"))
+    )
+
+
+def _union_prose(task: Task) -> str:
+    """The sizes of the enumerated 2-var union's parts and their weights in its score."""
+    counts = task.union_counts()
+    total = sum(counts.values())
+    parts = ", ".join(f"`{name}` {n:,} ({n / total:.1%})" for name, n in counts.items())
+    return (
+        f"Chapter 11 scores the r sweep on the 2-var generalisation union, its parts weighted by their sizes "
+        f"in the enumerated union as the paper scores it: {parts}."
     )
 
 

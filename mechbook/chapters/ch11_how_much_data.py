@@ -165,7 +165,7 @@ def _run_prose(name: str, t: TrainConfig) -> str:
 
 def setup_prose(cfg: ChapterConfig) -> str:
     """The two sweeps' sizes, their seeds, how they train, and where they differ from the authors'
-    sweep script (30,000 steps a run, one seed)."""
+    sweep script (30,000 steps a run, one seed, exactly enumerated pools)."""
     n_points = len(cfg.f_values) + len(cfg.r_values)
     seeds = (
         f"one seed a point (seed {cfg.f_train.seed})"
@@ -179,7 +179,10 @@ def setup_prose(cfg: ChapterConfig) -> str:
         "runs; the runs of one sweep differ only in their knob and seed, so they train together as one stacked "
         "model (each run's own data, initialisation and optimiser state) and are cached per sweep.  \n"
         f"The authors' sweep script trains every point for {AUTHORS_SWEEP_STEPS:,} steps with one seed (42); "
-        f"these runs take {' and '.join(f'{s:,}' for s in steps)}."
+        f"these runs take {' and '.join(f'{s:,}' for s in steps)}. Each score reads a run's last evaluation, "
+        f"{cfg.f_train.eval_per_pool:,} sampled sequences a pool (the union's parts weighted by their enumerated "
+        "sizes), where that script scores the exactly enumerated pools: every held-out pair for f, the whole "
+        "union for r (chapter 7)."
     )
 
 
