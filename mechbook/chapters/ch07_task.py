@@ -131,7 +131,7 @@ CLAIMS: tuple[Claim, ...] = (
         "ch07.union_size",
         STEM,
         "paper",
-        "The r sweep scores the 2-var generalisation union enumerated exactly: every held-out pair with each "
+        "The authors' r sweep scores the 2-var generalisation union enumerated exactly: every held-out pair with each "
         "allowed variable pair, and every training pair with each one-misplaced and each both-misplaced pair",
         "sequences in the enumerated union (held-out + one misplaced + both misplaced)",
         Rule("==", 193_580),
