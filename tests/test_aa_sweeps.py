@@ -1,4 +1,5 @@
-"""The r and f sweeps (mechbook.assign_add.sweeps, chapter 11)."""
+"""The r and f sweeps (mechbook.assign_add.sweeps, chapter 11): thresholds, seeds, the reading
+per seed, convergence, and the dip rule against chance."""
 
 import math
 
@@ -9,7 +10,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.assign_add.model import ModelConfig
-from mechbook.assign_add.sweeps import final_accuracies, final_train_loss, point_config, run_sweep, score, threshold
+from mechbook.assign_add.sweeps import (
+    CHANCE_MARGIN,
+    DIP,
+    LOSS_BOUND,
+    SweepsConfig,
+    final_accuracies,
+    final_train_loss,
+    largest_dip,
+    lowest_final_pool,
+    near_chance,
+    point_config,
+    point_configs,
+    read_sweep,
+    run_sweep,
+    score,
+    threshold,
+)
 from mechbook.assign_add.task import POOL_NAMES, Task
 from mechbook.assign_add.train import TrainConfig
 
@@ -88,8 +105,118 @@ def test_run_sweep_trains_its_points_together_and_caches_each_run(tmp_path, monk
         resume_every=2,
         model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
     )
-    first = run_sweep(base, "f", [0.3, 0.6])
-    assert list(first["value"]) == [0.3, 0.6] and first["score"].between(0, 1).all()
-    assert (first["train_loss"] > 0).all()
-    assert len(list((tmp_path / "assign_add" / "run").glob("*.pt"))) == 2  # one entry per point
-    pd.testing.assert_frame_equal(run_sweep(base, "f", [0.3, 0.6]), first)
+    first = run_sweep(base, "f", [0.3, 0.6], seeds=(0, 1))
+    assert list(first["value"]) == [0.3, 0.3, 0.6, 0.6] and list(first["seed"]) == [0, 1, 0, 1]
+    assert first["score"].between(0, 1).all() and (first["train_loss"] > 0).all()
+    assert (first["converged"] == (first["train_loss"] <= LOSS_BOUND)).all()
+    assert (first["chance"] == 1 / 59).all() and (first["control"] >= first["chance"]).all()
+    assert (first["control"] == first["control_0var_heldout"]).all()
+    assert len(list((tmp_path / "assign_add" / "run").glob("*.pt"))) == 4  # one entry per point and seed
+    pd.testing.assert_frame_equal(run_sweep(base, "f", [0.3, 0.6], seeds=(0, 1)), first)
+    assert first.loc[0, "score"] != first.loc[1, "score"] or first.loc[0, "train_loss"] != first.loc[1, "train_loss"]
+
+
+def test_point_configs_set_both_seeds_per_value():
+    base = TrainConfig(steps=10)
+    cfgs = point_configs(base, "r", [0.2, 0.5], seeds=(3, 4))
+    assert [(c.task.two_var_fraction, c.seed, c.model.seed) for c in cfgs] == [
+        (0.2, 3, 3),
+        (0.2, 4, 4),
+        (0.5, 3, 3),
+        (0.5, 4, 4),
+    ]
+    assert point_configs(base, "r", [0.2], None) == [point_config(base, "r", 0.2)]
+
+
+@pytest.mark.parametrize("seeds", [(), (1, 1), (-1,), (0.5,), (True,)])
+def test_sweeps_config_refuses_bad_seeds(seeds):
+    base = TrainConfig(steps=10)
+    with pytest.raises(ValueError, match="seeds"):
+        SweepsConfig(base, base, (0.1, 0.9), (0.1, 0.9), seeds=seeds)
+    assert SweepsConfig(base, base, (0.1, 0.9), (0.1, 0.9), seeds=(0, 1)).n_seeds == 2
+
+
+def frame(values, seeds, scores, losses, chance=1 / 59):
+    """A run_sweep frame: ``scores[i][j]`` and ``losses[i][j]`` for value i and seed j."""
+    rows = []
+    for i, v in enumerate(values):
+        for j, s in enumerate(seeds):
+            rows.append(
+                {
+                    "knob": "f",
+                    "value": v,
+                    "seed": s,
+                    "score": scores[i][j],
+                    "train_loss": losses[i][j],
+                    "converged": losses[i][j] <= LOSS_BOUND,
+                    "chance": chance,
+                    "control": 0.03,
+                    "2var_heldout": scores[i][j] / 2,
+                    "control_2var_heldout": 0.04,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_read_sweep_reads_each_seed_and_the_median():
+    runs = frame(
+        [0.1, 0.3, 0.5], [7, 8], [[0.2, 0.1], [0.5, 0.95], [1.0, 1.0]], [[2.0, 0.05], [0.05, 0.05], [0.01, 0.01]]
+    )
+    reading = read_sweep(runs, 0.9)
+    assert dict(reading.thresholds) == {
+        7: pytest.approx(0.3 + 0.4 * 0.2 / 0.5),
+        8: pytest.approx(0.1 + 0.2 * 0.8 / 0.85),
+    }
+    assert reading.threshold == pytest.approx(np.median([t for _, t in reading.thresholds]))
+    assert reading.spread == (min(reading.reached), max(reading.reached))
+    assert reading.scores == pytest.approx((0.15, 0.725, 1.0)) and reading.controls == (0.03, 0.03, 0.03)
+    assert reading.unconverged == ((0.1, 7, 2.0),) and reading.max_loss == 2.0
+    held = read_sweep(runs, 0.9, "2var_heldout")
+    assert math.isnan(held.threshold) and held.spread is None and held.controls == (0.04, 0.04, 0.04)
+
+
+def test_a_seed_that_never_reaches_the_level_leaves_no_median():
+    runs = frame([0.1, 0.5], [0, 1], [[0.2, 0.95], [0.5, 1.0]], [[0.0, 0.0], [0.0, 0.0]])
+    reading = read_sweep(runs, 0.9)
+    assert math.isnan(reading.threshold) and reading.reached == (0.1,)
+    with pytest.raises(ValueError, match="nope"):
+        read_sweep(runs, 0.9, "nope")
+
+
+def test_a_drop_between_two_points_near_chance_is_no_dip():
+    chance = 1 / 59
+    assert largest_dip([0.1, 0.2], [0.09, 0.01], chance) is None
+    dip = largest_dip([0.1, 0.2, 0.3, 0.4], [0.6, 0.5, 0.9, 0.7], chance)
+    assert (dip.value_from, dip.value_to, dip.score_from, dip.score_to) == (0.3, 0.4, 0.9, 0.7)
+    assert largest_dip([0.1, 0.2], [0.5, 0.49], chance) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.lists(st.floats(0, 1), min_size=2, max_size=8),
+    chance=st.sampled_from([1 / 59, 1 / 7, 0.5]),
+)
+def test_a_reported_dip_is_a_real_drop_away_from_chance(scores, chance):
+    values = [i / 10 for i in range(1, len(scores) + 1)]
+    dip = largest_dip(values, scores, chance)
+    pairs = list(zip(scores[:-1], scores[1:]))
+    eligible = [a - b for a, b in pairs if a - b > DIP and not (near_chance(a, chance) and near_chance(b, chance))]
+    if dip is None:
+        assert not eligible
+        return
+    assert dip.score_from - dip.score_to == pytest.approx(max(eligible))
+    assert not (abs(dip.score_from - chance) <= CHANCE_MARGIN and abs(dip.score_to - chance) <= CHANCE_MARGIN)
+    assert float(f"{dip.score_from:.2f}") > float(f"{dip.score_to:.2f}")
+    assert values.index(dip.value_to) == values.index(dip.value_from) + 1
+
+
+def test_lowest_final_pool():
+    history = pd.DataFrame(
+        [
+            {"step": s, "pool": p, "accuracy": 0.5 if s == 10 else 0.9 + i / 100}
+            for s in (10, 20)
+            for i, p in enumerate(POOL_NAMES)
+        ]
+        + [{"step": 20, "pool": "train", "accuracy": 0.0}]
+    )
+    assert lowest_final_pool(history) == (POOL_NAMES[0], pytest.approx(0.9))

@@ -1,45 +1,79 @@
-"""Chapter 11's module: config validation, one override path for both sweeps, the threshold
-prose in each case, the dip note, the verdict on the last run, records."""
+"""Chapter 11's module: one override path for both sweeps, the claims on each side of their rules
+with their sentences, the threshold prose in each case, the dip note against chance, the words of
+comparisons against the printed numbers, charts that show chance, records and their bounds."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pandas as pd
 import pytest
-import yaml
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mechbook.assign_add import sweeps
-from mechbook.assign_add.sweeps import SweepsConfig, threshold
+from mechbook.assign_add.sweeps import LOSS_BOUND, Sweeps, SweepsConfig, read_sweep
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
 
+CHANCE = 1 / 59
 
-def runs(knob: str, values: list[float], scores: list[float]) -> pd.DataFrame:
+
+def runs(knob: str, values: list[float], scores: list[float], losses: list[float] | None = None, seeds=(0,)):
+    """A run_sweep frame with the same score for every seed of a value."""
+    losses = losses or [0.01] * len(values)
     rows = []
-    for v, s in zip(values, scores):
-        rows.append(
-            {
-                "knob": knob,
-                "value": v,
-                "score": s,
-                "train_loss": 1.0 - s / 2,
-                **{p: s for p in POOL_NAMES},
-                "2var_heldout": min(1.0, s + 0.1),
-            }
-        )
+    for v, s, loss in zip(values, scores, losses):
+        for seed in seeds:
+            rows.append(
+                {
+                    "knob": knob,
+                    "value": v,
+                    "seed": seed,
+                    "score": s,
+                    "train_loss": loss,
+                    "converged": loss <= LOSS_BOUND,
+                    "chance": CHANCE,
+                    "control": 0.03,
+                    **{p: s for p in POOL_NAMES},
+                    **{f"control_{p}": 0.03 for p in POOL_NAMES},
+                    "2var_heldout": min(1.0, s + 0.1),
+                }
+            )
     return pd.DataFrame(rows)
+
+
+def history(final: float, low_pool: str = "2var_misplaced_both", low: float | None = None) -> pd.DataFrame:
+    rows = [{"step": s, "pool": p, "accuracy": 0.2 if s == 10 else final} for s in (10, 20) for p in POOL_NAMES]
+    frame = pd.DataFrame(rows + [{"step": 20, "pool": "train", "accuracy": 0.0, "loss": 0.01}])
+    if low is not None:
+        frame.loc[(frame.step == 20) & (frame.pool == low_pool), "accuracy"] = low
+    return frame
+
+
+def make_sweeps(f: pd.DataFrame, r: pd.DataFrame, last: pd.DataFrame | None = None) -> Sweeps:
+    return Sweeps(
+        f,
+        r,
+        read_sweep(f, 0.9),
+        read_sweep(r, 0.9),
+        read_sweep(r, 0.9, "2var_heldout"),
+        ((0, last if last is not None else history(0.95)),),
+    )
 
 
 def test_steps_and_seed_reach_both_sweeps():
     cfg = ch11.resolve("cpu", steps=500, seed=9)
     assert (cfg.f_train.steps, cfg.r_train.steps, cfg.f_train.seed, cfg.r_train.seed) == (500, 500, 9, 9)
-    assert (cfg.f_train.model.seed, cfg.r_train.model.seed) == (9, 9)
+    assert (cfg.f_train.model.seed, cfg.r_train.model.seed) == (9, 9) and cfg.seeds is None
     assert cfg.f_train.model.d_model == ch11.CONFIGS["cpu"].f_train.model.d_model
-    assert ch11.CONFIGS["cpu"].r_train.steps == 2 * ch11.CONFIGS["cpu"].f_train.steps
+    smoke = ch11.resolve("smoke", seed=3)
+    assert smoke.seeds == (3, 4) and ch11.CONFIGS["smoke"].seeds == (0, 1)
+    assert ch11.ChapterConfig is SweepsConfig
 
 
 @pytest.mark.parametrize("values", [(0.5,), (0.5, 0.3), (0.0, 0.5), (0.5, 1.2)])
@@ -53,63 +87,130 @@ def test_level_is_checked():
     base = ch11.CONFIGS["smoke"]
     with pytest.raises(ValueError, match="level"):
         SweepsConfig(base.f_train, base.r_train, (0.1, 0.9), (0.1, 0.9), level=1.5)
+    assert all(c.level == ch11.LEVEL for c in ch11.CONFIGS.values())
 
 
-def test_describe_covers_the_three_cases():
-    never = runs("f", [0.1, 0.5], [0.3, 0.6])
-    assert "never reaches 0.9 on this grid (best 0.600 at f = 0.5)" in ch11.describe("f", math.nan, never, 0.9)
-    early = runs("f", [0.1, 0.5], [0.95, 0.99])
-    assert "at or below it" in ch11.describe("f", threshold(early.value, early.score), early, 0.9)
+@pytest.mark.parametrize(
+    "distance, verdict, word",
+    [
+        (0.05, "reproduced", "Reproduced"),
+        (0.2, "partly", "Partly reproduced"),
+        (0.4, "not reproduced", "Not reproduced"),
+    ],
+)
+@pytest.mark.parametrize("knob", ["f", "r"])
+def test_threshold_claims_on_each_side_of_their_rule(knob, distance, verdict, word):
+    claim = ch11._CLAIM[f"ch11.{knob}_threshold"]
+    ev = claim.evidence({0: distance})
+    assert ev.verdict == verdict
+    assert ev.sentence().startswith(f"**{word}.** The paper ({knob} ≥ ~{sweeps.PAPER_THRESHOLDS[knob]})")
+    assert f"{distance:.2f}" in ev.sentence()
+
+
+def test_threshold_evidence_measures_the_distance_or_says_why_not():
     mid = runs("f", [0.1, 0.5], [0.5, 1.0])
-    star = threshold(mid.value, mid.score)
-    assert star == pytest.approx(0.42)
-    assert "f ≈ **0.420** (interpolated)" in ch11.describe("f", star, mid, 0.9)
+    ev = ch11.threshold_evidence(read_sweep(mid, 0.9))
+    assert ev.values == [pytest.approx(abs(0.42 - 0.25))] and ev.verdict == "partly"
+    never = runs("f", [0.1, 0.5], [0.3, 0.6])
+    assert ch11.threshold_evidence(read_sweep(never, 0.9)).values == [pytest.approx(0.5 - 0.25)]
+    untrained = runs("r", [0.1, 0.5], [0.3, 0.6], losses=[4.1, 4.0])
+    ev = ch11.threshold_evidence(read_sweep(untrained, 0.9))
+    assert ev.verdict == "untested" and "no run of the r sweep converged" in ev.sentence() and "4" in ev.sentence()
 
 
-def test_monotone_note_names_the_largest_dip():
-    assert ch11.monotone_note("r", runs("r", [0.1, 0.2, 0.3], [0.5, 0.51, 0.9])) == ""
-    note = ch11.monotone_note("r", runs("r", [0.1, 0.2, 0.3, 0.4], [0.6, 0.5, 0.9, 0.7]))
-    assert "from 0.90 at r = 0.3 to 0.70 at r = 0.4" in note
+@pytest.mark.parametrize("loss, verdict", [(0.05, "reproduced"), (0.93, "not reproduced")])
+def test_the_convergence_claim_on_each_side(loss, verdict):
+    f = runs("f", [0.1, 0.5], [0.5, 1.0], losses=[0.01, loss])
+    found = ch11.evidences(make_sweeps(f, runs("r", [0.1, 0.5], [0.5, 1.0])))
+    ev = found["ch11.sweeps_converged"]
+    assert ev.verdict == verdict and ev.values == [max(loss, 0.01)]
+    assert ("**Holds.**" if verdict == "reproduced" else "**Does not hold.**") in ev.sentence()
+    text = ch11.thresholds_prose(make_sweeps(f, runs("r", [0.1, 0.5], [0.5, 1.0])), found)
+    if loss > LOSS_BOUND:
+        assert f"1 of 2 f runs end above the loss bound {LOSS_BOUND}" in text and "f = 0.5 (seed 0: 0.93)" in text
+    else:
+        assert "Every f run ends at a training loss" in text
 
 
-def test_thresholds_prose_scores_held_out_pairs_alone():
-    f, r = runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.5, 0.85])
-    stars = {"f": threshold(f.value, f.score), "r": math.nan, "r_heldout": threshold(r.value, r["2var_heldout"])}
-    text = ch11.thresholds_prose(f, r, stars, 0.9)
-    assert "**r**: the score never reaches 0.9" in text and "held-out pairs alone" in text
-    assert f"r ≈ **{stars['r_heldout']:.3f}**" in text
+@pytest.mark.parametrize("low, verdict", [(None, "reproduced"), (0.4, "not reproduced")])
+def test_the_largest_r_claim_and_its_chart_read_one_rule(low, verdict):
+    last = history(0.95, low=low)
+    sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.5, 1.0]), last)
+    found = ch11.evidences(sw)
+    assert found["ch11.largest_r_all_pools"].verdict == verdict
+    title = ch11.last_run_chart(last, 0.5, 0, CHANCE).to_dict()["title"]
+    prose = ch11.last_run_prose(sw, found)
+    if low is None:
+        assert title["text"][1] == "every pool ends at 0.95 or above" and "**Holds.**" in prose
+    else:
+        assert title["text"][1] == "2var_misplaced_both ends at 0.40, below 0.9" and "**Does not hold.**" in prose
+        assert "lowest pool `2var_misplaced_both` at 0.40" in prose
 
 
-def test_last_run_verdict():
-    history = pd.DataFrame(
-        [{"step": s, "pool": p, "accuracy": a} for s, a in ((10, 0.2), (20, 0.95)) for p in POOL_NAMES]
-        + [{"step": 20, "pool": "train", "accuracy": 0.1}]
+def test_crossing_prose_covers_the_three_cases_with_chance_and_control():
+    never = read_sweep(runs("f", [0.1, 0.5], [0.3, 0.6]), 0.9)
+    text = ch11._crossing_prose(never, "f")
+    assert (
+        "never reaches 0.9 on this grid (best mean 0.600 at f = 0.5; chance 0.017; best constant answer 0.030)" in text
     )
-    assert ch11.last_run_verdict(history, 0.9, 20).startswith("every pool ends at 0.95")
-    history.loc[(history.step == 20) & (history.pool == "2var_misplaced_both"), "accuracy"] = 0.4
-    assert ch11.last_run_verdict(history, 0.9, 20) == "2var_misplaced_both ends at 0.40, still below 0.9"
+    early = read_sweep(runs("f", [0.1, 0.5], [0.95, 0.99]), 0.9)
+    assert "at or below it" in ch11._crossing_prose(early, "f")
+    mid = read_sweep(runs("f", [0.1, 0.5], [0.5, 1.0]), 0.9)
+    assert "f ≈ **0.420** (interpolated; chance 0.017" in ch11._crossing_prose(mid, "f")
+    two = runs("f", [0.1, 0.5], [0.5, 1.0], seeds=(0, 1))
+    two.loc[(two.seed == 1) & (two.value == 0.1), "score"] = 0.7
+    text = ch11._crossing_prose(read_sweep(two, 0.9), "f")
+    assert "between f ≈ 0.367 and 0.420, median **0.393** over 2 seeds" in text
+    two.loc[(two.seed == 1) & (two.value == 0.5), "score"] = 0.85
+    assert "only 1 of 2 seeds reach 0.9" in ch11._crossing_prose(read_sweep(two, 0.9), "f")
 
 
-def test_charts_and_table():
-    f, r = runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.5, 0.85])
-    stars = {"f": 0.42, "r": math.nan, "r_heldout": 0.3}
-    spec = ch11.sweeps_chart(f, r, stars, 0.9).to_dict()
-    assert len(spec["hconcat"][0]["layer"]) == 3 and len(spec["hconcat"][1]["layer"]) == 2
-    assert ch11.pools_chart(pd.concat([f, r])).to_dict()["facet"]["field"] == "sweep"
-    table = ch11.thresholds_table(stars)
-    assert table["this book"].tolist() == ["0.420", "not reached", "0.300"]
+def test_a_drop_near_chance_is_no_dip_and_says_so():
+    f = read_sweep(runs("f", [0.1, 0.2, 0.3, 0.45], [0.04, 0.09, 0.01, 0.95]), 0.9)
+    text = ch11._dips_prose(f, "f")
+    assert "not monotone" not in text
+    assert "At f = 0.1, 0.2, 0.3 the mean score is within 0.1 of chance (1/59 = 0.017)" in text
+    r = read_sweep(runs("r", [0.1, 0.2, 0.3, 0.4], [0.6, 0.5, 0.9, 0.7]), 0.9)
+    text = ch11._dips_prose(r, "r")
+    assert "the largest dip is from 0.90 at r = 0.3 to 0.70 at r = 0.4; the points are single runs" in text
+    assert "within 0.1 of chance" not in text
 
 
-def test_record_all_covers_the_thresholds(monkeypatch):
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_the_held_out_against_union_word_never_contradicts_its_numbers(heldout, union):
+    text = ch11.versus_prose(heldout, union)
+    a, b = (float(x) for x in re.findall(r"\((\d\.\d{3})\)", text))
+    word = re.search(r"is (higher than|lower than|the same as) the union", text).group(1)
+    assert word == ("the same as" if a == b else "higher than" if a > b else "lower than")
+    assert ch11.versus_prose(math.nan, union) == ""
+
+
+def test_charts_show_chance_and_the_control():
+    sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0], losses=[0.5, 0.01]), runs("r", [0.1, 0.5], [0.5, 0.85]))
+    spec = ch11.sweeps_chart(sw).to_dict()
+    assert len(spec["hconcat"][0]["layer"]) == 4 and len(spec["hconcat"][1]["layer"]) == 3
+    datasets = str(spec["datasets"])
+    assert "chance (1/59)" in datasets and "best constant answer" in datasets and "loss > 0.1" in datasets
+    assert "chance (1/59)" in str(ch11.pools_chart(sw.runs).to_dict()["datasets"])
+    assert "chance (1/59)" in str(ch11.last_run_chart(history(0.95), 0.5, 0, CHANCE).to_dict()["datasets"])
+    table = ch11.thresholds_table(sw, ch11.evidences(sw))
+    assert table["this book"].tolist() == ["0.420", "not reached", "0.443"]
+    assert table["verdict"].tolist()[:2] == ["partly", "not reproduced"]
+
+
+def test_record_all_covers_the_bounds_and_the_claims(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch11.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    f, r = runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.2, 0.4])
-    values = ch11.record_all(f, r, {"f": 0.42, "r": math.nan, "r_heldout": 0.3})
-    assert values == seen and values["r_threshold"] is None and values["n_runs"] == 4
-    assert values["max_final_train_loss"] == pytest.approx(0.9)
-    bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "11_how_much_data.yml").read_text())
+    sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0], seeds=(0, 1)), runs("r", [0.1, 0.5], [0.2, 0.4], seeds=(0, 1)))
+    values = ch11.record_all(sw)
+    assert values == seen and values["r_threshold"] is None and values["n_runs"] == 8 and values["n_seeds"] == 2
+    assert values["f_thresholds_by_seed"] == {"0": pytest.approx(0.42), "1": pytest.approx(0.42)}
+    assert {f"claim.{c.id}" for c in ch11.CLAIMS} <= set(values)
+    bounds = load_thresholds("11_how_much_data")
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(values)
+    assert (ROOT / "book" / "thresholds" / "11_how_much_data.yml").exists()
 
 
 SMOKE_BOUNDS = load_thresholds("11_how_much_data")["smoke"]
@@ -127,13 +228,6 @@ def test_smoke_bounds_reject_sweeps_that_never_learn():
     frozen = dataclasses.replace(
         cfg, f_train=dataclasses.replace(cfg.f_train, lr=0.0), r_train=dataclasses.replace(cfg.r_train, lr=0.0)
     )
-    f_runs = sweeps.run_sweep(frozen.f_train, "f", frozen.f_values)
-    r_runs = sweeps.run_sweep(frozen.r_train, "r", frozen.r_values)
-    stars = {
-        "f": threshold(f_runs["value"], f_runs["score"], frozen.level),
-        "r": threshold(r_runs["value"], r_runs["score"], frozen.level),
-        "r_heldout": threshold(r_runs["value"], r_runs["2var_heldout"], frozen.level),
-    }
-    records = ch11.record_all(f_runs, r_runs, stars)
+    records = ch11.record_all(sweeps.run_sweeps(frozen))
     assert [p.split()[0] for p in check_thresholds(records, SMOKE_BOUNDS)] == ["max_final_train_loss"]
     assert records["max_final_train_loss"] > math.log(59)

@@ -9,7 +9,8 @@ tasks are capped (``array_parallelism``), or the same jobs as local subprocesses
 schedules: :func:`plan` lists the jobs and which are cached, :func:`submit` hands the missing
 ones to submitit, :func:`follow` reports them as they finish.
 
-Seeds: a chapter's own runs come first (chapter 11: every sweep point at its profile's seed;
+Seeds: a chapter's own runs come first (chapter 11: every sweep point at its profile's seeds,
+``SWEEPS[profile].seeds``, or the run's own seed where that is None;
 chapter 8: the seeds of ``SEED_RUNS[profile]``), then seeds 0, 1, 2, ... (each setting ``seed``
 and ``model.seed``, as :func:`~mechbook.assign_add.seeds.seed_configs` does) until each run has
 ``seeds`` of them. Chapter 11 with the knob ``seed=k`` (what ``python -m mechbook spread``
@@ -85,7 +86,7 @@ def chapter_runs(profile: str, chapter: int, seeds: int) -> list[tuple[str, Trai
         sweeps = SWEEPS[profile]
         out = []
         for knob, base, values in (("f", sweeps.f_train, sweeps.f_values), ("r", sweeps.r_train, sweeps.r_values)):
-            for seed in run_seeds([base.seed], seeds):
+            for seed in run_seeds(list(sweeps.seeds or (base.seed,)), seeds):
                 for value in values:
                     (cfg,) = seed_configs(point_config(base, knob, value), [seed])
                     out.append((f"ch11 {knob}={value:g} seed {seed}", cfg, False))

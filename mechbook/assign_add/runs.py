@@ -78,19 +78,25 @@ SWEEPS: dict[str, SweepsConfig] = {
         r_train=_SMOKE_SWEEP_RUN,
         f_values=(0.3, 0.9),  # two points: the machinery, not a threshold
         r_values=(0.1, 0.9),
+        seeds=(0, 1),  # two seeds a point, so smoke exercises the threshold's spread over seeds
     ),
     "cpu": SweepsConfig(
         f_train=CPU_RUN,  # each f point is one cpu run
         r_train=dataclasses.replace(CPU_RUN, steps=16_000),  # 2-var generalisation needs twice as long
         f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),  # six points, dense near the paper's f* ~ 0.25
         r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),  # six points, dense near the paper's r* ~ 0.2
+        # seeds: None, one run a point (the run's seed, 42): a second seed would double the sweeps'
+        # 26 minutes of the cold cpu build, so the cpu thresholds carry no spread over seeds
     ),
     "paper": SweepsConfig(
         f_train=PAPER_RUN,  # the paper's run (SOURCE.md of the released run: the sweep script's grid)
         r_train=PAPER_RUN,
         f_values=_grid(0.06, 0.99, 20),  # the authors' f grid: 20 points
         r_values=_grid(0.01, 0.99, 20),  # the authors' r grid: 20 points
+        # seeds: None, one run a point with seed 42, as the authors' sweep script runs them; each run
+        # is 40,000 steps (the released main run) where that script's default is 30,000
     ),
 }
 """Chapter 11's sweeps per profile. ``paper`` is the 20 + 20 full-size runs (a GPU job: each
-sweep trains as one stack of 20 models); ``cpu`` six points a sweep at the cpu run's size."""
+sweep trains as one stack of 20 models); ``cpu`` six points a sweep at the cpu run's size, one
+seed a point; ``smoke`` two points and two seeds a point."""

@@ -1,7 +1,9 @@
-"""Chapter 7, "The task and what is held out": its configs, tables, charts and computed prose.
+"""Chapter 7, "The task and what is held out": its config, claims, tables, charts and computed
+prose, in the order the page shows them.
 
 The notebook ``book/part2/07_task.ipynb`` calls these; everything it shows about the task comes
-from :mod:`mechbook.assign_add.task`, read back here in the forms a reader sees.
+from :mod:`mechbook.assign_add.task` and :mod:`mechbook.assign_add.pools`, read back here in the
+forms a reader sees.
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ import numpy as np
 import pandas as pd
 
 import mechbook
+from mechbook.assign_add.pools import (
+    chance,
+    constant_answer_accuracy,
+    coverage,
+    distinct_questions,
+    label_errors,
+    variable_configurations,
+)
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, TWO_VAR, Task, TaskConfig
+from mechbook.chapters.common import record_all as record_numbers
+from mechbook.claims import Claim, Evidence, Rule, fmt, record_claims
 
+STEM = "07_task"
 SPLIT_COLOURS = {"training pair": "#cfd8e3", "held out": "#d1495b"}
 PAIR_COLOURS = {"allowed in training": "#cfd8e3", "misplaced: held out": "#d1495b", "same variable": "#ffffff"}
 ROLE_COLOURS = {"variable": "#2e86ab", "value": "#a3d5ff", "PAD": "#eeeeee", "query": "#f6ae2d"}
@@ -28,9 +41,9 @@ def _check_int(name: str, value: object, minimum: int) -> None:
 
 
 @dataclass(frozen=True)
-class TaskChapterConfig:
-    """Chapter 7: the task shown, sequences drawn per evaluation pool for the tables, and the seed
-    of the examples and pools."""
+class ChapterConfig:
+    """Chapter 7: the task shown (``task``), the sequences drawn per evaluation pool for the tables
+    (``n_per_pool``), and the seed of the examples and pools (``seed``)."""
 
     n_per_pool: int
     seed: int
@@ -44,16 +57,128 @@ class TaskChapterConfig:
 
 
 #: The chapter's config per profile: the task, how many sequences each pool draws and the seed.
-CONFIGS: dict[str, TaskChapterConfig] = {
-    "smoke": TaskChapterConfig(n_per_pool=200, seed=0),
-    "cpu": TaskChapterConfig(n_per_pool=2000, seed=0),
-    "paper": TaskChapterConfig(n_per_pool=10000, seed=0),
+CONFIGS: dict[str, ChapterConfig] = {
+    "smoke": ChapterConfig(n_per_pool=200, seed=0),
+    "cpu": ChapterConfig(n_per_pool=2000, seed=0),
+    "paper": ChapterConfig(n_per_pool=10000, seed=0),
 }
 
 
-def resolve(profile: str, n_per_pool: int | None = None, seed: int | None = None) -> TaskChapterConfig:
+def resolve(profile: str, n_per_pool: int | None = None, seed: int | None = None) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
     return mechbook.resolve_profile(CONFIGS, profile, n_per_pool=n_per_pool, seed=seed)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch07.heldout_pairs",
+        STEM,
+        "paper",
+        "A seeded 70% of the 3,481 ordered pairs are training pairs and the other 30%, 1,045, are held out",
+        "held-out ordered pairs of the split",
+        Rule("==", 1045),
+        paper="1,045 of 3,481 held out",
+        section="ch07-split",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.sums_covered",
+        STEM,
+        "book",
+        "The split holds pairs out, not sums: every residue is the sum of some training pair, and every "
+        "number is a left and a right operand of one",
+        "residues no training pair sums to, plus numbers never a left or never a right training operand",
+        Rule("==", 0),
+        section="ch07-split",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.allowed_two_var_pairs",
+        STEM,
+        "paper",
+        "With a and b never on the right and k and l never on the left, 92 ordered variable pairs remain "
+        "for 2-var training queries",
+        "ordered variable pairs allowed in 2-var training queries",
+        Rule("==", 92),
+        paper="92 allowed ordered pairs",
+        section="ch07-positions",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.two_var_share",
+        STEM,
+        "paper",
+        "2-var rows are about 24% of the training rows",
+        "2-var share of the training rows, in whole percent",
+        Rule("==", 24),
+        paper="about 24%",
+        section="ch07-rows",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.misplaced_both_pairs",
+        STEM,
+        "paper",
+        "The hard sequences put both variables in a slot they never filled in training (v1 in k, l and "
+        "v2 in a, b): 4 ordered variable pairs",
+        "ordered variable pairs of the both-misplaced pool",
+        Rule("==", 4),
+        paper="v1 ∈ {k, l}, v2 ∈ {a, b}",
+        section="ch07-pools",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.union_size",
+        STEM,
+        "paper",
+        "The authors' r sweep scores the 2-var generalisation union enumerated exactly: every held-out pair with each "
+        "allowed variable pair, and every training pair with each one-misplaced and each both-misplaced pair",
+        "sequences in the enumerated union (held-out + one misplaced + both misplaced)",
+        Rule("==", 193_580),
+        paper="the exactly enumerated union of the authors' sweep script",
+        section="ch07-pools",
+        spec=",d",
+    ),
+    Claim(
+        "ch07.label_errors",
+        STEM,
+        "book",
+        "Every label of every pool agrees with reading its sequence literally",
+        "sequences whose label differs from the literal reading",
+        Rule("==", 0),
+        section="ch07-pools",
+        spec=",d",
+    ),
+)
+"""The paper's claims about the task that this chapter checks, and the book's readings its
+sentences assert; each is stated on the page by :meth:`Evidence.sentence`."""
+
+
+def claim_values(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, int]:
+    """Each claim's value on ``task`` (the label check only when ``pools`` are given)."""
+    rows = task.kind_counts()
+    values = {
+        "ch07.heldout_pairs": int(task.heldout_pairs.sum()),
+        "ch07.sums_covered": sum(coverage(task).values()),
+        "ch07.allowed_two_var_pairs": int(task.allowed_two_var.sum()),
+        "ch07.two_var_share": round(100 * rows[KIND_NAMES[TWO_VAR]] / sum(rows.values())),
+        "ch07.misplaced_both_pairs": variable_configurations(task)["2var_misplaced_both"],
+        "ch07.union_size": sum(task.union_counts().values()),
+    }
+    if pools is not None:
+        values["ch07.label_errors"] = int(label_errors(task, pools))
+    return values
+
+
+def evidences(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Evidence]:
+    """The :class:`Evidence` of every claim :func:`claim_values` can measure, by id."""
+    values = claim_values(task, pools)
+    return {c.id: c.evidence(values[c.id]) for c in CLAIMS if c.id in values}
+
+
+def _sentences(task: Task, ids: tuple[str, ...], pools: dict | None = None) -> str:
+    found = evidences(task, pools)
+    return " ".join(found[i].sentence() for i in ids)
 
 
 def sizes_prose(tc: TaskConfig) -> str:
@@ -81,6 +206,16 @@ def examples_table(task: Task, seed: int, per_kind: int = 3) -> pd.DataFrame:
     return pd.DataFrame(examples)
 
 
+def split_prose(task: Task) -> str:
+    """The sentence stating f, the split seed and the two counts, then the split's claims."""
+    tc = task.cfg
+    return (
+        f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
+        f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out.\n\n"
+        + _sentences(task, ("ch07.heldout_pairs", "ch07.sums_covered"))
+    )
+
+
 def split_frame(task: Task) -> pd.DataFrame:
     """One row per ordered pair ``(n1, n2)``: its sum and whether it is a training pair."""
     n = task.cfg.modulus
@@ -92,15 +227,6 @@ def split_frame(task: Task) -> pd.DataFrame:
             "split": np.where(task.train_pairs.ravel(), "training pair", "held out"),
             "sum": (n1 + n2).ravel() % n,
         }
-    )
-
-
-def split_prose(task: Task) -> str:
-    """The sentence stating f, the split seed and the two counts."""
-    tc = task.cfg
-    return (
-        f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
-        f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out."
     )
 
 
@@ -164,6 +290,11 @@ def variable_pairs_chart(task: Task) -> alt.Chart:
     )
 
 
+def positions_prose(task: Task) -> str:
+    """The claim on the allowed 2-var variable pairs."""
+    return _sentences(task, ("ch07.allowed_two_var_pairs",))
+
+
 def rows_table(task: Task) -> pd.DataFrame:
     """Training rows per kind and their share of all rows."""
     counts = task.kind_counts()
@@ -172,36 +303,18 @@ def rows_table(task: Task) -> pd.DataFrame:
     return table
 
 
-def rows_prose(table: pd.DataFrame) -> str:
-    """The sentence giving the total and the 2-var share of :func:`rows_table`."""
+def rows_prose(table: pd.DataFrame, task: Task) -> str:
+    """The total and the 2-var share of :func:`rows_table`, then the claim on that share."""
     two_var = float(table.loc[table.kind == KIND_NAMES[TWO_VAR], "share"].iloc[0])
-    return f"{int(table.rows.sum()):,} training rows in all; 2-var rows are {two_var:.1%} of them."
-
-
-def variable_configurations(task: Task) -> dict[str, int]:
-    """Per pool, the number of variable configurations it can ask: the variable (0-var), the
-    (variable, slot) choices (1-var), or the ordered variable pairs (2-var)."""
-    no_left, no_right = task.no_left, task.no_right
-    distinct = ~np.eye(task.cfg.n_vars, dtype=bool)
-    slots_ok = int((~no_left).sum() + (~no_right).sum())
-    allowed = int(task.allowed_two_var.sum())
-    return {
-        "0var_train": task.cfg.n_vars,
-        "0var_heldout": task.cfg.n_vars,
-        "1var_train": slots_ok,
-        "1var_heldout": slots_ok,
-        "1var_misplaced": int(no_left.sum() + no_right.sum()),
-        "2var_train": allowed,
-        "2var_heldout": allowed,
-        "2var_misplaced_one": int((distinct & (no_left[:, None] ^ no_right[None, :])).sum()),
-        "2var_misplaced_both": int((distinct & no_left[:, None] & no_right[None, :]).sum()),
-    }
+    return f"{int(table.rows.sum()):,} training rows in all; 2-var rows are {two_var:.1%} of them. " + _sentences(
+        task, ("ch07.two_var_share",)
+    )
 
 
 def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
-    """One row per pool: variables, pairs, configurations, distinct questions, sequences, an example."""
-    configs = variable_configurations(task)
-    n_held, n_train = int(task.heldout_pairs.sum()), int(task.train_pairs.sum())
+    """One row per pool: variables, pairs, configurations, distinct questions, sequences drawn,
+    the accuracy of answering every sequence with the pool's most common label, an example."""
+    configs, questions = variable_configurations(task), distinct_questions(task)
     return pd.DataFrame(
         [
             {
@@ -209,8 +322,9 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
                 "variables": int(name[0]),
                 "pairs": "held out" if name.endswith("heldout") else "training",
                 "variable configurations": configs[name],
-                "distinct questions": configs[name] * (n_held if name.endswith("heldout") else n_train),
+                "distinct questions": questions[name],
                 "sequences drawn": len(pools[name][1]),
+                "best constant answer": constant_answer_accuracy(pools[name][1]),
                 "example": task.render(pools[name][0][0]),
             }
             for name in POOL_NAMES
@@ -218,40 +332,39 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
     )
 
 
-def literal_answer(seq: np.ndarray, tc: TaskConfig) -> int:
-    """The label of one sequence read literally: each operand's value from the context (or the
-    constant itself), summed mod N."""
-    ctx = [int(t) for t in seq[: tc.context_len] if t != tc.pad]
-    env = dict(zip(ctx[0::2], ctx[1::2]))
-    lhs, rhs = int(seq[tc.context_len + 1]), int(seq[tc.context_len + 2])
-    return (env.get(lhs, lhs) + env.get(rhs, rhs)) % tc.modulus
+def pools_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """Chance and the constant-answer control on these pools, then the claim on the hard pool."""
+    controls = [constant_answer_accuracy(labels) for _, labels in pools.values()]
+    n = task.cfg.modulus
+    return (
+        f"A uniform guess is right with probability 1/{n} = {fmt(chance(task.cfg), '.3f')} (**chance**). "
+        "Answering every sequence of a pool with that pool's most common label does at least as well on a "
+        f"finite pool: here from {fmt(min(controls), '.3f')} to {fmt(max(controls), '.3f')} (column *best "
+        "constant answer*), the harder baseline that chapter 11 reads its accuracies against. "
+        + _union_prose(task)
+        + " "
+        + _sentences(task, ("ch07.misplaced_both_pairs", "ch07.union_size"))
+    )
 
 
-def label_errors(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> int:
-    """Sequences over all pools whose label differs from :func:`literal_answer`."""
-    return sum(literal_answer(s, task.cfg) != y for name in POOL_NAMES for s, y in zip(*pools[name]))
+def _union_prose(task: Task) -> str:
+    """The sizes of the enumerated 2-var union's parts and their weights in its score."""
+    counts = task.union_counts()
+    total = sum(counts.values())
+    parts = ", ".join(f"`{name}` {n:,} ({n / total:.1%})" for name, n in counts.items())
+    return (
+        f"Chapter 11 scores the r sweep on the 2-var generalisation union, its parts weighted by their sizes "
+        f"in the enumerated union as the paper scores it: {parts}."
+    )
 
 
-def label_prose(errors: int, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
-    """The sentence reporting the literal-reading check."""
-    return f"Labels that disagree with the literal reading: **{errors}** of {sum(len(p[1]) for p in pools.values()):,}."
-
-
-def record_all(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/07_task.yml``) and return them."""
-    rows = rows_table(task)
-    table = pool_table(task, pools)
-    values = {
-        "heldout_pairs": int(task.heldout_pairs.sum()),
-        "train_pairs": int(task.train_pairs.sum()),
-        "allowed_two_var_pairs": int(task.allowed_two_var.sum()),
-        "train_rows": int(rows.rows.sum()),
-        "two_var_share": float(rows.share.iloc[TWO_VAR]),
-        "pool_sizes": dict(zip(table.pool, table["sequences drawn"].astype(int))),
-        "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
-        "label_errors": int(label_errors(task, pools)),
-    }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+def label_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """The literal-reading check of every label: its count and its claim."""
+    total = sum(len(p[1]) for p in pools.values())
+    errors = int(label_errors(task, pools))
+    return f"Labels that disagree with the literal reading: **{errors:,}** of {total:,}. " + _sentences(
+        task, ("ch07.label_errors",), pools
+    )
 
 
 def position_roles(seq: np.ndarray, tc: TaskConfig) -> list[str]:
@@ -315,3 +428,23 @@ def sequence_chart(base: alt.Chart) -> alt.LayerChart:
         .encode(x="position:O", text="program:N")
     )
     return (cells + text + program).properties(width=560, height=50)
+
+
+def record_all(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/07_task.yml``) and its claims
+    (``claim.<id>``), and return the records."""
+    rows = rows_table(task)
+    table = pool_table(task, pools)
+    numbers = {
+        "heldout_pairs": int(task.heldout_pairs.sum()),
+        "train_pairs": int(task.train_pairs.sum()),
+        "allowed_two_var_pairs": int(task.allowed_two_var.sum()),
+        "train_rows": int(rows.rows.sum()),
+        "two_var_share": float(rows.share.iloc[TWO_VAR]),
+        "pool_sizes": dict(zip(table.pool, table["sequences drawn"].astype(int))),
+        "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
+        "label_errors": int(label_errors(task, pools)),
+        "chance": chance(task.cfg),
+        "max_constant_answer": float(table["best constant answer"].max()),
+    }
+    return {**record_numbers(numbers), **record_claims(evidences(task, pools).values())}

@@ -1,34 +1,60 @@
-"""Chapter 11, "How much data": the two sweeps' configs, the threshold readings, charts and
-computed prose. Each sweep point is a full training run
-(:func:`mechbook.assign_add.sweeps.run_sweep`, the runs of a sweep trained as one stack).
+"""Chapter 11, "How much data": the sweeps' config, the claims, and the threshold readings' charts
+and computed prose, in the order the page shows them.
+
+The runs and their readings come from :mod:`mechbook.assign_add.sweeps` (each sweep point a full
+training run, the runs of a sweep trained as one stack; :func:`~mechbook.assign_add.sweeps.run_sweeps`
+reads thresholds per seed, chance, the constant-answer control, convergence and dips).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import altair as alt
-import numpy as np
 import pandas as pd
 
 import mechbook
 from mechbook import viz
 from mechbook.assign_add.runs import SWEEPS
-from mechbook.assign_add.sweeps import PAPER_THRESHOLDS, SweepsConfig
+from mechbook.assign_add.sweeps import (
+    AUTHORS_SWEEP_STEPS,
+    CHANCE_MARGIN,
+    LOSS_BOUND,
+    PAPER_THRESHOLDS,
+    SweepReading,
+    Sweeps,
+    SweepsConfig,
+    lowest_final_pool,
+)
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.assign_add.train import TrainConfig
+from mechbook.chapters.common import record_all as record_numbers
+from mechbook.claims import Claim, Evidence, Rule, Words, compare, fmt, record_claims
 
-SUMMARY_COLUMNS = ["knob", "value", "score", "train_loss", "0var_train", "0var_heldout", "1var_train", "2var_train"]
-DIP = 0.02
-"""A score lower than the previous point's by more than this counts as a dip."""
+STEM = "11_how_much_data"
+LEVEL = 0.9
+"""The accuracy a sweep's score must reach to define its threshold (``SweepsConfig.level`` in
+every profile; the claims' rules are stated at it)."""
 
+SUMMARY_COLUMNS = ["knob", "value", "seed", "score", "control", "train_loss", "converged", "0var_heldout", "2var_train"]
 
-CONFIGS: dict[str, SweepsConfig] = SWEEPS
+ChapterConfig = SweepsConfig
+"""The chapter's config is the two sweeps' config (:class:`~mechbook.assign_add.sweeps.SweepsConfig`)."""
+
+CONFIGS: dict[str, ChapterConfig] = SWEEPS
 """The sweeps per profile (their home and the reasons for each size:
 :data:`mechbook.assign_add.runs.SWEEPS`)."""
 
 
-def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> SweepsConfig:
+def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile):
-    ``steps`` and ``seed`` of every run of both sweeps."""
+    ``steps`` of every run of both sweeps; ``seed`` the seed of every run, or, where the profile
+    trains several seeds a point, the first of as many consecutive seeds."""
+    seeds = None
+    base = CONFIGS.get(profile)
+    if isinstance(seed, int) and not isinstance(seed, bool) and base is not None and base.seeds is not None:
+        seeds = tuple(seed + i for i in range(len(base.seeds)))
     return mechbook.resolve_profile(
         CONFIGS,
         profile,
@@ -38,123 +64,323 @@ def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> 
         r_train__seed=seed,
         f_train__model__seed=seed,
         r_train__model__seed=seed,
+        seeds=seeds,
     )
 
 
-def describe_run(name: str, t: TrainConfig) -> str:
+def _threshold_claim(knob: str, what: str) -> Claim:
+    paper = PAPER_THRESHOLDS[knob]
+    return Claim(
+        f"ch11.{knob}_threshold",
+        STEM,
+        "paper",
+        f"{what} needs {knob} ≥ about {paper}: the {knob} threshold lies near {paper}",
+        f"distance of the {knob} threshold (the first crossing of accuracy {LEVEL}, interpolated, per seed) from "
+        f"the paper's {paper}; where a seed never reaches {LEVEL}, the largest {knob} tried minus {paper}, a lower bound",
+        Rule("<=", 0.1, partly=0.25),
+        paper=f"{knob} ≥ ~{paper}",
+        section="ch11-thresholds",
+        spec=".2f",
+    )
+
+
+CLAIMS: tuple[Claim, ...] = (
+    _threshold_claim("f", "Generalisation to unseen pairs"),
+    _threshold_claim("r", "2-var generalisation"),
+    Claim(
+        "ch11.sweeps_converged",
+        STEM,
+        "book",
+        f"Every run of both sweeps fits its training data by its last step (final training loss ≤ {LOSS_BOUND})",
+        "largest final training cross-entropy over the runs of both sweeps (nats)",
+        Rule("<=", LOSS_BOUND),
+        section="ch11-thresholds",
+        spec=".3g",
+    ),
+    Claim(
+        "ch11.largest_r_all_pools",
+        STEM,
+        "book",
+        f"The run with the largest r ends with every pool at accuracy {LEVEL} or above: all three phases arrive "
+        "within its steps",
+        "lowest final accuracy over the nine pools of the largest-r run",
+        Rule(">=", LEVEL),
+        section="ch11-reach",
+        spec=".2f",
+    ),
+)
+"""The paper's sweep claims and the book's readings that the chapter's sentences assert; each is
+stated on the page by :meth:`Evidence.sentence` and decided nowhere else."""
+
+_CLAIM = {c.id: c for c in CLAIMS}
+
+
+def _distance(reading: SweepReading, star: float) -> float:
+    """A threshold's distance from the paper's (the lower bound when not reached)."""
+    paper = PAPER_THRESHOLDS[reading.knob]
+    return abs(star - paper) if not math.isnan(star) else reading.values[-1] - paper
+
+
+def threshold_evidence(reading: SweepReading) -> Evidence:
+    """The paper's threshold claim of ``reading``'s sweep: untested when no run of the sweep
+    converged (a threshold of runs that never fit their own data says nothing about data needs)."""
+    claim = _CLAIM[f"ch11.{reading.knob}_threshold"]
+    if len(reading.unconverged) == len(reading.losses):
+        least = min(loss for _, _, loss in reading.losses)
+        return claim.evidence(
+            untested=f"no run of the {reading.knob} sweep converged (final training loss ≤ {LOSS_BOUND}; "
+            f"the lowest is {fmt(least, '.3g')})"
+        )
+    return claim.evidence({seed: _distance(reading, star) for seed, star in reading.thresholds})
+
+
+def converged_evidence(sw: Sweeps) -> Evidence:
+    """The convergence reading: per seed, the largest final training loss over both sweeps."""
+    runs = sw.runs
+    return _CLAIM["ch11.sweeps_converged"].evidence(
+        {int(seed): float(group["train_loss"].max()) for seed, group in runs.groupby("seed", sort=False)}
+    )
+
+
+def largest_r_evidence(sw: Sweeps) -> Evidence:
+    """The largest-r run's reading: per seed, its lowest final pool accuracy."""
+    return _CLAIM["ch11.largest_r_all_pools"].evidence(
+        {seed: lowest_final_pool(history)[1] for seed, history in sw.r_last}
+    )
+
+
+def evidences(sw: Sweeps) -> dict[str, Evidence]:
+    """Every claim's :class:`Evidence` on the sweeps, by id."""
+    found = [threshold_evidence(sw.f), threshold_evidence(sw.r), converged_evidence(sw), largest_r_evidence(sw)]
+    return {e.claim.id: e for e in found}
+
+
+def _run_prose(name: str, t: TrainConfig) -> str:
     """One sweep's run size in words."""
     return (
         f"{name}: {t.steps:,} steps of batch {t.batch_size}, d_model = {t.model.d_model}, "
-        f"d_mlp = {t.model.d_mlp}, lr {t.lr:g}, seed {t.seed}"
+        f"d_mlp = {t.model.d_mlp}, lr {t.lr:g}"
     )
 
 
-def setup_prose(cfg: SweepsConfig) -> str:
-    """The two sweeps' sizes and how they train."""
-    n = len(cfg.f_values) + len(cfg.r_values)
+def setup_prose(cfg: ChapterConfig) -> str:
+    """The two sweeps' sizes, their seeds, how they train, and where they differ from the authors'
+    sweep script (30,000 steps a run, one seed, exactly enumerated pools)."""
+    n_points = len(cfg.f_values) + len(cfg.r_values)
+    seeds = (
+        f"one seed a point (seed {cfg.f_train.seed})"
+        if cfg.seeds is None
+        else f"{cfg.n_seeds} seeds a point ({', '.join(str(s) for s in cfg.seeds)})"
+    )
+    steps = sorted({cfg.f_train.steps, cfg.r_train.steps})
     return (
-        describe_run("Each f point", cfg.f_train) + ";  \n" + describe_run("each r point", cfg.r_train) + ".  \n"
-        f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r: {n} training runs; the runs of one sweep "
-        "differ only in their knob, so they train together as one stacked model (each run's own data, "
-        "initialisation and optimiser state), each cached under its own entry."
+        _run_prose("Each f point", cfg.f_train) + ";  \n" + _run_prose("each r point", cfg.r_train) + ".  \n"
+        f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r, {seeds}: {n_points * cfg.n_seeds} training "
+        "runs; the runs of one sweep differ only in their knob and seed, so they train together as one stacked "
+        "model (each run's own data, initialisation and optimiser state), each cached under its own entry.  \n"
+        f"The authors' sweep script trains every point for {AUTHORS_SWEEP_STEPS:,} steps with one seed (42); "
+        f"these runs take {' and '.join(f'{s:,}' for s in steps)}. Each score reads a run's last evaluation, "
+        f"{cfg.f_train.eval_per_pool:,} sampled sequences a pool (the union's parts weighted by their enumerated "
+        "sizes), where that script scores the exactly enumerated pools: every held-out pair for f, the whole "
+        "union for r (chapter 7)."
     )
 
 
-def threshold_or_none(star: float) -> float | None:
-    """A threshold for the records: None when it was not reached (NaN)."""
-    return None if np.isnan(star) else float(star)
+def _crossing_prose(reading: SweepReading, name: str) -> str:
+    """Where one sweep's mean score crosses the level, with chance and the control beside it."""
+    best = max(range(len(reading.values)), key=reading.scores.__getitem__)
+    low, high = fmt(min(reading.controls), ".3f"), fmt(max(reading.controls), ".3f")
+    baselines = (
+        f"chance {fmt(reading.chance, '.3f')}; best constant answer {low if low == high else f'{low} to {high}'}"
+    )
+    star, n = reading.threshold, len(reading.thresholds)
+    best_text = f"best mean {fmt(reading.scores[best], '.3f')} at {name} = {reading.values[best]:g}; {baselines}"
+    if not reading.reached:
+        return f"**{name}**: the score never reaches {reading.level} on this grid ({best_text})."
+    if len(reading.reached) < n:
+        return f"**{name}**: only {len(reading.reached)} of {n} seeds reach {reading.level} on this grid ({best_text})."
+    if star == reading.values[0]:
+        return (
+            f"**{name}**: already at {reading.level} at the smallest value tried, {star:g}: the threshold is at or "
+            f"below it ({baselines})."
+        )
+    if n == 1:
+        return f"**{name}**: the score first reaches {reading.level} at {name} ≈ **{fmt(star, '.3f')}** (interpolated; {baselines})."
+    lo, hi = reading.spread
+    return (
+        f"**{name}**: each seed's score first reaches {reading.level} between {name} ≈ {fmt(lo, '.3f')} and "
+        f"{fmt(hi, '.3f')}, median **{fmt(star, '.3f')}** over {n} seeds (interpolated; {baselines})."
+    )
 
 
-def describe(name: str, star: float, runs: pd.DataFrame, level: float) -> str:
-    """The threshold of one sweep in words: not reached, at or below the grid, or interpolated."""
-    if np.isnan(star):
-        best = runs.loc[runs["score"].idxmax()]
-        return f"**{name}**: the score never reaches {level} on this grid (best {best['score']:.3f} at {name} = {best['value']:g})."
-    if star == runs["value"].iloc[0]:
-        return f"**{name}**: already at {level} at the smallest value tried, {star:g}: the threshold is at or below it."
-    return f"**{name}**: the score first reaches {level} at {name} ≈ **{star:.3f}** (interpolated)."
+def _convergence_prose(reading: SweepReading, name: str) -> str:
+    """Which runs of a sweep end above the loss bound."""
+    late = reading.unconverged
+    if not late:
+        return f"Every {name} run ends at a training loss ≤ {LOSS_BOUND}."
+    listed = ", ".join(f"{name} = {v:g} (seed {s}: {fmt(loss, '.2f')})" for v, s, loss in late)
+    return (
+        f"{len(late)} of {len(reading.losses)} {name} runs end above the loss bound {LOSS_BOUND}, so they had not "
+        f"fit their training data and their scores are not the converged model's: {listed}."
+    )
 
 
-def monotone_note(name: str, runs: pd.DataFrame) -> str:
-    """A note on the largest dip of a sweep's scores (empty when they never drop by more than ``DIP``)."""
-    pairs = list(zip(runs["value"], runs["score"]))
-    drops = [(a, b, sa, sb) for (a, sa), (b, sb) in zip(pairs[:-1], pairs[1:]) if sb < sa - DIP]
-    if not drops:
+def _dips_prose(reading: SweepReading, name: str) -> str:
+    """The near-chance points and the largest dip of a sweep, computed against chance."""
+    out = ""
+    near = reading.near_chance_values
+    if near:
+        out += (
+            f" At {name} = {', '.join(f'{v:g}' for v in near)} the mean score is within {CHANCE_MARGIN} of chance "
+            f"(1/{round(1 / reading.chance)} = {fmt(reading.chance, '.3f')}): those runs do not answer the scored "
+            "pools, and the differences between them are not read."
+        )
+    dip = reading.dip
+    if dip is not None:
+        over = "single runs (one seed)" if len(reading.seeds) == 1 else f"means over {len(reading.seeds)} seeds"
+        out += (
+            f" The {name} scores are not monotone: the largest dip is from {fmt(dip.score_from, '.2f')} at {name} = "
+            f"{dip.value_from:g} to {fmt(dip.score_to, '.2f')} at {name} = {dip.value_to:g}; the points are {over}, "
+            "and the threshold rule takes the first crossing."
+        )
+    return out
+
+
+def versus_prose(heldout: float, union: float) -> str:
+    """The r threshold on 2-var held-out pairs alone against the union's, the word derived from the
+    printed values (empty when either was not reached)."""
+    if math.isnan(heldout) or math.isnan(union):
         return ""
-    a, b, sa, sb = max(drops, key=lambda d: d[2] - d[3])
-    return (
-        f"  \nThe {name} scores are not monotone: the largest dip is from {sa:.2f} at {name} = {a:g} to {sb:.2f} at "
-        f"{name} = {b:g}. Each point is a single run (one seed), so the book cannot tell such a dip from "
-        "seed-to-seed variation; the threshold rule takes the first crossing."
-    )
+    word = compare(heldout, union, ".3f", Words())
+    return f" The held-out-pair threshold ({fmt(heldout, '.3f')}) is {word} the union's ({fmt(union, '.3f')})."
 
 
-def thresholds_prose(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float], level: float) -> str:
-    """Both thresholds, the r sweep scored on 2-var held-out pairs alone, and any dips."""
-    held = r_runs.assign(score=r_runs["2var_heldout"])
+def thresholds_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
+    """Both thresholds with their claims, convergence, the r sweep on 2-var held-out pairs alone
+    against the union, and the near-chance points and dips."""
     return (
-        describe("f", stars["f"], f_runs, level)
+        _crossing_prose(sw.f, "f")
         + "  \n"
-        + describe("r", stars["r"], r_runs, level)
+        + found["ch11.f_threshold"].sentence()
+        + "  \n"
+        + _crossing_prose(sw.r, "r")
+        + "  \n"
+        + found["ch11.r_threshold"].sentence()
         + "  \nScoring the r runs on 2-var held-out pairs alone (variables in their usual slots): "
-        + describe("r", stars["r_heldout"], held, level)
-        + monotone_note("f", f_runs)
-        + monotone_note("r", r_runs)
+        + _crossing_prose(sw.r_heldout, "r")
+        + versus_prose(sw.r_heldout.threshold, sw.r.threshold)
+        + "\n\n"
+        + _convergence_prose(sw.f, "f")
+        + " "
+        + _convergence_prose(sw.r, "r")
+        + " "
+        + found["ch11.sweeps_converged"].sentence()
+        + _dips_prose(sw.f, "f")
+        + _dips_prose(sw.r, "r")
     )
 
 
-def finding(name: str, star: float, what: str, level: float) -> list[str]:
-    """A sweep chart's two-line title."""
-    return [
-        f"{what} from {name} ≈ {star:.2f} on" if not np.isnan(star) else f"{what}: never {level} here",
-        "(red: threshold; dashed: level)",
-    ]
+def _lines(reading: SweepReading) -> pd.DataFrame:
+    n = round(1 / reading.chance)
+    rows = []
+    for v, s, c in zip(reading.values, reading.scores, reading.controls):
+        rows += [
+            {"value": v, "accuracy": s, "line": "score (mean over seeds)"},
+            {"value": v, "accuracy": c, "line": "best constant answer"},
+            {"value": v, "accuracy": reading.chance, "line": f"chance (1/{n})"},
+        ]
+    return pd.DataFrame(rows)
+
+
+def finding(reading: SweepReading, what: str) -> list[str]:
+    """A sweep chart's two-line title, from its threshold."""
+    star = reading.threshold
+    first = (
+        f"{what} from {reading.knob} ≈ {star:.2f} on" if not math.isnan(star) else f"{what}: never {reading.level} here"
+    )
+    return [first, f"(red: threshold; dashed: level {reading.level}; crosses: loss > {reading.loss_bound})"]
 
 
 def sweep_chart(
-    runs: pd.DataFrame, star: float, level: float, knob_title: str, score_title: str, title: list[str]
+    runs: pd.DataFrame, reading: SweepReading, knob_title: str, score_title: str, title: list[str]
 ) -> alt.LayerChart:
-    """Score against knob value, the level dashed and the threshold in red."""
-    line = (
-        alt.Chart(runs)
-        .mark_line(point=True)
+    """Score against knob value: the mean over seeds, each run as a point (a cross where its run
+    ended above the loss bound), chance and the best constant answer, the level dashed and the
+    threshold in red."""
+    lines = (
+        alt.Chart(_lines(reading))
+        .mark_line(point=False)
         .encode(
             x=alt.X("value:Q", title=knob_title, scale=alt.Scale(domain=[0, 1])),
-            y=alt.Y("score:Q", title=score_title, scale=alt.Scale(domain=[0, 1])),
-            tooltip=[alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("score:Q", format=".3f")],
+            y=alt.Y("accuracy:Q", title=score_title, scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("line:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+            strokeDash=alt.condition("datum.line == 'score (mean over seeds)'", alt.value([1, 0]), alt.value([2, 2])),
+            tooltip=["line:N", alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("accuracy:Q", format=".3f")],
         )
     )
-    layers = [line, alt.Chart(pd.DataFrame({"y": [level]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q")]
-    if not np.isnan(star):
-        layers.append(alt.Chart(pd.DataFrame({"x": [star]})).mark_rule(color="firebrick").encode(x="x:Q"))
+    points_frame = runs.assign(
+        run=runs["converged"].map({True: "converged", False: f"loss > {reading.loss_bound}"}),
+        accuracy=runs[reading.column],
+    )[["value", "seed", "accuracy", "run", "train_loss"]]
+    points = (
+        alt.Chart(points_frame)
+        .mark_point(filled=True, size=40)
+        .encode(
+            x="value:Q",
+            y="accuracy:Q",
+            shape=alt.Shape(
+                "run:N",
+                title=None,
+                scale=alt.Scale(domain=["converged", f"loss > {reading.loss_bound}"], range=["circle", "cross"]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                "seed:Q",
+                alt.Tooltip("value:Q", format=".3f"),
+                alt.Tooltip("accuracy:Q", format=".3f"),
+                alt.Tooltip("train_loss:Q", format=".3f"),
+            ],
+        )
+    )
+    layers = [
+        lines,
+        points,
+        alt.Chart(pd.DataFrame({"y": [reading.level]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="y:Q"),
+    ]
+    if not math.isnan(reading.threshold):
+        layers.append(alt.Chart(pd.DataFrame({"x": [reading.threshold]})).mark_rule(color="firebrick").encode(x="x:Q"))
     return alt.layer(*layers).properties(
         width=250, height=240, title=alt.TitleParams(title, fontSize=12, anchor="start")
     )
 
 
-def sweeps_chart(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float], level: float) -> alt.HConcatChart:
+def sweeps_chart(sw: Sweeps) -> alt.HConcatChart:
     """The two sweeps side by side."""
     return sweep_chart(
-        f_runs,
-        stars["f"],
-        level,
+        sw.f_runs,
+        sw.f,
         "f (fraction of pairs in training)",
         "accuracy, held-out pairs (0-var)",
-        finding("f", stars["f"], "Unseen pairs are summed", level),
+        finding(sw.f, "Unseen pairs are summed"),
     ) | sweep_chart(
-        r_runs,
-        stars["r"],
-        level,
+        sw.r_runs,
+        sw.r,
         "r (fraction of 2-var rows kept)",
-        "accuracy, 2-var generalisation pools",
-        finding("r", stars["r"], "2-var sequences generalise", level),
+        "accuracy, 2-var generalisation union",
+        finding(sw.r, "2-var sequences generalise"),
     )
 
 
 def pools_chart(runs: pd.DataFrame) -> alt.TopLevelMixin:
-    """Every pool's final accuracy along both sweeps, one panel per sweep."""
+    """Every pool's final accuracy along both sweeps (mean over seeds), one panel per sweep, with
+    chance as its own line."""
     pools = [c for c in POOL_NAMES if c in runs.columns]
-    long = runs.melt(id_vars=["knob", "value"], value_vars=pools, var_name="pool", value_name="accuracy")
+    mean = runs.groupby(["knob", "value"], sort=False)[[*pools, "chance"]].mean().reset_index()
+    n = round(1 / float(mean["chance"].iloc[0]))
+    mean = mean.rename(columns={"chance": f"chance (1/{n})"})
+    long = mean.melt(
+        id_vars=["knob", "value"], value_vars=[*pools, f"chance (1/{n})"], var_name="pool", value_name="accuracy"
+    )
     long["sweep"] = "sweep over " + long["knob"]
     return viz.highlight_lines(
         long,
@@ -166,26 +392,37 @@ def pools_chart(runs: pd.DataFrame) -> alt.TopLevelMixin:
         facet="sweep",
         y_domain=[0, 1],
         x_title="knob value (f or r)",
-        y_title="final accuracy",
-        title="Each pool's final accuracy along both sweeps",
+        y_title="final accuracy (mean over seeds)",
+        title="Each pool's final accuracy along both sweeps, against chance",
     )
 
 
-def last_run_verdict(history: pd.DataFrame, level: float, steps: int) -> str:
-    """Whether every pool of a run ends at ``level`` or above, else which pool ends lowest."""
-    curves = history[history["pool"] != "train"]
-    last = curves[curves["step"] == curves["step"].max()]
-    lowest = last.loc[last["accuracy"].idxmin()]
-    if lowest.accuracy >= level:
-        return f"every pool ends at {lowest.accuracy:.2f} or above: all three phases arrive within {steps:,} steps"
-    return f"{lowest.pool} ends at {lowest.accuracy:.2f}, still below {level}"
+def last_run_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
+    """Per seed, the lowest pool of the largest-r run, then the claim."""
+    parts = []
+    for seed, history in sw.r_last:
+        pool, acc = lowest_final_pool(history)
+        parts.append(f"seed {seed}: lowest pool `{pool}` at {fmt(acc, '.2f')}")
+    return "; ".join(parts) + ". " + found["ch11.largest_r_all_pools"].sentence()
 
 
-def last_run_chart(history: pd.DataFrame, r: float, level: float, steps: int) -> alt.TopLevelMixin:
-    """The training curves of one sweep run, titled with :func:`last_run_verdict`."""
-    curves = history[history["pool"] != "train"]
+def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: float) -> alt.TopLevelMixin:
+    """The training curves of one largest-r run with chance as its own line, titled with the
+    largest-r claim's reading of this run."""
+    curves = history[history["pool"].isin(POOL_NAMES)][["step", "pool", "accuracy"]]
+    n = round(1 / chance_level)
+    chance_rows = pd.DataFrame(
+        {"step": sorted(curves["step"].unique()), "pool": f"chance (1/{n})", "accuracy": chance_level}
+    )
+    pool, acc = lowest_final_pool(history)
+    rule = _CLAIM["ch11.largest_r_all_pools"].rule
+    verdict = (
+        f"every pool ends at {fmt(acc, '.2f')} or above"
+        if rule.holds(acc)
+        else f"{pool} ends at {fmt(acc, '.2f')}, below {rule.threshold}"
+    )
     return viz.highlight_lines(
-        curves,
+        pd.concat([curves, chance_rows], ignore_index=True),
         x="step",
         y="accuracy",
         series="pool",
@@ -193,36 +430,66 @@ def last_run_chart(history: pd.DataFrame, r: float, level: float, steps: int) ->
         y_domain=[0, 1],
         x_title="training step",
         y_title="accuracy",
-        title=[f"The sweep run with r = {r:g}:", last_run_verdict(history, level, steps)],
+        title=[f"The sweep run with r = {r:g} (seed {seed}):", verdict],
     )
 
 
-def shown(x: float) -> str:
-    """A threshold for the table: three decimals, or 'not reached'."""
-    return "not reached" if np.isnan(x) else f"{x:.3f}"
+def thresholds_table(sw: Sweeps, found: dict[str, Evidence]) -> pd.DataFrame:
+    """This book's thresholds (median and range over seeds) beside the paper's, with the verdicts."""
 
+    def shown(reading: SweepReading) -> str:
+        if not reading.reached:
+            return "not reached"
+        text = fmt(statistics.median(reading.reached), ".3f")
+        if len(reading.thresholds) > 1:
+            lo, hi = reading.spread
+            text += f" ({fmt(lo, '.3f')} to {fmt(hi, '.3f')}; reached by {len(reading.reached)} of {len(reading.thresholds)} seeds)"
+        return text
 
-def thresholds_table(stars: dict[str, float]) -> pd.DataFrame:
-    """This book's thresholds beside the paper's."""
     return pd.DataFrame(
         [
-            {"sweep": "f (held-out pairs)", "this book": shown(stars["f"]), "paper (approx.)": PAPER_THRESHOLDS["f"]},
-            {"sweep": "r (2-var union)", "this book": shown(stars["r"]), "paper (approx.)": PAPER_THRESHOLDS["r"]},
-            {"sweep": "r (2-var held-out pairs only)", "this book": shown(stars["r_heldout"]), "paper (approx.)": "-"},
+            {
+                "sweep": "f (held-out pairs)",
+                "this book": shown(sw.f),
+                "paper (approx.)": PAPER_THRESHOLDS["f"],
+                "verdict": found["ch11.f_threshold"].verdict,
+            },
+            {
+                "sweep": "r (2-var union)",
+                "this book": shown(sw.r),
+                "paper (approx.)": PAPER_THRESHOLDS["r"],
+                "verdict": found["ch11.r_threshold"].verdict,
+            },
+            {
+                "sweep": "r (2-var held-out pairs only)",
+                "this book": shown(sw.r_heldout),
+                "paper (approx.)": "-",
+                "verdict": "-",
+            },
         ]
     )
 
 
-def record_all(f_runs: pd.DataFrame, r_runs: pd.DataFrame, stars: dict[str, float]) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/11_how_much_data.yml``)."""
-    runs = pd.concat([f_runs, r_runs], ignore_index=True)
-    values = {
-        "f_threshold": threshold_or_none(stars["f"]),
-        "r_threshold": threshold_or_none(stars["r"]),
-        "r_heldout_threshold": threshold_or_none(stars["r_heldout"]),
-        "f_scores": [float(s) for s in f_runs["score"]],
-        "r_scores": [float(s) for s in r_runs["score"]],
+def _or_none(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def record_all(sw: Sweeps) -> dict[str, object]:
+    """Record the chapter's headline numbers (``book/thresholds/11_how_much_data.yml``) and its
+    claims (``claim.<id>``), and return the records."""
+    runs = sw.runs
+    numbers = {
+        "f_threshold": _or_none(sw.f.threshold),
+        "r_threshold": _or_none(sw.r.threshold),
+        "r_heldout_threshold": _or_none(sw.r_heldout.threshold),
+        "f_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.f.thresholds},
+        "r_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.r.thresholds},
+        "f_scores": list(sw.f.scores),
+        "r_scores": list(sw.r.scores),
         "n_runs": len(runs),
+        "n_seeds": len(sw.f.seeds),
         "max_final_train_loss": float(runs["train_loss"].max()),
+        "unconverged_runs": int((~runs["converged"]).sum()),
+        "chance": sw.f.chance,
     }
-    return {name: mechbook.record(name, value) for name, value in values.items()}
+    return {**record_numbers(numbers), **record_claims(evidences(sw).values())}
