@@ -15,7 +15,7 @@ from mechbook.assign_add import jobs, run_cache
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.seeds import SeedRuns, seed_configs, train_seeds
 from mechbook.assign_add.stacked import train_stacked
-from mechbook.assign_add.sweeps import point_config
+from mechbook.assign_add.sweeps import point_configs
 from mechbook.assign_add.train import TrainConfig
 from mechbook.cache import module_closure, torch_loads
 
@@ -120,11 +120,11 @@ def test_chapter_11_jobs_are_the_sweep_points_per_seed():
     sweeps = SWEEPS["smoke"]
     runs = jobs.chapter_runs("smoke", 11, 3)
     assert len(runs) == 3 * (len(sweeps.f_values) + len(sweeps.r_values))
-    own = {c for _, c, _ in runs if c.seed == sweeps.f_train.seed}
-    assert own == {point_config(sweeps.f_train, "f", v) for v in sweeps.f_values} | {
-        point_config(sweeps.r_train, "r", v) for v in sweeps.r_values
-    }
-    assert {c.seed for _, c, _ in runs} == {42, 0, 1}
+    # the chapter's own runs (every point at the profile's seeds) are among the jobs, under the same configs
+    own = set(point_configs(sweeps.f_train, "f", sweeps.f_values, sweeps.seeds))
+    own |= set(point_configs(sweeps.r_train, "r", sweeps.r_values, sweeps.seeds))
+    assert own <= {c for _, c, _ in runs}
+    assert {c.seed for _, c, _ in runs} == set(jobs.run_seeds(list(sweeps.seeds or (sweeps.f_train.seed,)), 3))
     assert all(c.model.seed == c.seed and not keep for _, c, keep in runs)
     assert len({c for _, c, _ in runs}) == len(runs)
 

@@ -14,7 +14,7 @@ import torch
 
 from mechbook.__main__ import main
 from mechbook.assign_add import jobs, run_cache
-from mechbook.assign_add.sweeps import point_config
+from mechbook.assign_add.sweeps import point_configs
 from mechbook.cache import load_verified, torch_loads
 from mechbook.chapters import ch11_how_much_data as ch11
 
@@ -47,7 +47,7 @@ def test_the_chapters_seed_knob_reads_the_seed_jobs():
     for seed in (0, 1, None):
         cfg = ch11.resolve("smoke", seed=seed)
         for knob, base, values in (("f", cfg.f_train, cfg.f_values), ("r", cfg.r_train, cfg.r_values)):
-            assert {point_config(base, knob, v) for v in values} <= runs
+            assert set(point_configs(base, knob, values, cfg.seeds)) <= runs
 
 
 def sweep(cache: Path, *extra: str) -> subprocess.Popen:
@@ -84,11 +84,13 @@ def kill_a_training_job(folder: Path, proc: subprocess.Popen) -> tuple[str, Path
 def test_local_jobs_report_a_killed_one_resume_and_equal_the_runs_trained_here(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     folder = cache / "jobs" / "smoke-ch11"
+    monkeypatch.setenv("MECHBOOK_CACHE", str(cache))
+    n = len(jobs.plan("smoke", 11, 1, "cpu").jobs)  # every point at each of the profile's seeds
     proc = sweep(cache)
     job_id, log = kill_a_training_job(folder, proc)
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 1, out + err
-    assert "4 to submit" in out and "3 of 4 job(s) done, 1 failed" in out
+    assert f"{n} to submit" in out and f"{n - 1} of {n} job(s) done, 1 failed" in out
     failed = [line for line in out.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 1 and f"(job {job_id})" in failed[0]
     name = failed[0].split("  ", 1)[1].rsplit(" (job", 1)[0]
@@ -96,14 +98,13 @@ def test_local_jobs_report_a_killed_one_resume_and_equal_the_runs_trained_here(t
     assert reports == [next(r for r in reports if r.startswith(f"FAILED {name}: "))]
     assert reports[0].endswith(f"; log: {log}")
 
-    monkeypatch.setenv("MECHBOOK_CACHE", str(cache))
     left = jobs.plan("smoke", 11, 1, "cpu")
     assert [j.name for j in left.missing] == [name]
 
     rerun = sweep(cache)
     out, err = rerun.communicate(timeout=900)
     assert rerun.returncode == 0, out + err
-    assert "3 cached, 1 to submit" in out and "submitted 1 job(s)" in out and "1 of 1 job(s) done" in out
+    assert f"{n - 1} cached, 1 to submit" in out and "submitted 1 job(s)" in out and "1 of 1 job(s) done" in out
 
     cfgs = [j.cfg for j in left.jobs]
     from_jobs = [torch_loads(load_verified(run_cache.entry(c, "cpu", False))) for c in cfgs]

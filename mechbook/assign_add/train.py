@@ -221,14 +221,3 @@ def with_overrides(cfg: TrainConfig, **changes) -> TrainConfig:
     if nested["model"]:
         top["model"] = dataclasses.replace(cfg.model, **nested["model"])
     return dataclasses.replace(cfg, **top)
-
-
-def __getattr__(name: str) -> object:
-    """``TRAIN_PROFILES`` read from its former home: scripts that import it from this module get
-    :data:`mechbook.assign_add.runs.TRAIN_PROFILES` (imported here on use, as that module imports
-    this one)."""
-    if name == "TRAIN_PROFILES":
-        from mechbook.assign_add.runs import TRAIN_PROFILES
-
-        return TRAIN_PROFILES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
