@@ -265,8 +265,8 @@ def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
     d = dataclasses.replace(d, rebuild=opened, dissected=Dissected(paper, d.dissected.summary, 0, paper[0]))
     ev = ch08.evidence(d)
     assert ev["ch08.phase1_step"].values == [200, 200, 200, 200]
-    assert "held to the paper's dates too" in ch08.timing_note(paper[0].config)
-    assert "not held to the paper's dates" in ch08.timing_note(CPU_RUN)
+    assert "held to the paper's dates too" in ch08.timing_prose(paper[0].config)
+    assert "not held to the paper's dates" in ch08.timing_prose(CPU_RUN)
 
 
 def test_outside_the_window():

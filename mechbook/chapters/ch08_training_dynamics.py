@@ -813,7 +813,7 @@ def release_prose(release: RunReadings, exact: dict[str, float] | None, n_heldou
     )
 
 
-def timing_note(train: TrainConfig) -> str:
+def timing_prose(train: TrainConfig) -> str:
     """Why the rebuild's steps are or are not held to the paper's dates."""
     if differences_from_paper(train).empty:
         return "This rebuild trains the paper's configuration, so its seeds are held to the paper's dates too."

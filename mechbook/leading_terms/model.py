@@ -102,9 +102,8 @@ class Block(nn.Module):
 
 class _Gather(torch.autograd.Function):
     """matrix[index] along the first dimension; the backward adds the gradient rows back with
-    index_add_. Same values and gradients as index_select; measured while other torch processes
-    loaded the CPU, index_select with its built-in backward took 3x to 100x longer and F.embedding
-    about 1.5x (as fast as this when the CPU is idle). Used by the hook-free path (chapters 2-5)."""
+    index_add_. Same values and gradients as index_select (why not index_select or F.embedding:
+    mechbook/benchmarks/README.md). Used by the hook-free path (chapters 2-5)."""
 
     @staticmethod
     def forward(ctx, matrix: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
