@@ -206,3 +206,21 @@ def test_a_new_claim_fails_check_outside_smoke(repo):
     assert any("new claim ch08.top2_share" in n for n in notes)
     problems, notes = ledger.check_claims(chapters, stored, "cpu")
     assert any("new claim ch08.top2_share (reproduced)" in p for p in problems) and not notes
+
+
+def test_every_claims_section_is_a_label_above_a_heading_of_its_own_chapter():
+    """The ledger links each claim to its section with {ref}, which needs a label directly above a
+    heading (a label above a paragraph fails the site build); the label must be in the chapter that
+    declares the claim."""
+    import re
+
+    from mechbook.book.toc import ROOT, toc_notebooks
+
+    for source in toc_notebooks(ROOT):
+        nb = nbformat.read(ROOT / source, as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        headed = set(re.findall(r"^\(([\w-]+)\)=\s*\n#+ ", text, re.M))
+        every = set(re.findall(r"^\(([\w-]+)\)=", text, re.M))
+        assert every == headed, f"{source}: labels not above a heading: {sorted(every - headed)}"
+        for claim in ledger.declared_claims(nb, source.stem):
+            assert claim.section is None or claim.section in headed, (source, claim.id, claim.section)

@@ -137,10 +137,11 @@ def test_hooked_path_computes_the_fast_paths_logits_and_gradients(seed, layers):
     g_hooked = torch.autograd.grad(hooked.square().sum(), params)
     model.reset_hooks()
     torch.testing.assert_close(fast, hooked, rtol=1e-10, atol=1e-10)
+    # round-off relative to the largest gradient entry of any parameter: a parameter whose own
+    # gradient is tiny (1e-2 beside others of 1e5 at 4 layers) carries the others' round-off
+    scale = max(float(b.abs().max()) for b in g_hooked)
     for a, b in zip(g_fast, g_hooked):
-        torch.testing.assert_close(
-            a, b, rtol=1e-9, atol=1e-10 * float(b.abs().max())
-        )  # round-off relative to the largest entry
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12 * scale)
 
 
 def test_a_batch_smaller_than_the_vocabulary_takes_the_dense_path():

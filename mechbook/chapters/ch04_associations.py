@@ -4,7 +4,7 @@ The chapter reads the trained matrices of chapter 3's two runs (same cached runs
 leading terms, row by row: W_O against B (bigram successors), V W_O against G = (BΦ)ᵀB = ΦᵀΣ_B
 (context -> interchangeable next words) and W against Q (which earlier tokens to attend to). It
 shows ranked tables, the overlap@k of the rankings over the most frequent content words against
-two baselines (chance k/|V| and the harder mismatched-row overlap, also for the row-centred maps),
+two baselines (chance :math:`k/|V|` and the harder mismatched-row overlap, also for the row-centred maps),
 and an explorer of one word's corpus associations and trained rankings. The readings are computed
 in :mod:`mechbook.leading_terms.associations`; this module presents them, in page order.
 """

@@ -132,7 +132,7 @@ CLAIMS: tuple[Claim, ...] = (
         "The layer-2 attention output matches OV₂(e_n) + OV₂(e_m)",
         "mean cosine with OV₂(e_n) + OV₂(e_m) minus the paper's shuffled control OV₂(e_n) + OV₂(e_m′)",
         Rule(">=", 0.3, partly=0.1),
-        "adder",
+        "one-adder",
         paper="cosine ~0.99 vs ~0.54 shuffled (gap ~0.45)",
     ),
     _claim(
@@ -141,7 +141,7 @@ CLAIMS: tuple[Claim, ...] = (
         "MLP₂ applied to OV₂(e_n) + OV₂(e_m) alone gets the sum right",
         "share of the 59² pairs with argmax MLP₂(h) W_U = (n + m) mod 59",
         Rule(">=", 0.99, partly=0.9),
-        "adder",
+        "one-adder",
         paper="~100%",
     ),
     _claim(
