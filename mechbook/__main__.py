@@ -23,6 +23,7 @@ line) or ``MECHBOOK_DEBUG=1`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -136,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.code}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt as exc:
+        if not debug:
+            # the interrupted kernel's pending cell task is collected at exit, and asyncio logs its
+            # DeadKernelError with a traceback ("Task exception was never retrieved"): the line
+            # below already says where the run stopped
+            logging.getLogger("asyncio").disabled = True
         text = str(exc).strip("'\"")
         print(text if "interrupted" in text else f"interrupted ({text or 'Ctrl-C'})", file=sys.stderr, flush=True)
         return INTERRUPTED
