@@ -1,15 +1,18 @@
 """The r and f sweeps (mechbook.assign_add.sweeps, chapter 11): thresholds, seeds, the reading
 per seed, convergence, and the dip rule against chance."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.assign_add.model import ModelConfig
+from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.sweeps import (
     CHANCE_MARGIN,
     DIP,
@@ -17,14 +20,17 @@ from mechbook.assign_add.sweeps import (
     SweepsConfig,
     final_accuracies,
     final_train_loss,
+    history_until,
     largest_dip,
     lowest_final_pool,
     near_chance,
     point_config,
     point_configs,
+    read_budgets,
     read_sweep,
     run_sweep,
     score,
+    score_runs,
     threshold,
 )
 from mechbook.assign_add.task import POOL_NAMES, Task
@@ -220,3 +226,57 @@ def test_lowest_final_pool():
         + [{"step": 20, "pool": "train", "accuracy": 0.0}]
     )
     assert lowest_final_pool(history) == (POOL_NAMES[0], pytest.approx(0.9))
+
+
+def test_a_run_read_at_step_k_is_a_k_step_run(tmp_path, monkeypatch):
+    """The premise of chapter 11's step budgets: with a constant learning rate and a sequential
+    data stream, the first k steps of a longer run record what a k-step run records, bit for bit."""
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    monkeypatch.setenv("MECHBOOK_QUIET", "1")
+    long = TrainConfig(
+        steps=8,
+        batch_size=16,
+        eval_every=2,
+        eval_per_pool=8,
+        keep_every=2,
+        resume_every=2,
+        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
+    )
+    short = dataclasses.replace(long, steps=4)
+    (a,) = load_or_train_runs([long], keep=True)
+    (b,) = load_or_train_runs([short])
+    pd.testing.assert_frame_equal(history_until(a.history, 4).reset_index(drop=True), b.history.reset_index(drop=True))
+    for name, value in b.final_state.items():
+        assert torch.equal(a.checkpoints[4][name], value.to(torch.float16)), name
+    with pytest.raises(ValueError, match="was not evaluated"):
+        history_until(a.history, 3)
+
+
+def test_budgets_read_each_fraction_and_the_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    monkeypatch.setenv("MECHBOOK_QUIET", "1")
+    base = TrainConfig(
+        steps=8,
+        batch_size=16,
+        eval_every=2,
+        eval_per_pool=8,
+        keep_every=8,
+        resume_every=8,
+        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
+    )
+    cfgs = point_configs(base, "f", [0.3, 0.6], (0, 1))
+    results = load_or_train_runs(cfgs)
+    budgets = read_budgets(cfgs, results, "f", (0.1, 0.25, 0.5, 0.7), 0.9)
+    assert [b.steps for b in budgets] == [2, 4, 8]  # 0.8 steps -> none; 5.6 -> the evaluated step 4
+    end = read_sweep(score_runs(cfgs, results, "f"), 0.9)
+    assert budgets[-1].reading == end
+    early = score_runs(cfgs, results, "f", at_step=4)
+    assert (early["steps"] == 4).all()
+    assert list(early["score"]) == [final_accuracies(history_until(r.history, 4))["0var_heldout"] for r in results]
+
+
+@pytest.mark.parametrize("budgets", [(0.0,), (1.0,), (-0.5,)])
+def test_sweeps_config_refuses_budgets_outside_the_run(budgets):
+    run = TrainConfig(steps=10, eval_every=5)
+    with pytest.raises(ValueError, match="budgets"):
+        SweepsConfig(run, run, (0.1, 0.5), (0.1, 0.5), budgets=budgets)

@@ -55,7 +55,14 @@ def history(final: float, low_pool: str = "2var_misplaced_both", low: float | No
     return frame
 
 
-def make_sweeps(f: pd.DataFrame, r: pd.DataFrame, last: pd.DataFrame | None = None) -> Sweeps:
+def make_sweeps(
+    f: pd.DataFrame, r: pd.DataFrame, last: pd.DataFrame | None = None, f_early: pd.DataFrame | None = None
+) -> Sweeps:
+    """Sweeps read from frames; ``f_early`` is the f sweep at an earlier budget of 5 steps (the
+    end is step 10), the r sweep is read at its end only."""
+    f_budgets = (sweeps.Budget("f", 10, read_sweep(f, 0.9)),)
+    if f_early is not None:
+        f_budgets = (sweeps.Budget("f", 5, read_sweep(f_early, 0.9)), *f_budgets)
     return Sweeps(
         f,
         r,
@@ -63,6 +70,8 @@ def make_sweeps(f: pd.DataFrame, r: pd.DataFrame, last: pd.DataFrame | None = No
         read_sweep(r, 0.9),
         read_sweep(r, 0.9, "2var_heldout"),
         ((0, last if last is not None else history(0.95)),),
+        f_budgets,
+        (sweeps.Budget("r", 10, read_sweep(r, 0.9)),),
     )
 
 
@@ -231,3 +240,55 @@ def test_smoke_bounds_reject_sweeps_that_never_learn():
     records = ch11.record_all(sweeps.run_sweeps(frozen))
     assert [p.split()[0] for p in check_thresholds(records, SMOKE_BOUNDS)] == ["max_final_train_loss"]
     assert records["max_final_train_loss"] > math.log(59)
+
+
+@pytest.mark.parametrize(
+    ("early_scores", "verdict"),
+    [
+        ([0.5, 0.7, 1.0], "reproduced"),  # early threshold 0.767 against 0.42 at the end: moved 0.35
+        ([0.5, 0.95, 1.0], "not reproduced"),  # 0.456 against 0.42: moved 0.036 < 0.05
+        ([0.3, 0.5, 0.6], "reproduced"),  # never reached early: the lower bound 0.9 - 0.42
+    ],
+)
+def test_the_moves_claim_on_each_side_of_its_rule(early_scores, verdict):
+    end = runs("f", [0.1, 0.5, 0.9], [0.5, 1.0, 1.0], seeds=(0, 1))
+    early = runs("f", [0.1, 0.5, 0.9], early_scores, seeds=(0, 1))
+    sw = make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early)
+    found = ch11.evidences(sw)
+    ev = found["ch11.f_threshold_moves"]
+    assert ev.verdict == verdict
+    end_star = 0.1 + 0.4 * (0.9 - 0.5) / (1.0 - 0.5)
+    expected = ch11.shift(sw.f_budgets[0].reading, sw.f_budgets[-1].reading)
+    early_star = sw.f_budgets[0].reading.threshold
+    lower = 0.9 if math.isnan(early_star) else early_star
+    assert expected == pytest.approx({0: lower - end_star, 1: lower - end_star})
+    assert found["ch11.r_threshold_moves"].verdict == "untested"  # one budget only
+    prose = ch11.budgets_prose(sw, found)
+    assert ev.sentence() in prose and "5 steps" in prose and "10 steps" in prose
+    assert ("still a property of the step budget" in prose) == (verdict == "reproduced")
+    assert ("has settled" in prose) == (verdict == "not reproduced")
+    title = ch11.budgets_chart(sw).to_dict()["hconcat"][0]["title"]["text"][0]
+    assert title.startswith("f threshold: ") and "→" in title
+
+
+def test_a_seed_without_a_threshold_at_the_end_gives_no_shift():
+    end = runs("f", [0.1, 0.5], [0.3, 0.6])
+    early = runs("f", [0.1, 0.5], [0.3, 0.5])
+    assert ch11.shift(read_sweep(early, 0.9), read_sweep(end, 0.9)) == {0: None}
+    found = ch11.evidences(make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early))
+    assert found["ch11.f_threshold_moves"].verdict == "untested"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=3, max_size=3), st.lists(st.floats(0, 1), min_size=3, max_size=3))
+def test_a_shift_is_early_minus_end_or_its_lower_bound(early_scores, end_scores):
+    values = [0.1, 0.5, 0.9]
+    early = read_sweep(runs("f", values, early_scores), 0.9)
+    end = read_sweep(runs("f", values, end_scores), 0.9)
+    (moved,) = ch11.shift(early, end).values()
+    if math.isnan(end.threshold):
+        assert moved is None
+    elif math.isnan(early.threshold):
+        assert moved == pytest.approx(values[-1] - end.threshold)
+    else:
+        assert moved == pytest.approx(early.threshold - end.threshold)

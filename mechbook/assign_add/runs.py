@@ -95,6 +95,7 @@ SWEEPS: dict[str, SweepsConfig] = {
         r_values=_grid(0.01, 0.99, 20),  # the authors' r grid: 20 points
         # seeds: None, one run a point with seed 42, as the authors' sweep script runs them; each run
         # is 40,000 steps (the released main run) where that script's default is 30,000
+        budgets=(0.75,),  # the thresholds read again at 30,000 steps: the authors' sweep length, from the same runs
     ),
 }
 """Chapter 11's sweeps per profile. ``paper`` is the 20 + 20 full-size runs (a GPU job: each

@@ -73,6 +73,10 @@ class SweepsConfig:
     r_values: tuple[float, ...]
     level: float = 0.9
     seeds: tuple[int, ...] | None = None
+    budgets: tuple[float, ...] = (0.5,)  # earlier step budgets, as fractions of each sweep's steps, at which
+    # the thresholds are read again from the same runs' evaluations, at the evaluated step at or below each
+    # (chapter 11: does the threshold move with training length?); with a constant learning rate, step k of a
+    # run is a k-step run
 
     def __post_init__(self) -> None:
         for name in ("f_values", "r_values"):
@@ -91,6 +95,10 @@ class SweepsConfig:
             or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds)
         ):
             raise ValueError(f"seeds must be None or distinct whole numbers >= 0, e.g. (0, 1), got {self.seeds}")
+        if any(not 0 < b < 1 for b in self.budgets):
+            raise ValueError(
+                f"budgets must be fractions in (0, 1) of each sweep's steps, e.g. (0.5,), got {self.budgets}"
+            )
 
     @property
     def n_seeds(self) -> int:
@@ -117,6 +125,15 @@ def point_configs(
         cfg = point_config(base, knob, value)
         cfgs += [cfg] if seeds is None else [with_overrides(cfg, seed=int(s), model__seed=int(s)) for s in seeds]
     return cfgs
+
+
+def history_until(history: pd.DataFrame, step: int) -> pd.DataFrame:
+    """The rows of a training history up to ``step``, which must be an evaluated step: with a
+    constant learning rate and a sequential data stream, what a run of ``step`` steps would have
+    recorded (``tests/test_aa_sweeps.py`` trains both and compares)."""
+    if step not in set(history["step"]):
+        raise ValueError(f"step {step:,} was not evaluated; the evaluated steps are every eval_every up to the last")
+    return history[history["step"] <= step]
 
 
 def final_accuracies(history: pd.DataFrame) -> dict[str, float]:
@@ -157,8 +174,11 @@ def sweep_results(
     return load_or_train_runs(cfgs, device, desc=f"{knob} sweep ({len(cfgs)} runs)")
 
 
-def score_runs(cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob: str) -> pd.DataFrame:
-    """Score trained sweep runs (``cfgs`` and their ``results``, in :func:`point_configs` order).
+def score_runs(
+    cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob: str, at_step: int | None = None
+) -> pd.DataFrame:
+    """Score trained sweep runs (``cfgs`` and their ``results``, in :func:`point_configs` order),
+    at their last step or, with ``at_step``, as they stood at that evaluated step.
     One row per run: ``knob``, ``value``, ``seed``, ``score``, ``train_loss`` (final training
     cross-entropy), ``converged`` (``train_loss <= LOSS_BOUND``), ``chance`` (``1 / N``),
     ``control`` (the best constant answer's score on the same pools), for ``r`` also
@@ -172,10 +192,12 @@ def score_runs(cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob
             task = Task(cfg.task)
             controls[value] = (task, pool_controls(task, cfg.eval_per_pool, cfg.eval_seed))
         task, control = controls[value]
-        accs = final_accuracies(result.history)
-        loss = final_train_loss(result.history)
+        history = result.history if at_step is None else history_until(result.history, at_step)
+        accs = final_accuracies(history)
+        loss = final_train_loss(history)
         row = {
             "knob": knob,
+            "steps": int(history["step"].max()),
             "value": value,
             "seed": int(cfg.seed),
             "score": score(knob, accs, task),
@@ -352,10 +374,31 @@ def read_sweep(runs: pd.DataFrame, level: float, column: str = "score", loss_bou
 
 
 @dataclass(frozen=True)
+class Budget:
+    """One sweep read at one step budget (chapter 11's "does the threshold move with training
+    length?"): ``knob``, ``steps`` and the :class:`SweepReading` of the runs as they stood then."""
+
+    knob: str
+    steps: int
+    reading: SweepReading
+
+
+def read_budgets(
+    cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob: str, fractions: Sequence[float], level: float
+) -> tuple[Budget, ...]:
+    """The sweep read at each fraction of its steps (the evaluated step at or below it; none when
+    that is step 0) and at its end, shortest budget first."""
+    steps, every = cfgs[0].steps, cfgs[0].eval_every
+    budgets = sorted({int(f * steps) // every * every for f in fractions} - {0} | {steps})
+    return tuple(Budget(knob, b, read_sweep(score_runs(cfgs, results, knob, at_step=b), level)) for b in budgets)
+
+
+@dataclass(frozen=True)
 class Sweeps:
     """Both sweeps of a :class:`SweepsConfig`, run and read (chapter 11): the runs frames, the f
     sweep on its score, the r sweep on the union and on 2-var held-out pairs alone, and
-    ``(seed, training history)`` of each run at the largest r."""
+    ``(seed, training history)`` of each run at the largest r, and both sweeps read at each step
+    budget of ``SweepsConfig.budgets`` and at their end (``f_budgets``, ``r_budgets``)."""
 
     f_runs: pd.DataFrame
     r_runs: pd.DataFrame
@@ -363,6 +406,8 @@ class Sweeps:
     r: SweepReading
     r_heldout: SweepReading
     r_last: tuple[tuple[int, pd.DataFrame], ...]
+    f_budgets: tuple[Budget, ...]
+    r_budgets: tuple[Budget, ...]
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -372,7 +417,9 @@ class Sweeps:
 
 def run_sweeps(cfg: SweepsConfig, device: str | None = None) -> Sweeps:
     """Train (or load) both sweeps of ``cfg`` and read them."""
-    f_runs = run_sweep(cfg.f_train, "f", cfg.f_values, cfg.seeds, device)
+    f_cfgs = point_configs(cfg.f_train, "f", cfg.f_values, cfg.seeds)
+    f_results = sweep_results(cfg.f_train, "f", cfg.f_values, cfg.seeds, device)
+    f_runs = score_runs(f_cfgs, f_results, "f")
     r_cfgs = point_configs(cfg.r_train, "r", cfg.r_values, cfg.seeds)
     r_results = sweep_results(cfg.r_train, "r", cfg.r_values, cfg.seeds, device)
     r_runs = score_runs(r_cfgs, r_results, "r")
@@ -386,4 +433,6 @@ def run_sweeps(cfg: SweepsConfig, device: str | None = None) -> Sweeps:
         read_sweep(r_runs, cfg.level),
         read_sweep(r_runs, cfg.level, "2var_heldout"),
         last,
+        read_budgets(f_cfgs, f_results, "f", cfg.budgets, cfg.level),
+        read_budgets(r_cfgs, r_results, "r", cfg.budgets, cfg.level),
     )
