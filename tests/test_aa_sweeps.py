@@ -37,6 +37,19 @@ from mechbook.assign_add.task import POOL_NAMES, Task
 from mechbook.assign_add.train import TrainConfig
 
 
+def tiny_run(steps: int, keep_every: int) -> TrainConfig:
+    """A run of a few steps of a tiny model, evaluated every 2 steps (for the tests that train)."""
+    return TrainConfig(
+        steps=steps,
+        batch_size=16,
+        eval_every=2,
+        eval_per_pool=8,
+        keep_every=keep_every,
+        resume_every=keep_every,
+        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
+    )
+
+
 def test_threshold_interpolates_a_linear_ramp_exactly():
     xs = [0.1, 0.2, 0.3, 0.4]
     assert threshold(xs, [0.0, 0.5, 1.0, 1.0], level=0.9) == pytest.approx(0.28)
@@ -102,15 +115,7 @@ def test_final_train_loss_reads_the_last_train_row():
 def test_run_sweep_trains_its_points_together_and_caches_each_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
-    base = TrainConfig(
-        steps=4,
-        batch_size=16,
-        eval_every=2,
-        eval_per_pool=8,
-        keep_every=2,
-        resume_every=2,
-        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
-    )
+    base = tiny_run(steps=4, keep_every=2)
     first = run_sweep(base, "f", [0.3, 0.6], seeds=(0, 1))
     assert list(first["value"]) == [0.3, 0.3, 0.6, 0.6] and list(first["seed"]) == [0, 1, 0, 1]
     assert first["score"].between(0, 1).all() and (first["train_loss"] > 0).all()
@@ -233,15 +238,7 @@ def test_a_run_read_at_step_k_is_a_k_step_run(tmp_path, monkeypatch):
     data stream, the first k steps of a longer run record what a k-step run records, bit for bit."""
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
-    long = TrainConfig(
-        steps=8,
-        batch_size=16,
-        eval_every=2,
-        eval_per_pool=8,
-        keep_every=2,
-        resume_every=2,
-        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
-    )
+    long = tiny_run(steps=8, keep_every=2)
     short = dataclasses.replace(long, steps=4)
     (a,) = load_or_train_runs([long], keep=True)
     (b,) = load_or_train_runs([short])
@@ -255,15 +252,7 @@ def test_a_run_read_at_step_k_is_a_k_step_run(tmp_path, monkeypatch):
 def test_budgets_read_each_fraction_and_the_end(tmp_path, monkeypatch):
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
-    base = TrainConfig(
-        steps=8,
-        batch_size=16,
-        eval_every=2,
-        eval_per_pool=8,
-        keep_every=8,
-        resume_every=8,
-        model=ModelConfig(d_model=8, d_head=8, d_mlp=16),
-    )
+    base = tiny_run(steps=8, keep_every=8)
     cfgs = point_configs(base, "f", [0.3, 0.6], (0, 1))
     results = load_or_train_runs(cfgs)
     budgets = read_budgets(cfgs, results, "f", (0.1, 0.25, 0.5, 0.7), 0.9)
