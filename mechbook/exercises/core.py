@@ -126,6 +126,14 @@ WRONG_SHAPE = Diagnosis(wrong_shape, "your answer has the wrong shape: check whi
 TRANSPOSED = Diagnosis(transposed, "your matrix is the transpose of the expected one: swap its two axes")
 
 
+def _diagnosed(diagnosis: Diagnosis, yours: Any, expected: Any, case: Case) -> bool:
+    """Whether ``diagnosis`` recognises the answer; a predicate that cannot read it answers no."""
+    try:
+        return bool(diagnosis.matches(yours, expected, case))
+    except Exception:  # an answer of an unexpected type is "not this mistake", never a crash of the check
+        return False
+
+
 def run(exercise: Exercise, fn: Callable[..., Any], *, quiet: bool = False) -> Outcome:
     """Try ``fn`` on every case of ``exercise`` against its reference; print and return the outcome.
 
@@ -158,7 +166,7 @@ def run(exercise: Exercise, fn: Callable[..., Any], *, quiet: bool = False) -> O
             break
         if close(yours, expected):
             continue
-        hint = next((d.hint for d in exercise.diagnoses if d.matches(yours, expected, case)), exercise.hint)
+        hint = next((d.hint for d in exercise.diagnoses if _diagnosed(d, yours, expected, case)), exercise.hint)
         outcome = Outcome(
             exercise.name,
             "differs",
