@@ -58,7 +58,7 @@ def _is_nan(value: Any) -> bool:
     return a.size == 1 and bool(np.isnan(a).all())
 
 
-def shape_ok(value: Any, length: int) -> bool:
+def _shape_ok(value: Any, length: int) -> bool:
     """Whether ``value`` reads as a flat array of ``length`` numbers."""
     try:
         return as_array(value).shape == (length,)
@@ -262,7 +262,7 @@ SHARPEST_RISE = Exercise(
             "two neighbouring evaluations always form a span, even when they are further apart than the window",
         ),
         Diagnosis(
-            lambda y, e, c: shape_ok(y, 2) and allclose(as_array(y)[1], e[1]),
+            lambda y, e, c: _shape_ok(y, 2) and allclose(as_array(y)[1], e[1]),
             "the rise is right but not its date: date it by the evaluation that ends the steepest interval "
             "(largest acc[k] - acc[k - 1]) inside the span",
         ),
