@@ -50,6 +50,15 @@ def test_every_exercise_has_a_hint_and_a_diagnosis_and_a_stub_is_not_written(exe
     assert run(exercise, stub, quiet=True).status == "not written"
 
 
+@pytest.mark.parametrize("exercise", part2.EXERCISES, ids=lambda e: e.name)
+@pytest.mark.parametrize("answer", ["a string", None, (1, 2, 3)], ids=["string", "none", "tuple"])
+def test_an_answer_of_another_kind_differs_and_never_raises(exercise, answer):
+    """No diagnosis fails on an answer it cannot read: the check prints its line and returns."""
+    result = run(exercise, lambda *args: answer, quiet=True)
+    assert result.status == "differs", result.line
+    assert result.hint in {exercise.hint} | {d.hint for d in exercise.diagnoses}
+
+
 def test_the_part_holds_its_exercises_in_page_order():
     names = [e.name for e in part2.EXERCISES]
     assert names == [

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import string
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,19 @@ from mechbook.assign_add import fourier, phases
 from mechbook.assign_add.patching import PATCH_HOOK, one_var_patch_pairs, patched_logits
 from mechbook.assign_add.task import GENERALISATION_UNION, Task, TaskConfig, union_accuracy
 from mechbook.exercises.core import WRONG_SHAPE, Case, Diagnosis, Exercise, allclose, as_array, rng_cases, transposed
+
+
+def _diagnosis(matches: Callable[[Any, Any, Case], bool], hint: str) -> Diagnosis:
+    """A :class:`Diagnosis` whose predicate answers False where it cannot read the reader's answer
+    (a mistake it does not name), so a check never raises from its diagnoses."""
+
+    def safe(yours: Any, expected: Any, case: Case) -> bool:
+        try:
+            return bool(matches(yours, expected, case))
+        except Exception:  # an answer of another kind is not this mistake
+            return False
+
+    return Diagnosis(safe, hint)
 
 
 def _same(yours: Any, other: Any, expected: Any) -> bool:
@@ -138,15 +152,15 @@ TRAIN_PAIRS = Exercise(
         "random.Random(seed).sample(pairs, k) with k = floor(fraction * N²), and mark those pairs True"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, ~e, e), "you marked the held-out pairs: True is where a pair is used for training"
         ),
-        Diagnosis(
+        _diagnosis(
             transposed,
             "your matrix is the transpose: list the pairs row-major, n1 outer and n2 inner, and put (n1, n2) at row n1",
         ),
         WRONG_SHAPE,
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: int(as_array(y).sum()) != int(e.sum()),
             "you chose the wrong number of training pairs: take floor(fraction * N²) of them",
         ),
@@ -195,11 +209,11 @@ UNION_SCORE = Exercise(
         "(task.union_var_pairs(part)); divide by the total"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, union_accuracy(*c.args, weighting="equal"), e),
             "you averaged the three parts equally (the book's earlier score): weight each by its size in the union",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _variable_pair_weights(*c.args), e),
             "you weighted by the variable pairs alone: a part's size is its number pairs times its variable pairs",
         ),
@@ -252,16 +266,16 @@ SHARPEST_RISE = Exercise(
         "interval inside the span; (None, None) with fewer than two evaluations"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _neighbour_rise(*c.args[:2]), e),
             "you took the largest rise between two neighbouring evaluations: measure the rise over any span of "
             "up to `window` steps (that is what tells a jump from a steady climb)",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: c.label == "evaluations further apart than the window",
             "two neighbouring evaluations always form a span, even when they are further apart than the window",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _shape_ok(y, 2) and allclose(as_array(y)[1], e[1]),
             "the rise is right but not its date: date it by the evaluation that ends the steepest interval "
             "(largest acc[k] - acc[k - 1]) inside the span",
@@ -324,16 +338,16 @@ NEURON_SPECTRUM = Exercise(
         "entries) and divide by the centred map's squared norm; a constant map explains nothing (0)"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _partial_spectra(*c.args)[0], e) or _same(y, _partial_spectra(*c.args)[1], e),
             "you kept one operand's cosines only: the two-cosine form has a term in n and one in m, add both",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _partial_spectra(*c.args)[2], e),
             "subtract the map's mean before taking its squared norm: the variance is that of the centred map",
         ),
         WRONG_SHAPE,
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _factor(y, e) is not None,
             "your spectrum is off by a constant factor: use cos and sin of unit norm on the grid (sqrt(2/N) "
             "cos(2πkn/N)) and remember each row mean stands for N entries",
@@ -396,18 +410,18 @@ PATCHED_LOGITS = Exercise(
     ),
     diagnoses=(
         WRONG_SHAPE,
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _run_logits(c.args[0], c.args[1]), e),
             "these are the clean run's logits: nothing changed. Either the hook does not write the source's "
             "vectors into the activation it receives (and return it), or it writes them where the two runs agree: "
             "before the changed value (its variable) the causal runs are identical; patch positions[b] itself",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _run_logits(c.args[0], c.args[2]), e),
             "these are the source run's logits: you replaced every position, or patched the embeddings (before "
             f"layer 1, the same as running the source); patch {PATCH_HOOK!r} at positions[b] of row b only",
         ),
-        Diagnosis(
+        _diagnosis(
             _patched_after,
             "you patched the position after the value: patch positions[b] itself",
         ),
@@ -474,19 +488,19 @@ QK2_GRADIENT = Exercise(
         "run with last_only=True), take the mean cross-entropy at '=' and torch.autograd.grad it with respect to M"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: math.isclose(_factor(y, e) or 0.0, -1.0, rel_tol=1e-3),
             "wrong sign: -dL/dM is the descent direction the page draws; return dL/dM itself",
         ),
-        Diagnosis(
+        _diagnosis(
             _batch_factor,
             "yours is the number of sequences times the answer: the loss is the mean cross-entropy over the batch",
         ),
-        Diagnosis(
+        _diagnosis(
             _scale_factor,
             "a factor 1/sqrt(d_head) too many: M replaces the scores whole, the scale is part of M",
         ),
-        Diagnosis(
+        _diagnosis(
             transposed,
             "your matrix is the transpose: the score is x_qᵀ M x_k, so the gradient is a sum of x_q x_kᵀ (query "
             "rows, key columns)",
@@ -547,19 +561,19 @@ SWEEP_THRESHOLD = Exercise(
         "none, else interpolate on the line through points i - 1 and i: x = x0 + (level - y0)(x1 - x0)/(y1 - y0)"
     ),
     diagnoses=(
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: not math.isnan(e) and _is_nan(y),
             "a point reaches the level here, yet you returned NaN",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: math.isnan(e) and not _is_nan(y),
             "no point reaches the level: return math.nan (the threshold is not reached)",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, _next_point(*c.args), e),
             "you returned the first value at or above the level: interpolate linearly between it and the point before",
         ),
-        Diagnosis(
+        _diagnosis(
             lambda y, e, c: _same(y, sweep_threshold(*c.args[:2], float(np.nextafter(c.args[2], 2.0))), e),
             "a score equal to the level reaches it: compare with >=, not >",
         ),
