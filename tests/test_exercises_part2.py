@@ -65,6 +65,7 @@ def test_the_part_holds_its_exercises_in_page_order():
         "train_pairs",
         "union_score",
         "sharpest_rise",
+        "variable_qk_block",
         "neuron_spectrum",
         "patched_logits",
         "qk2_gradient",
@@ -176,6 +177,42 @@ def test_sharpest_rise_diagnoses():
 
 
 # ---------------------------------------------------------------- chapter 9
+
+
+def _copies(model, task_cfg):
+    E_var = model.embed.W_E.detach()[task_cfg.var0 : task_cfg.var0 + task_cfg.n_vars]
+    layer1 = model.blocks[0].attn
+    return E_var, E_var @ layer1.W_V[0].detach() @ layer1.W_O[0].detach()
+
+
+def _qk(model, layer, scaled=True):
+    attn = model.blocks[layer].attn
+    W_Q, W_K = attn.W_Q[0].detach(), attn.W_K[0].detach()
+    return W_Q @ W_K.T / (W_Q.shape[1] ** 0.5 if scaled else 1.0)
+
+
+def test_variable_qk_block_diagnoses():
+    def keys_first(model, cfg):
+        _, U = _copies(model, cfg)
+        return (U @ _qk(model, 1).T @ U.T).numpy()
+
+    def unscaled(model, cfg):
+        _, U = _copies(model, cfg)
+        return (U @ _qk(model, 1, scaled=False) @ U.T).numpy()
+
+    def embeddings(model, cfg):
+        E_var, _ = _copies(model, cfg)
+        return (E_var @ _qk(model, 1) @ E_var.T).numpy()
+
+    def layer_one(model, cfg):
+        _, U = _copies(model, cfg)
+        return (U @ _qk(model, 0) @ U.T).numpy()
+
+    assert_diagnosed("variable_qk_block", keys_first, "transpose")
+    assert_diagnosed("variable_qk_block", unscaled, "sqrt(d_head)")
+    assert_diagnosed("variable_qk_block", embeddings, "embeddings")
+    assert_diagnosed("variable_qk_block", layer_one, "layer 1's")
+    assert_diagnosed("variable_qk_block", lambda model, cfg: _qk(model, 1).numpy(), "wrong shape")
 
 
 def _spectrum_parts(grid_map):

@@ -2,8 +2,9 @@
 
 - chapter 7: the held-out split (:func:`train_pairs`) and the union score (``union_score``);
 - chapter 8: the phase-2 rule on a curve (``sharpest_rise``);
-- chapter 9: a neuron's Fourier spectrum over ``(n, m)`` (:func:`neuron_spectrum`) and an
-  activation-patching hook (``patched_logits``);
+- chapter 9: layer 2's query-key form on the variable directions (``variable_qk_block``), a
+  neuron's Fourier spectrum over ``(n, m)`` (:func:`neuron_spectrum`) and an activation-patching
+  hook (``patched_logits``);
 - chapter 10: the layer-2 query-key gradient at uniform attention (:func:`qk2_gradient`);
 - chapter 11: a threshold read off a sweep (:func:`sweep_threshold`).
 
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mechbook.assign_add import fourier, phases
+from mechbook.assign_add import circuits, fourier, phases
 from mechbook.assign_add.patching import PATCH_HOOK, one_var_patch_pairs, patched_logits
 from mechbook.assign_add.task import GENERALISATION_UNION, Task, TaskConfig, union_accuracy
 from mechbook.exercises.core import WRONG_SHAPE, Case, Diagnosis, Exercise, allclose, as_array, rng_cases, transposed
@@ -63,6 +64,11 @@ def _factor(yours: Any, expected: Any) -> float | None:
     return c if close and not math.isclose(c, 1.0, rel_tol=1e-4) else None
 
 
+def _scaled_by(factor: Callable[[Case], float]) -> Callable[[Any, Any, Case], bool]:
+    """A predicate: the reader's answer is ``factor(case)`` times the expected one."""
+    return lambda y, e, c: math.isclose(_factor(y, e) or 0.0, factor(c), rel_tol=1e-3)
+
+
 def _is_nan(value: Any) -> bool:
     """Whether the answer is one NaN (``None`` reads as NaN)."""
     try:
@@ -78,6 +84,13 @@ def _shape_ok(value: Any, length: int) -> bool:
         return as_array(value).shape == (length,)
     except (TypeError, ValueError):
         return False
+
+
+def _close_float32(yours: Any, expected: Any) -> bool:
+    """Equal up to float32 round-off relative to the largest entry (a reader's products and sums
+    may run in another order than the library's, e.g. autograd against the page's formula)."""
+    scale = float(np.abs(as_array(expected)).max(initial=0))
+    return allclose(yours, expected, rtol=1e-4, atol=1e-5 * scale)
 
 
 def tiny_task(modulus: int = 7, n_vars: int = 4, fraction: float = 0.7, seed: int = 42) -> Task:
@@ -284,6 +297,65 @@ SHARPEST_RISE = Exercise(
 )
 
 
+# ---------------------------------------------------------------- chapter 9: the variable block
+
+
+def _variable_block(model: torch.nn.Module, task_cfg: TaskConfig, embedded: bool, layer: int) -> np.ndarray:
+    """``X QK_layer X^T`` with ``X`` the variables' embeddings (``embedded``) or their copies
+    ``U = E_var OV1``: the wrong variants the check names (``False, 1`` is the right one)."""
+    X = circuits.variable_directions(model, task_cfg)
+    if embedded:
+        X = model.embed.W_E.detach()[task_cfg.var0 : task_cfg.var0 + task_cfg.n_vars]
+    return (X @ circuits.qk(model, layer) @ X.T).numpy()
+
+
+def _block_case(rng: np.random.Generator) -> Case:
+    seed = int(rng.integers(0, 10_000))
+    task = tiny_task(int(rng.choice([5, 7])), int(rng.integers(3, 7)))
+    return Case(
+        f"a random model (seed {seed}, width 16), {task.cfg.n_vars} variables",
+        (tiny_model(task, seed), task.cfg),
+    )
+
+
+def _block_cases() -> list[Case]:
+    task = tiny_task(5, 2)
+    two = Case("a random model (seed 0, width 16), two variables", (tiny_model(task, 0), task.cfg))
+    return [two, *rng_cases(_block_case, 4, seed=14)()]
+
+
+VARIABLE_QK_BLOCK = Exercise(
+    name="variable_qk_block",
+    reference=circuits.variable_qk_block,
+    cases=_block_cases,
+    close=_close_float32,
+    hint=(
+        "U = E_var W_V¹ W_O¹ (rows: the variables' embeddings, model.embed.W_E[var0 : var0 + n_vars], times "
+        "layer 1's value-output map, blocks[0].attn.W_V[0] @ blocks[0].attn.W_O[0]); then U QK₂ Uᵀ with "
+        "QK₂ = W_Q W_Kᵀ / sqrt(d_head) of blocks[1]"
+    ),
+    diagnoses=(
+        _diagnosis(
+            transposed,
+            "your block is the transpose: rows are the query's variable, so it is U W_Q W_Kᵀ Uᵀ (not W_K W_Qᵀ)",
+        ),
+        _diagnosis(
+            _scaled_by(lambda c: math.sqrt(c.args[0].cfg.d_head)),
+            "divide by sqrt(d_head): the scores are q·k / sqrt(d_head), so QK₂ carries the scale",
+        ),
+        _diagnosis(
+            lambda y, e, c: _same(y, _variable_block(*c.args, embedded=True, layer=1), e),
+            "you used the variables' embeddings: layer 2 sees what layer 1 copies, U = E_var W_V¹ W_O¹",
+        ),
+        _diagnosis(
+            lambda y, e, c: _same(y, _variable_block(*c.args, embedded=False, layer=0), e),
+            "that is layer 1's query-key form: take W_Q and W_K of blocks[1]",
+        ),
+        WRONG_SHAPE,
+    ),
+)
+
+
 # ---------------------------------------------------------------- chapter 9: a neuron's spectrum
 
 
@@ -460,28 +532,11 @@ def _gradient_cases() -> list[Case]:
     return [*_gradient_edges(), *rng_cases(_gradient_case, 4, seed=12)()]
 
 
-def _close_gradient(yours: Any, expected: Any) -> bool:
-    """Equal up to float32 round-off relative to the gradient's largest entry (autograd and the
-    page's formula add the same terms in other orders)."""
-    scale = float(np.abs(as_array(expected)).max(initial=0))
-    return allclose(yours, expected, rtol=1e-4, atol=1e-5 * scale)
-
-
-def _batch_factor(yours: Any, expected: Any, case: Case) -> bool:
-    c = _factor(yours, expected)
-    return c is not None and math.isclose(c, len(case.args[2]), rel_tol=1e-3)
-
-
-def _scale_factor(yours: Any, expected: Any, case: Case) -> bool:
-    c = _factor(yours, expected)
-    return c is not None and math.isclose(c, 1 / math.sqrt(case.args[0].cfg.d_head), rel_tol=1e-3)
-
-
 QK2_GRADIENT = Exercise(
     name="qk2_gradient",
     reference=qk2_gradient,
     cases=_gradient_cases,
-    close=_close_gradient,
+    close=_close_float32,
     hint=(
         "make M = torch.zeros(d_model, d_model, requires_grad=True); keep x at 'blocks.1.hook_resid_pre' with a "
         "hook, replace the scores at 'blocks.1.attn.hook_attn_scores' by x_q M x_kᵀ (the query at '=', "
@@ -489,15 +544,15 @@ QK2_GRADIENT = Exercise(
     ),
     diagnoses=(
         _diagnosis(
-            lambda y, e, c: math.isclose(_factor(y, e) or 0.0, -1.0, rel_tol=1e-3),
+            _scaled_by(lambda c: -1.0),
             "wrong sign: -dL/dM is the descent direction the page draws; return dL/dM itself",
         ),
         _diagnosis(
-            _batch_factor,
+            _scaled_by(lambda c: len(c.args[2])),
             "yours is the number of sequences times the answer: the loss is the mean cross-entropy over the batch",
         ),
         _diagnosis(
-            _scale_factor,
+            _scaled_by(lambda c: 1 / math.sqrt(c.args[0].cfg.d_head)),
             "a factor 1/sqrt(d_head) too many: M replaces the scores whole, the scale is part of M",
         ),
         _diagnosis(
@@ -585,6 +640,7 @@ EXERCISES: tuple[Exercise, ...] = (
     TRAIN_PAIRS,
     UNION_SCORE,
     SHARPEST_RISE,
+    VARIABLE_QK_BLOCK,
     NEURON_SPECTRUM,
     PATCHED_LOGITS,
     QK2_GRADIENT,
