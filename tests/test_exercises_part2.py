@@ -63,6 +63,7 @@ def test_the_part_holds_its_exercises_in_page_order():
     names = [e.name for e in part2.EXERCISES]
     assert names == [
         "train_pairs",
+        "literal_answer",
         "union_score",
         "sharpest_rise",
         "variable_qk_block",
@@ -117,6 +118,40 @@ def test_train_pairs_with_numpy_randomness_gets_the_general_hint():
 
     result = outcome("train_pairs", numpy_split)
     assert result.status == "differs" and result.hint == EXERCISES["train_pairs"].hint
+
+
+def _operand_values(seq, tc):
+    context = [int(t) for t in seq[: tc.context_len] if t != tc.pad]
+    values = dict(zip(context[0::2], context[1::2]))
+    return [values.get(int(t), int(t)) for t in seq[tc.context_len + 1 : tc.context_len + 3]]
+
+
+def test_literal_answer_diagnoses():
+    assert_diagnosed("literal_answer", lambda seq, tc: sum(_operand_values(seq, tc)), "modulus")
+    assert_diagnosed(
+        "literal_answer",
+        lambda seq, tc: int(seq[tc.context_len + 1] + seq[tc.context_len + 2]) % tc.modulus,
+        "token id",
+    )
+
+    def pads_kept(seq, tc):  # pairs read without dropping the PADs: misaligned whenever a PAD sits inside
+        context = [int(t) for t in seq[: tc.context_len]]
+        values = dict(zip(context[0::2], context[1::2]))
+        lhs, rhs = (int(t) for t in seq[tc.context_len + 1 : tc.context_len + 3])
+        return (values.get(lhs, lhs) + values.get(rhs, rhs)) % tc.modulus
+
+    # a PAD inside the context shifts the pairs, so the variable is not found: its token id is added
+    assert_diagnosed("literal_answer", pads_kept, "token id")
+
+
+def test_literal_answer_cases_ask_every_kind_of_query():
+    """Constants, a variable on either side and two variables all occur, so a reader who handles
+    one kind only cannot pass."""
+    kinds = set()
+    for case in EXERCISES["literal_answer"].cases():
+        seq, tc = case.args
+        kinds.add(tuple(int(t) >= tc.var0 for t in seq[tc.context_len + 1 : tc.context_len + 3]))
+    assert kinds == {(False, False), (True, False), (False, True), (True, True)}
 
 
 def test_union_score_diagnoses():

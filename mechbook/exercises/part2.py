@@ -1,6 +1,7 @@
 """Part II's exercises (chapters 7-11): one :class:`~mechbook.exercises.core.Exercise` each.
 
-- chapter 7: the held-out split (:func:`train_pairs`) and the union score (``union_score``);
+- chapter 7: the held-out split (:func:`train_pairs`), a sequence read literally
+  (``literal_answer``) and the union score (``union_score``);
 - chapter 8: the phase-2 rule on a curve (``sharpest_rise``);
 - chapter 9: layer 2's query-key form on the variable directions (``variable_qk_block``), a
   neuron's Fourier spectrum over ``(n, m)`` (:func:`neuron_spectrum`) and an activation-patching
@@ -27,6 +28,7 @@ import torch
 
 from mechbook.assign_add import circuits, fourier, phases
 from mechbook.assign_add.patching import PATCH_HOOK, one_var_patch_pairs, patched_logits
+from mechbook.assign_add.pools import literal_answer
 from mechbook.assign_add.task import GENERALISATION_UNION, Task, TaskConfig, union_accuracy
 from mechbook.exercises.core import WRONG_SHAPE, Case, Diagnosis, Exercise, allclose, as_array, rng_cases, transposed
 
@@ -176,6 +178,51 @@ TRAIN_PAIRS = Exercise(
         _diagnosis(
             lambda y, e, c: int(as_array(y).sum()) != int(e.sum()),
             "you chose the wrong number of training pairs: take floor(fraction * N²) of them",
+        ),
+    ),
+)
+
+
+# ---------------------------------------------------------------- chapter 7: reading a sequence
+
+
+def _token_ids_added(seq: np.ndarray, tc: TaskConfig) -> int:
+    """The query's two token ids added as if they were numbers (a mistake the check names)."""
+    return (int(seq[tc.context_len + 1]) + int(seq[tc.context_len + 2])) % tc.modulus
+
+
+def _sequence_case(task: Task, seq: np.ndarray) -> Case:
+    return Case(f"`{task.raw(seq)}` (N = {task.cfg.modulus})", (seq, task.cfg))
+
+
+def _sequence_cases() -> list[Case]:
+    paper = Task()
+    page = np.array([paper.cfg.pad] * 6 + [64, 1, 63, 17, 62, 42] + [paper.cfg.plus, 63, 19, paper.cfg.eq])
+    cases = [_sequence_case(paper, page)]
+    for task, seed in ((paper, 0), (tiny_task(), 1), (tiny_task(11, 6), 2)):
+        pools = task.eval_pools(2, seed)
+        cases += [_sequence_case(task, tokens[0]) for tokens, _ in pools.values()]
+    return cases
+
+
+LITERAL_ANSWER = Exercise(
+    name="literal_answer",
+    reference=literal_answer,
+    cases=_sequence_cases,
+    hint=(
+        "drop the PADs of the context (the first seq_len - 4 tokens) and read the rest as pairs "
+        "(variable token, value); an operand at positions context_len + 1 and + 2 is a number itself when it is "
+        "below N, else the value its variable was assigned; add the two modulo N"
+    ),
+    diagnoses=(
+        _diagnosis(
+            lambda y, e, c: int(y) != e and int(y) % c.args[1].modulus == e,
+            "you forgot the modulus: the answer is the sum mod N",
+        ),
+        _diagnosis(
+            lambda y, e, c: _same(y, _token_ids_added(*c.args), e),
+            "a variable operand stands for the value it is assigned in the context (without its PADs the context "
+            "reads variable, value, variable, value, ...): look it up instead of adding its token id",
         ),
     ),
 )
@@ -638,6 +685,7 @@ SWEEP_THRESHOLD = Exercise(
 
 EXERCISES: tuple[Exercise, ...] = (
     TRAIN_PAIRS,
+    LITERAL_ANSWER,
     UNION_SCORE,
     SHARPEST_RISE,
     VARIABLE_QK_BLOCK,
