@@ -548,6 +548,13 @@ def test_takeaway_is_computed_from_the_claims():
     )
     assert "readable after layer 1 before the jump in 0 of the 2 runs" in ch08.takeaway_prose(d, late)
     assert "switch on at the same time" not in text
+    before, after, plateau = (ev[f"ch08.{k}"] for k in ("l1_top2_before", "l1_top2_after", "plateau_b_right"))
+    assert f"it is {before.summary()} before and {after.summary()} after" in text
+    assert f"the ledger has the claims {before.verdict} (before) and {after.verdict} (after)" in text
+    assert not plateau.values and "the rebuild's in" not in text  # no seed plateaued in the fake: no count
+    with_seeds = dict(ev, **{"ch08.plateau_b_right": ch08.CLAIM["ch08.plateau_b_right"].evidence([True, False])})
+    assert "the rebuild's in 1 of 2 seeds" in ch08.takeaway_prose(d, with_seeds)
+    assert f"b as the right operand: {plateau.verdict} over both" in text
 
 
 # ---------------------------------------------------------------- records and bounds

@@ -1188,8 +1188,13 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
         a, b = j.at_before["l1_operands_top2"], j.at_after["l1_operands_top2"]
         line += (
             f" Across the jump on the released run, the share of sequences whose top-2 layer-1 keys from `=` are "
-            f"the operand positions {claims.change(a, b, '.2f')} from {a:.2f} to {b:.2f} (the paper's claim "
-            f"0.12 → 0.95: before {before.verdict}, after {after.verdict})."
+            f"the operand positions {claims.change(a, b, '.2f')} from {a:.2f} to {b:.2f}, the paper's 0.12 → 0.95"
+            + (
+                f"; on the rebuild's seeds it is {before.summary()} before and {after.summary()} after, so over both "
+                f"the ledger has the claims {before.verdict} (before) and {after.verdict} (after)."
+                if before.values
+                else "."
+            )
         )
     bullets.append(line)
     adder = ev["ch08.adder_before_jump"]
@@ -1216,8 +1221,13 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
     }[d.release.plateau.b_right_only]
     bullets.append(
         f"Phase 3 (the misplaced pools' plateau, then a refinement) is detected in "
-        f"{int(summary['three_phases'].sum())} of {len(summary)} seeds; the released run's plateau is {rel_plateau} "
-        f"(the paper's account: {plateau.verdict} here)."
+        f"{int(summary['three_phases'].sum())} of {len(summary)} seeds; the released run's plateau is {rel_plateau}"
+        + (
+            f", the rebuild's in {sum(bool(v) for v in plateau.values)} of {len(plateau.values)} seeds"
+            if plateau.values
+            else ""
+        )
+        + f" (the paper's account, b as the right operand: {plateau.verdict} over both)."
     )
     return "\n".join(f"* {b}" for b in bullets)
 
