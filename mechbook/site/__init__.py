@@ -16,8 +16,9 @@ Makes every page work with no network:
   the specs that the loader draws (chapter 9: 3.8 MB of HTML, two thirds of it SVG, before);
 - ``_static/mechbook-search.js`` keeps code cells, outputs and TeX out of search snippets;
 - each notebook page starts with a note offering the notebook (``_downloads/<page>.ipynb``, as
-  committed: no outputs) and the executed one (``_downloads/<page>.executed.ipynb``), with one
-  line on how to run it locally;
+  committed: no outputs), its exercise form (``_downloads/<page>.exercises.ipynb``: solutions
+  replaced by stubs, :mod:`mechbook.exercises.notebooks`) and the executed one
+  (``_downloads/<page>.executed.ipynb``), with one line on how to run it locally;
 - the footer shows the book's version, ``git describe --always --dirty`` of the checkout.
 """
 
@@ -195,9 +196,12 @@ def _python_literal(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
-def downloads_note(source_url: str, executed_url: str, parameters: dict[str, Any], path: str) -> str:
+def downloads_note(
+    source_url: str, exercises_url: str, executed_url: str, parameters: dict[str, Any], path: str
+) -> str:
     """The note at the top of a notebook page: the parameters the page ran with (papermill's,
-    whose cell is left off the page), both downloads, and how to run it locally."""
+    whose cell is left off the page), the three downloads (the notebook, its exercise form, the
+    executed notebook), and how to run it locally."""
     ran = ""
     if parameters:
         shown = ", ".join(f"<code>{html.escape(f'{k} = {_python_literal(v)}')}</code>" for k, v in parameters.items())
@@ -205,6 +209,8 @@ def downloads_note(source_url: str, executed_url: str, parameters: dict[str, Any
     return (
         f'<div class="mechbook-downloads" role="note">{ran}<p>Download this page: '
         f'<a class="mechbook-download-source" href="{html.escape(source_url)}" download>notebook (.ipynb)</a> · '
+        f'<a class="mechbook-download-exercises" href="{html.escape(exercises_url)}" download>exercises '
+        "(solutions left for you to write)</a> · "
         f'<a class="mechbook-download-executed" href="{html.escape(executed_url)}" download>executed notebook'
         f"</a>.</p><p>Run it yourself: {RUN_LOCALLY.format(path=html.escape(path))}.</p></div>"
     )
@@ -220,8 +226,10 @@ def _drop_injected_parameters(app: Sphinx, doctree: Any) -> None:
 
 
 def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    """Write a notebook page's two downloads and put :func:`downloads_note` under its title."""
+    """Write a notebook page's three downloads and put :func:`downloads_note` under its title."""
     import nbformat
+
+    from mechbook.exercises.notebooks import exercise_form
 
     if doctree is None or "body" not in context:
         return
@@ -232,12 +240,15 @@ def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict
     folder = Path(app.outdir) / DOWNLOADS / Path(pagename).parent
     folder.mkdir(parents=True, exist_ok=True)
     stem = Path(pagename).name
-    nbformat.write(source_notebook(executed), folder / f"{stem}.ipynb")
+    committed = source_notebook(executed)
+    nbformat.write(committed, folder / f"{stem}.ipynb")
+    nbformat.write(exercise_form(committed, pagename), folder / f"{stem}.exercises.ipynb")
     shutil.copy2(source, folder / f"{stem}.executed.ipynb")
     parameters = dict(executed.metadata.get("papermill", {}).get("parameters", {}))
     url = context["pathto"]
     note = downloads_note(
         url(f"{DOWNLOADS}/{pagename}.ipynb", 1),
+        url(f"{DOWNLOADS}/{pagename}.exercises.ipynb", 1),
         url(f"{DOWNLOADS}/{pagename}.executed.ipynb", 1),
         parameters,
         f"{pagename}.ipynb",
