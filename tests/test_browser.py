@@ -247,6 +247,7 @@ def test_exercise_hint_and_solution_open_on_a_click_within_the_column(browser, s
         assert box["shown"], f"{rel} at {width} px: the {what} opened but shows nothing: {box}"
         assert box["inside"] and box["page"] <= box["screen"], f"{rel} at {width} px: the {what} overflows: {box}"
     assert "def " in solution.inner_text(), f"{rel}: the opened solution shows no code"
+    assert solution.locator("summary").first.inner_text().strip() == "Hide the solution"
     suffix = "" if width == 1280 else f"-{width}"
     section.screenshot(path=str(root / "_build" / "screenshots" / f"{Path(rel).stem}-exercise{suffix}.png"))
     page.close()

@@ -290,3 +290,17 @@ def test_book_version_is_git_describe_or_unknown(tmp_path, root):
     ).stdout.strip()
     assert site.book_version(root) == described
     assert site.book_version(tmp_path) == "unknown"
+
+
+def test_a_folded_solution_opens_on_show_the_solution():
+    from docutils import nodes
+
+    doc = nodes.document(None, None)
+    solution = nodes.container(classes=["cell", "tag_exercise", "tag_solution"], hide_mode="input")
+    other = nodes.container(classes=["cell", "tag_hide-input"], hide_mode="input")
+    for node in (solution, other):
+        node["prompt_show"], node["prompt_hide"] = "Show code cell {type}", "Hide code cell {type}"
+        doc += node
+    site._solution_prompts(None, doc)
+    assert (solution["prompt_show"], solution["prompt_hide"]) == site.SOLUTION_PROMPTS
+    assert other["prompt_show"] == "Show code cell {type}"

@@ -15,6 +15,7 @@ Makes every page work with no network:
   ``_images/mechbook-chart-<hash>.svg``, shown by a ``<noscript>`` image, so a page carries only
   the specs that the loader draws (chapter 9: 3.8 MB of HTML, two thirds of it SVG, before);
 - ``_static/mechbook-search.js`` keeps code cells, outputs and TeX out of search snippets;
+- an exercise's folded solution opens on "Show the solution";
 - each notebook page starts with a note offering the notebook (``_downloads/<page>.ipynb``, as
   committed: no outputs), its exercise form (``_downloads/<page>.exercises.ipynb``: solutions
   replaced by stubs, :mod:`mechbook.exercises.notebooks`) and the executed one
@@ -225,6 +226,19 @@ def _drop_injected_parameters(app: Sphinx, doctree: Any) -> None:
             node.parent.remove(node)
 
 
+SOLUTION_PROMPTS = ("Show the solution", "Hide the solution")
+
+
+def _solution_prompts(app: Sphinx, doctree: Any) -> None:
+    """An exercise's folded solution (a code cell tagged ``solution`` and ``hide-input``) opens on
+    "Show the solution" instead of myst-nb's "Show code cell source"."""
+    from docutils import nodes
+
+    for node in doctree.findall(nodes.container):
+        if "tag_solution" in node.get("classes", []) and node.get("hide_mode"):
+            node["prompt_show"], node["prompt_hide"] = SOLUTION_PROMPTS
+
+
 def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     """Write a notebook page's three downloads and put :func:`downloads_note` under its title."""
     import nbformat
@@ -263,6 +277,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _configure)
     app.connect("builder-inited", _write_assets)
     app.connect("doctree-read", _drop_injected_parameters)
+    app.connect("doctree-read", _solution_prompts)
     app.connect("html-page-context", _drop_thebe, priority=900)
     app.connect("html-page-context", _light_page, priority=910)
     app.connect("html-page-context", _downloads_page, priority=920)
