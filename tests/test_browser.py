@@ -249,7 +249,12 @@ def test_exercise_hint_and_solution_open_on_a_click_within_the_column(browser, s
     assert "def " in solution.inner_text(), f"{rel}: the opened solution shows no code"
     assert solution.locator("summary").first.inner_text().strip() == "Hide the solution"
     suffix = "" if width == 1280 else f"-{width}"
-    section.screenshot(path=str(root / "_build" / "screenshots" / f"{Path(rel).stem}-exercise{suffix}.png"))
+    page.evaluate("() => window.scrollTo(0, 0)")  # page coordinates, and the sticky header stays at the top
+    page.screenshot(
+        path=str(root / "_build" / "screenshots" / f"{Path(rel).stem}-exercise{suffix}.png"),
+        full_page=True,
+        clip=section.bounding_box(),
+    )
     page.close()
     assert not problems, problems
 
