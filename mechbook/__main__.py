@@ -1,4 +1,5 @@
-"""The command line: ``python -m mechbook execute|build|check|bench`` (see README.md).
+"""The command line: ``python -m mechbook execute|build|check|claims|spread|exercises|bench|cache|sweep``
+(see README.md).
 
 - ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
   (the book's parts side by side in N processes; default one per core).
@@ -9,6 +10,8 @@
   verdicts against book/thresholds/claims.yml; ``--write`` stores the verdicts there.
 - ``spread --profile P --seeds N [--only STEM ...]``: each chapter once per seed, the records'
   spread written to ``book/thresholds/<stem>.spread.yml``.
+- ``exercises [--out DIR]``: the exercise form of every chapter notebook (solutions replaced by
+  stubs, checks kept), written to ``DIR/<part>/<stem>.ipynb`` (default ``_build/exercises``).
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
 - ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
 - ``sweep --profile P --chapter 8|11 --seeds N --executor slurm|local [--partition P --gpus-per-job G
@@ -91,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
                 metavar="NAME=VALUE",
                 help="inject a knob into every chosen chapter's parameters cell (VALUE is read as YAML)",
             )
+    exercises = sub.add_parser(
+        "exercises",
+        help="write every chapter's exercise form (solutions replaced by stubs) into _build/exercises",
+        description="Write the exercise form of every chapter notebook: each ### BEGIN SOLUTION ... "
+        "### END SOLUTION region replaced by a NotImplementedError stub, the checks kept, outputs cleared.",
+    )
+    exercises.add_argument("--out", default=None, metavar="DIR", help="where to write (default _build/exercises)")
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
@@ -177,6 +187,17 @@ def _run(argv: list[str]) -> int:
         from mechbook.benchmarks import run
 
         return run(args.name, args.args)
+    if args.command == "exercises":
+        from pathlib import Path
+
+        from mechbook.book.toc import ROOT, toc_files
+        from mechbook.exercises.notebooks import write_exercises
+
+        notebooks = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
+        out = Path(args.out) if args.out else ROOT / "_build" / "exercises"
+        for path in write_exercises(notebooks, ROOT, out):
+            print(f"wrote {path}")
+        return 0
     if args.command == "cache":
         from mechbook.cache_bundle import main as cache_main
 

@@ -2,9 +2,11 @@
 at a 1280 px and a 390 px wide screen: no console errors, every chart rendered live and no wider
 than the text column (nor any display equation), no stderr output, no local path, no corpus token
 read as an HTML tag, each chart labelled by its title, a bounded first-load weight, and the
-downloads resolving offline. The intro's slider changes its chart, its charts follow dark mode,
-search snippets show prose, and the intro works from file://. Full-page screenshots go to
-_build/screenshots/ (``<page>.png`` at 1280 px, ``<page>-390.png`` at 390 px)."""
+three downloads resolving offline. An exercise's hint and solution open on a click and stay in
+the column. The intro's slider changes its chart, its charts follow dark mode, search snippets
+show prose, and the intro works from file://. Full-page screenshots go to _build/screenshots/
+(``<page>.png`` at 1280 px, ``<page>-390.png`` at 390 px; ``<stem>-exercise[-390].png``: an
+exercise opened)"""
 
 from __future__ import annotations
 
@@ -195,13 +197,66 @@ def test_downloads_resolve_offline(browser, server, built_site, root):
             "div.mechbook-downloads a, .dropdown-download-buttons a", "as => as.map(a => a.href)"
         )
         ipynb = [u for u in links if u.endswith(".ipynb")]
-        assert len(ipynb) >= 3, f"{rel}: expected the note's two links and the download button, got {links}"
+        assert len(ipynb) >= 4, f"{rel}: expected the note's three links and the download button, got {links}"
+        assert any(u.endswith(".exercises.ipynb") for u in ipynb), f"{rel}: no exercise form among {links}"
         for url in ipynb:
             response = page.request.get(url)
             assert response.ok, f"{rel}: {url} answers {response.status}"
             assert json.loads(response.body())["nbformat"] == 4
         page.close()
         assert not problems, problems
+
+
+FOLD = """(d) => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const c = column.getBoundingClientRect();
+  const r = d.getBoundingClientRect();
+  const body = d.querySelector(':scope > :not(summary)');
+  return {open: d.open, shown: !!body && body.getBoundingClientRect().height > 0,
+          inside: r.left >= c.left - 1 && r.right <= c.right + 1, width: Math.round(r.width),
+          column: Math.round(c.width), page: document.documentElement.scrollWidth, screen: window.innerWidth};
+}"""
+
+
+def _exercise_page(built_site: Path, root: Path) -> str:
+    """The first notebook page with an exercise (a cell tagged ``solution``)."""
+    from mechbook.book.toc import toc_files
+
+    for entry in toc_files(root):
+        rel = entry.with_suffix(".html").as_posix()
+        if entry.suffix == ".ipynb" and "tag_solution" in (built_site / rel).read_text(encoding="utf-8"):
+            return rel
+    pytest.fail("no page shows an exercise (a code cell tagged solution)")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_exercise_hint_and_solution_open_on_a_click_within_the_column(browser, server, built_site, root, width):
+    """An exercise's hint (a dropdown) and its solution (the folded code cell) are closed, open on a
+    click, show their content, and stay within the text column without widening the page."""
+    rel = _exercise_page(built_site, root)
+    page, problems = _open(browser, f"{server}/{rel}", width)
+    _settle(page)
+    solution = page.locator("div.cell.tag_solution details").first
+    section = solution.locator("xpath=ancestor::section[1]")
+    hint = section.locator("details.sd-dropdown", has_text="Hint").first
+    for what, fold in (("hint", hint), ("solution", solution)):
+        assert fold.evaluate("d => d.open") is False, f"{rel}: the {what} is open before a click"
+        fold.locator("summary").first.click()
+        page.wait_for_function("d => d.open", arg=fold.element_handle(), timeout=5_000)
+        box = fold.evaluate(FOLD)
+        assert box["shown"], f"{rel} at {width} px: the {what} opened but shows nothing: {box}"
+        assert box["inside"] and box["page"] <= box["screen"], f"{rel} at {width} px: the {what} overflows: {box}"
+    assert "def " in solution.inner_text(), f"{rel}: the opened solution shows no code"
+    assert solution.locator("summary").first.inner_text().strip() == "Hide the solution"
+    suffix = "" if width == 1280 else f"-{width}"
+    page.evaluate("() => window.scrollTo(0, 0)")  # page coordinates, and the sticky header stays at the top
+    page.screenshot(
+        path=str(root / "_build" / "screenshots" / f"{Path(rel).stem}-exercise{suffix}.png"),
+        full_page=True,
+        clip=section.bounding_box(),
+    )
+    page.close()
+    assert not problems, problems
 
 
 def test_intro_slider_changes_its_chart(browser, server):
@@ -262,6 +317,6 @@ def test_intro_works_opened_from_disk(browser, built_site):
     assert states and all(s == "live" for s in states), states
     assert page.locator("mjx-container").count() > 0
     links = page.eval_on_selector_all("div.mechbook-downloads a", "as => as.map(a => a.href)")
-    assert len(links) == 2 and all(Path(urlparse(u).path).is_file() for u in links), links
+    assert len(links) == 3 and all(Path(urlparse(u).path).is_file() for u in links), links
     page.close()
     assert not problems, problems

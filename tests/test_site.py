@@ -16,6 +16,7 @@ import pytest
 
 from mechbook import site
 from mechbook.book.toc import toc_files
+from mechbook.exercises.notebooks import exercise_form
 
 book = pytest.mark.book
 REMOTE = re.compile(r"^\s*(https?:)?//", re.I)
@@ -130,7 +131,7 @@ def test_notebook_pages_offer_both_notebooks_and_hide_the_injected_cell(built_si
         assert "tag_injected-parameters" not in text, f"{entry}: papermill's cell is on the page"
         assert "This page ran with <code>profile = &quot;smoke&quot;</code>" in text, entry
         assert f"open <code>{entry.as_posix()}</code>" in text and "<code>make venv</code>" in text
-        links = dict(re.findall(r'class="mechbook-download-(source|executed)" href="([^"]+)"', text))
+        links = dict(re.findall(r'class="mechbook-download-(source|exercises|executed)" href="([^"]+)"', text))
         source = nbformat.read(page.parent / links["source"], as_version=4)
         executed = nbformat.read(page.parent / links["executed"], as_version=4)
         assert all(
@@ -141,6 +142,8 @@ def test_notebook_pages_offer_both_notebooks_and_hide_the_injected_cell(built_si
         )
         committed = nbformat.read(root / entry, as_version=4)
         assert [c.source for c in source.cells] == [c.source for c in committed.cells]
+        exercises = nbformat.read(page.parent / links["exercises"], as_version=4)
+        assert [c.source for c in exercises.cells] == [c.source for c in exercise_form(committed).cells]
 
 
 @book
@@ -272,10 +275,13 @@ def test_source_notebook_is_the_executed_one_without_outputs(tmp_path):
 
 
 def test_downloads_note_escapes_and_names_the_parameters():
-    note = site.downloads_note("a.ipynb", "a.executed.ipynb", {"profile": "smoke", "steps": 5}, "book/<x>.ipynb")
+    note = site.downloads_note(
+        "a.ipynb", "a.exercises.ipynb", "a.executed.ipynb", {"profile": "smoke", "steps": 5}, "book/<x>.ipynb"
+    )
     assert "<code>profile = &quot;smoke&quot;</code>, <code>steps = 5</code>" in note
-    assert 'href="a.ipynb" download' in note and 'href="a.executed.ipynb" download' in note
-    assert "<code>book/&lt;x&gt;.ipynb</code>" in note and "This page ran" not in site.downloads_note("a", "b", {}, "p")
+    assert all(f'href="a.{kind}ipynb" download' in note for kind in ("", "exercises.", "executed."))
+    assert "<code>book/&lt;x&gt;.ipynb</code>" in note
+    assert "This page ran" not in site.downloads_note("a", "b", "c", {}, "p")
 
 
 def test_book_version_is_git_describe_or_unknown(tmp_path, root):
@@ -284,3 +290,17 @@ def test_book_version_is_git_describe_or_unknown(tmp_path, root):
     ).stdout.strip()
     assert site.book_version(root) == described
     assert site.book_version(tmp_path) == "unknown"
+
+
+def test_a_folded_solution_opens_on_show_the_solution():
+    from docutils import nodes
+
+    doc = nodes.document(None, None)
+    solution = nodes.container(classes=["cell", "tag_exercise", "tag_solution"], hide_mode="input")
+    other = nodes.container(classes=["cell", "tag_hide-input"], hide_mode="input")
+    for node in (solution, other):
+        node["prompt_show"], node["prompt_hide"] = "Show code cell {type}", "Hide code cell {type}"
+        doc += node
+    site._solution_prompts(None, doc)
+    assert (solution["prompt_show"], solution["prompt_hide"]) == site.SOLUTION_PROMPTS
+    assert other["prompt_show"] == "Show code cell {type}"

@@ -72,6 +72,10 @@ class Outcome:
     def passed(self) -> bool:
         return self.status == "passed"
 
+    def _ipython_display_(self) -> None:
+        """Show nothing when a notebook cell ends with the check: :func:`run` has printed its line,
+        and the dataclass's repr under it would repeat the line in a long dump."""
+
 
 def as_array(value: Any) -> np.ndarray:
     """``value`` (a tensor, array, number or nested sequence) as a float64 numpy array."""

@@ -15,9 +15,11 @@ Makes every page work with no network:
   ``_images/mechbook-chart-<hash>.svg``, shown by a ``<noscript>`` image, so a page carries only
   the specs that the loader draws (chapter 9: 3.8 MB of HTML, two thirds of it SVG, before);
 - ``_static/mechbook-search.js`` keeps code cells, outputs and TeX out of search snippets;
+- an exercise's folded solution opens on "Show the solution";
 - each notebook page starts with a note offering the notebook (``_downloads/<page>.ipynb``, as
-  committed: no outputs) and the executed one (``_downloads/<page>.executed.ipynb``), with one
-  line on how to run it locally;
+  committed: no outputs), its exercise form (``_downloads/<page>.exercises.ipynb``: solutions
+  replaced by stubs, :mod:`mechbook.exercises.notebooks`) and the executed one
+  (``_downloads/<page>.executed.ipynb``), with one line on how to run it locally;
 - the footer shows the book's version, ``git describe --always --dirty`` of the checkout.
 """
 
@@ -195,9 +197,12 @@ def _python_literal(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
-def downloads_note(source_url: str, executed_url: str, parameters: dict[str, Any], path: str) -> str:
+def downloads_note(
+    source_url: str, exercises_url: str, executed_url: str, parameters: dict[str, Any], path: str
+) -> str:
     """The note at the top of a notebook page: the parameters the page ran with (papermill's,
-    whose cell is left off the page), both downloads, and how to run it locally."""
+    whose cell is left off the page), the three downloads (the notebook, its exercise form, the
+    executed notebook), and how to run it locally."""
     ran = ""
     if parameters:
         shown = ", ".join(f"<code>{html.escape(f'{k} = {_python_literal(v)}')}</code>" for k, v in parameters.items())
@@ -205,6 +210,8 @@ def downloads_note(source_url: str, executed_url: str, parameters: dict[str, Any
     return (
         f'<div class="mechbook-downloads" role="note">{ran}<p>Download this page: '
         f'<a class="mechbook-download-source" href="{html.escape(source_url)}" download>notebook (.ipynb)</a> · '
+        f'<a class="mechbook-download-exercises" href="{html.escape(exercises_url)}" download>exercises '
+        "(solutions left for you to write)</a> · "
         f'<a class="mechbook-download-executed" href="{html.escape(executed_url)}" download>executed notebook'
         f"</a>.</p><p>Run it yourself: {RUN_LOCALLY.format(path=html.escape(path))}.</p></div>"
     )
@@ -219,9 +226,24 @@ def _drop_injected_parameters(app: Sphinx, doctree: Any) -> None:
             node.parent.remove(node)
 
 
+SOLUTION_PROMPTS = ("Show the solution", "Hide the solution")
+
+
+def _solution_prompts(app: Sphinx, doctree: Any) -> None:
+    """An exercise's folded solution (a code cell tagged ``solution`` and ``hide-input``) opens on
+    "Show the solution" instead of myst-nb's "Show code cell source"."""
+    from docutils import nodes
+
+    for node in doctree.findall(nodes.container):
+        if "tag_solution" in node.get("classes", []) and node.get("hide_mode"):
+            node["prompt_show"], node["prompt_hide"] = SOLUTION_PROMPTS
+
+
 def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    """Write a notebook page's two downloads and put :func:`downloads_note` under its title."""
+    """Write a notebook page's three downloads and put :func:`downloads_note` under its title."""
     import nbformat
+
+    from mechbook.exercises.notebooks import exercise_form
 
     if doctree is None or "body" not in context:
         return
@@ -232,12 +254,15 @@ def _downloads_page(app: Sphinx, pagename: str, templatename: str, context: dict
     folder = Path(app.outdir) / DOWNLOADS / Path(pagename).parent
     folder.mkdir(parents=True, exist_ok=True)
     stem = Path(pagename).name
-    nbformat.write(source_notebook(executed), folder / f"{stem}.ipynb")
+    committed = source_notebook(executed)
+    nbformat.write(committed, folder / f"{stem}.ipynb")
+    nbformat.write(exercise_form(committed, pagename), folder / f"{stem}.exercises.ipynb")
     shutil.copy2(source, folder / f"{stem}.executed.ipynb")
     parameters = dict(executed.metadata.get("papermill", {}).get("parameters", {}))
     url = context["pathto"]
     note = downloads_note(
         url(f"{DOWNLOADS}/{pagename}.ipynb", 1),
+        url(f"{DOWNLOADS}/{pagename}.exercises.ipynb", 1),
         url(f"{DOWNLOADS}/{pagename}.executed.ipynb", 1),
         parameters,
         f"{pagename}.ipynb",
@@ -252,6 +277,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _configure)
     app.connect("builder-inited", _write_assets)
     app.connect("doctree-read", _drop_injected_parameters)
+    app.connect("doctree-read", _solution_prompts)
     app.connect("html-page-context", _drop_thebe, priority=900)
     app.connect("html-page-context", _light_page, priority=910)
     app.connect("html-page-context", _downloads_page, priority=920)
