@@ -282,8 +282,11 @@ def test_neuron_spectrum_diagnoses():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.floats(0.05, 20).filter(lambda c: abs(c - 1) > 1e-2))
+@given(st.floats(0.05, 20).filter(lambda c: abs(c - 1) > 1e-2 and abs(c - 1 / 3) > 1e-6))
 def test_a_spectrum_off_by_any_constant_factor_is_named(c):
+    """Any factor but one: on the first case (cos + 1, variance 1/2, squared mean 1) a map left
+    uncentred gives exactly 1/3 of the answer, so a factor of 1/3 there is read, rightly, as the
+    centring mistake (hypothesis found it)."""
     assert_diagnosed("neuron_spectrum", lambda g: c * part2.neuron_spectrum(g), "constant factor")
 
 
