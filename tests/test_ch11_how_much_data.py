@@ -265,6 +265,7 @@ def test_the_moves_claim_on_each_side_of_its_rule(early_scores, verdict):
     assert found["ch11.r_threshold_moves"].verdict == "untested"  # one budget only
     prose = ch11.budgets_prose(sw, found)
     assert ev.sentence() in prose and "5 steps" in prose and "10 steps" in prose
+    assert "(median over 2 seeds) at 5 steps" in prose and "**r** (one seed) at 10 steps" in prose
     assert ("still a property of the step budget" in prose) == (verdict == "reproduced")
     assert ("has settled" in prose) == (verdict == "not reproduced")
     title = ch11.budgets_chart(sw).to_dict()["hconcat"][0]["title"]["text"][0]
