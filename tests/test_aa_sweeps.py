@@ -255,10 +255,11 @@ def test_budgets_read_each_fraction_and_the_end(tmp_path, monkeypatch):
     base = tiny_run(steps=8, keep_every=8)
     cfgs = point_configs(base, "f", [0.3, 0.6], (0, 1))
     results = load_or_train_runs(cfgs)
-    budgets = read_budgets(cfgs, results, "f", (0.1, 0.25, 0.5, 0.7), 0.9)
-    assert [b.steps for b in budgets] == [2, 4, 8]  # 0.8 steps -> none; 5.6 -> the evaluated step 4
     end = read_sweep(score_runs(cfgs, results, "f"), 0.9)
+    budgets = read_budgets(cfgs, results, end, (0.1, 0.25, 0.5, 0.7))
+    assert [b.steps for b in budgets] == [2, 4, 8]  # 0.8 steps -> none; 5.6 -> the evaluated step 4
     assert budgets[-1].reading == end
+    assert budgets[-2].reading == read_sweep(score_runs(cfgs, results, "f", at_step=4), 0.9)
     early = score_runs(cfgs, results, "f", at_step=4)
     assert (early["steps"] == 4).all()
     assert list(early["score"]) == [final_accuracies(history_until(r.history, 4))["0var_heldout"] for r in results]

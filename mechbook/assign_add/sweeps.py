@@ -179,7 +179,7 @@ def score_runs(
 ) -> pd.DataFrame:
     """Score trained sweep runs (``cfgs`` and their ``results``, in :func:`point_configs` order),
     at their last step or, with ``at_step``, as they stood at that evaluated step.
-    One row per run: ``knob``, ``value``, ``seed``, ``score``, ``train_loss`` (final training
+    One row per run: ``knob``, ``steps`` (the step read), ``value``, ``seed``, ``score``, ``train_loss`` (final training
     cross-entropy), ``converged`` (``train_loss <= LOSS_BOUND``), ``chance`` (``1 / N``),
     ``control`` (the best constant answer's score on the same pools), for ``r`` also
     ``score_equal_weights`` (the three parts weighted 1/3 each), one column per evaluation pool
@@ -384,13 +384,19 @@ class Budget:
 
 
 def read_budgets(
-    cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob: str, fractions: Sequence[float], level: float
+    cfgs: Sequence[TrainConfig],
+    results: Sequence[TrainResult],
+    end: SweepReading,
+    fractions: Sequence[float],
 ) -> tuple[Budget, ...]:
     """The sweep read at each fraction of its steps (the evaluated step at or below it; none when
-    that is step 0) and at its end, shortest budget first."""
+    that is step 0 or the end), then ``end``, its reading at the last step, shortest budget first."""
     steps, every = cfgs[0].steps, cfgs[0].eval_every
-    budgets = sorted({int(f * steps) // every * every for f in fractions} - {0} | {steps})
-    return tuple(Budget(knob, b, read_sweep(score_runs(cfgs, results, knob, at_step=b), level)) for b in budgets)
+    earlier = sorted({int(f * steps) // every * every for f in fractions} - {0, steps})
+    return (
+        *(Budget(end.knob, b, read_sweep(score_runs(cfgs, results, end.knob, at_step=b), end.level)) for b in earlier),
+        Budget(end.knob, steps, end),
+    )
 
 
 @dataclass(frozen=True)
@@ -420,19 +426,21 @@ def run_sweeps(cfg: SweepsConfig, device: str | None = None) -> Sweeps:
     f_cfgs = point_configs(cfg.f_train, "f", cfg.f_values, cfg.seeds)
     f_results = sweep_results(cfg.f_train, "f", cfg.f_values, cfg.seeds, device)
     f_runs = score_runs(f_cfgs, f_results, "f")
+    f = read_sweep(f_runs, cfg.level)
     r_cfgs = point_configs(cfg.r_train, "r", cfg.r_values, cfg.seeds)
     r_results = sweep_results(cfg.r_train, "r", cfg.r_values, cfg.seeds, device)
     r_runs = score_runs(r_cfgs, r_results, "r")
+    r = read_sweep(r_runs, cfg.level)
     last = tuple(
         (int(c.seed), res.history) for c, res in zip(r_cfgs, r_results) if c.task.two_var_fraction == cfg.r_values[-1]
     )
     return Sweeps(
         f_runs,
         r_runs,
-        read_sweep(f_runs, cfg.level),
-        read_sweep(r_runs, cfg.level),
+        f,
+        r,
         read_sweep(r_runs, cfg.level, "2var_heldout"),
         last,
-        read_budgets(f_cfgs, f_results, "f", cfg.budgets, cfg.level),
-        read_budgets(r_cfgs, r_results, "r", cfg.budgets, cfg.level),
+        read_budgets(f_cfgs, f_results, f, cfg.budgets),
+        read_budgets(r_cfgs, r_results, r, cfg.budgets),
     )
