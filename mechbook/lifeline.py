@@ -2,7 +2,7 @@
 executor takes its kernels down with it (issue 22).
 
 - :class:`WorkerPool` is the process pool of chapters 8 and 11's training
-  (:mod:`mechbook.assign_add.stacked`): spawned workers that die with their parent (the kernel)
+  (:mod:`mechbook.assign_add.train`): spawned workers that die with their parent (the kernel)
   however it ends, by :func:`die_with_parent`; an exception leaving its ``with`` block (an
   interrupt) kills the workers instead of waiting for their training to finish.
 - :func:`die_with_parent` runs first in each worker: on Linux the parent-death signal

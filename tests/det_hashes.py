@@ -51,7 +51,7 @@ def digest(obj: Any) -> str:
 
 
 def _aa_cfg():
-    from mechbook.assign_add.train import TrainConfig
+    from mechbook.assign_add.config import TrainConfig
 
     return TrainConfig(steps=6, batch_size=512, eval_every=3, eval_per_pool=64, keep_every=3, resume_every=3)
 
@@ -66,7 +66,8 @@ def part2_train() -> str:
 def part2_train_bf16() -> str:
     """The paper's model in the authors' precision (bf16 products, fp32 master weights); "no
     native bf16" where the CPU lacks it, in every process alike."""
-    from mechbook.assign_add.train import native_bf16, train
+    from mechbook.assign_add.config import native_bf16
+    from mechbook.assign_add.train import train
 
     if not native_bf16("cpu"):
         return "no native bf16"
@@ -75,8 +76,9 @@ def part2_train_bf16() -> str:
 
 
 def part2_train_smoke_profile() -> str:
+    from mechbook.assign_add.config import with_overrides
     from mechbook.assign_add.runs import TRAIN_PROFILES
-    from mechbook.assign_add.train import train, with_overrides
+    from mechbook.assign_add.train import train
 
     r = train(
         with_overrides(TRAIN_PROFILES["smoke"], steps=20, eval_every=10, keep_every=10, resume_every=10), device="cpu"
@@ -85,8 +87,8 @@ def part2_train_smoke_profile() -> str:
 
 
 def _stacked(precision: str) -> str:
-    from mechbook.assign_add.stacked import train_stacked
     from mechbook.assign_add.sweeps import point_config
+    from mechbook.assign_add.train import train_stacked
 
     base = dataclasses.replace(_aa_cfg(), precision=precision)
     cfgs = [point_config(base, "f", 0.4), point_config(dataclasses.replace(base, seed=5), "f", 0.9)]
@@ -100,7 +102,7 @@ def part2_stacked() -> str:
 
 
 def part2_stacked_bf16() -> str:
-    from mechbook.assign_add.train import native_bf16
+    from mechbook.assign_add.config import native_bf16
 
     return _stacked("bf16") if native_bf16("cpu") else "no native bf16"
 

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from mechbook.assign_add import binding_jump as bj
+from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.runs import TRAIN_PROFILES
 from mechbook.assign_add.task import POOL_NAMES
-from mechbook.assign_add.train import TrainResult
 
 NAMES = ["adder", "prev_token", "qk_identity", "l1_operands_top2", "l1_operands_mass", "l2_needed_top2"]
 

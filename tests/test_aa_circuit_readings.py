@@ -11,11 +11,11 @@ import torch
 
 from mechbook.assign_add import circuit_readings as R
 from mechbook.assign_add import circuits, measures
+from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
-from mechbook.assign_add.train import TrainResult
 
 
 @pytest.fixture(scope="module")

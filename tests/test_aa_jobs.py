@@ -12,11 +12,11 @@ from test_aa_stacked import BASE
 from test_aa_stacked import RUNS as STACKED_RUNS
 
 from mechbook.assign_add import jobs, run_cache
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.seeds import SeedRuns, seed_configs, train_seeds
-from mechbook.assign_add.stacked import train_stacked
 from mechbook.assign_add.sweeps import point_configs
-from mechbook.assign_add.train import TrainConfig
+from mechbook.assign_add.train import train_stacked
 from mechbook.cache import module_closure, torch_loads
 
 TINY = dataclasses.replace(BASE, steps=16)
@@ -178,5 +178,5 @@ def test_the_step_rate_is_measured_on_the_runs_own_config():
 def test_a_runs_key_does_not_reach_the_sweeps_the_seed_rule_or_the_jobs():
     # editing chapter 11's threshold rule, chapter 8's seed rule or the job command retrains nothing
     closure = module_closure([run_cache.__name__])
-    assert {"mechbook.assign_add.stacked", "mechbook.assign_add.train", "mechbook.assign_add.model"} <= set(closure)
+    assert {"mechbook.assign_add.config", "mechbook.assign_add.train", "mechbook.assign_add.model"} <= set(closure)
     assert not {"mechbook.assign_add.sweeps", "mechbook.assign_add.seeds", "mechbook.assign_add.jobs"} & set(closure)

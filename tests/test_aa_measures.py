@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import mechbook.assign_add.measures as measures_mod
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.measures import MEASURES, MeasureConfig, checkpoint_measures, measures_over_training, top2_hits
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainConfig, train
+from mechbook.assign_add.train import train
 
 TASK = Task()
 SMALL = ModelConfig(d_model=16, d_head=16, d_mlp=32)

@@ -7,6 +7,7 @@ import pytest
 from test_aa_release import needs_release
 
 from mechbook.assign_add import released, scores
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.dynamics import ReadSettings, read_dynamics
 from mechbook.assign_add.measures import MeasureConfig
 from mechbook.assign_add.model import ModelConfig
@@ -14,7 +15,7 @@ from mechbook.assign_add.phases import PhaseRules
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.seeds import Dissected, seed_summary
 from mechbook.assign_add.task import POOL_NAMES
-from mechbook.assign_add.train import TrainConfig, train
+from mechbook.assign_add.train import train
 
 
 def test_release_steps_and_sizes_are_checked():

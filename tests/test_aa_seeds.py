@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from mechbook.assign_add import seeds
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.task import Task, union_accuracy
-from mechbook.assign_add.train import TrainConfig
 
 TINY = TrainConfig(
     steps=16,

@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.sweeps import (
@@ -34,7 +35,6 @@ from mechbook.assign_add.sweeps import (
     threshold,
 )
 from mechbook.assign_add.task import POOL_NAMES, Task
-from mechbook.assign_add.train import TrainConfig
 
 
 def tiny_run(steps: int, keep_every: int) -> TrainConfig:

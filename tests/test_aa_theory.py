@@ -143,8 +143,9 @@ def test_gradient_split_by_keys_adds_up_to_the_full_gradient(tiny):
 
 def test_gradient_block_over_training_reads_every_checkpoint(tmp_path, monkeypatch):
     from mechbook.assign_add.circuits import block_diagonality
+    from mechbook.assign_add.config import TrainConfig, load_model
     from mechbook.assign_add.theory import gradient_block_over_training
-    from mechbook.assign_add.train import TrainConfig, load_model, train
+    from mechbook.assign_add.train import train
 
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")

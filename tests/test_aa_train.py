@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-import mechbook.assign_add.stacked as stacked_mod
+import mechbook.assign_add.config as config_mod
 import mechbook.assign_add.train as train_mod
+from mechbook.assign_add.config import TrainConfig, load_model, with_overrides
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import POOL_NAMES, TaskConfig
-from mechbook.assign_add.train import TrainConfig, load_model, load_or_train, train, with_overrides
+from mechbook.assign_add.train import load_or_train, train
 
 TINY = TrainConfig(
     steps=40,
@@ -47,7 +48,7 @@ class Interrupt(Exception):
 
 def test_resume_after_interrupt_gives_identical_weights(tmp_path, monkeypatch):
     straight = train(TINY, device="cpu")
-    real_progress = stacked_mod.progress
+    real_progress = train_mod.progress
 
     def interrupting(*args, **kwargs):
         bar = real_progress(*args, **kwargs)
@@ -63,11 +64,11 @@ def test_resume_after_interrupt_gives_identical_weights(tmp_path, monkeypatch):
         bar.update = update
         return bar
 
-    monkeypatch.setattr(stacked_mod, "progress", interrupting)
+    monkeypatch.setattr(train_mod, "progress", interrupting)
     with pytest.raises(Interrupt):
         train(TINY, resume_dir=tmp_path, device="cpu")
     assert (tmp_path / "state.pt").exists()
-    monkeypatch.setattr(stacked_mod, "progress", real_progress)
+    monkeypatch.setattr(train_mod, "progress", real_progress)
     resumed = train(TINY, resume_dir=tmp_path, device="cpu")
     assert _same(straight.final_state, resumed.final_state)
     assert straight.history.equals(resumed.history)
@@ -86,7 +87,7 @@ def test_load_or_train_is_cached(tmp_path, monkeypatch):
     cfg = dataclasses.replace(TINY, steps=10)
     first = load_or_train(cfg, device="cpu")
     calls = []
-    monkeypatch.setattr(stacked_mod, "Task", lambda *a, **k: calls.append(1))  # training would call it
+    monkeypatch.setattr(train_mod, "Task", lambda *a, **k: calls.append(1))  # training would call it
     again = load_or_train(cfg, device="cpu")
     assert not calls
     assert _same(first.final_state, again.final_state)
@@ -123,33 +124,33 @@ def test_checkpoint_schedule_is_dense_where_a_curve_moves():
         for p in POOL_NAMES
         for s, a in zip(steps, jump)
     ]
-    keep = train_mod.keep_steps(pd.DataFrame(rows), cfg)
+    keep = config_mod.keep_steps(pd.DataFrame(rows), cfg)
     assert keep == [0, 1000, 1500, 1600, 1700, 2000, 3000]
 
 
 def test_precision_is_checked_and_bf16_refused_without_native_bf16(monkeypatch):
     with pytest.raises(ValueError, match="precision must be one of"):
         TrainConfig(precision="fp16")
-    assert train_mod.compute_dtype("fp32", "cpu") == torch.float32
-    monkeypatch.setattr(train_mod, "native_bf16", lambda device: False)
+    assert config_mod.compute_dtype("fp32", "cpu") == torch.float32
+    monkeypatch.setattr(config_mod, "native_bf16", lambda device: False)
     with pytest.raises(ValueError, match=r"precision='bf16' needs native bf16.*precision='fp32'"):
         train(dataclasses.replace(TINY, precision="bf16", steps=10), device="cpu")
-    monkeypatch.setattr(train_mod, "native_bf16", lambda device: True)
-    assert train_mod.compute_dtype("bf16", "cpu") == torch.bfloat16
+    monkeypatch.setattr(config_mod, "native_bf16", lambda device: True)
+    assert config_mod.compute_dtype("bf16", "cpu") == torch.bfloat16
 
 
 def test_native_bf16_reads_the_cpu_flags(monkeypatch, tmp_path):
-    real = train_mod.Path
+    real = config_mod.Path
 
     def fake(flags):
         (tmp_path / "cpuinfo").write_text(f"processor : 0\nflags : {flags}\n")
         monkeypatch.setattr(
-            train_mod, "Path", lambda p: real(tmp_path / "cpuinfo") if p == "/proc/cpuinfo" else real(p)
+            config_mod, "Path", lambda p: real(tmp_path / "cpuinfo") if p == "/proc/cpuinfo" else real(p)
         )
 
     fake("fpu avx2 avx512f")
-    assert not train_mod.native_bf16("cpu")
+    assert not config_mod.native_bf16("cpu")
     fake("fpu avx512f avx512_bf16")
-    assert train_mod.native_bf16("cpu")
+    assert config_mod.native_bf16("cpu")
     fake("fpu amx_bf16 amx_tile")
-    assert train_mod.native_bf16("cpu")
+    assert config_mod.native_bf16("cpu")

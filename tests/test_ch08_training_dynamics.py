@@ -24,6 +24,7 @@ from mechbook.assign_add import release
 from mechbook.assign_add.baselines import PoolBaselines
 from mechbook.assign_add.binding_jump import JumpReading, SeedReading, jump_reading, probe_curve
 from mechbook.assign_add.circuits import pattern_frame
+from mechbook.assign_add.config import TrainConfig, TrainResult
 from mechbook.assign_add.dynamics import Dynamics, RunReadings
 from mechbook.assign_add.measures import measures_over_training
 from mechbook.assign_add.model import AssignAddModel
@@ -34,7 +35,6 @@ from mechbook.assign_add.runs import CPU_RUN, TRAIN_PROFILES
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.seeds import Dissected, SeedRuns, seed_summary
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
-from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
 

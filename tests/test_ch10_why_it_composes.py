@@ -276,7 +276,7 @@ def smoke_batches(task: Task) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[
 def untrained_result(model_seed: int):
     """Smoke's run as if it never stepped: the initial model (of ``model_seed``) scored on the
     run's pools at every evaluation and kept at every checkpoint step."""
-    from mechbook.assign_add.train import TrainResult
+    from mechbook.assign_add.config import TrainResult
 
     train = dataclasses.replace(SMOKE_TRAIN, model=dataclasses.replace(SMOKE_TRAIN.model, seed=model_seed))
     model = AssignAddModel(train.model)

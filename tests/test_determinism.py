@@ -72,7 +72,7 @@ def test_artifact_is_bit_identical_across_processes_and_thread_counts(hashes, ar
 
 
 def test_the_bf16_artifacts_are_trained_in_bf16_where_the_cpu_has_it(hashes):
-    from mechbook.assign_add.train import native_bf16
+    from mechbook.assign_add.config import native_bf16
 
     for name in ("part2_train", "part2_stacked"):
         bf16 = hashes[0][f"{name}_bf16"]

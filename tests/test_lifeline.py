@@ -22,8 +22,8 @@ STARTED_WITHIN_S = 300
 
 TRAIN_CELL = """
 from mechbook.assign_add.model import ModelConfig
-from mechbook.assign_add.stacked import train_groups
-from mechbook.assign_add.train import TrainConfig
+from mechbook.assign_add.train import train_groups
+from mechbook.assign_add.config import TrainConfig
 
 model = ModelConfig(d_model=16, d_head=16, d_mlp=32)
 cfgs = [TrainConfig(steps=10_000_000, batch_size=8, eval_per_pool=8, seed=s, model=model) for s in range(4)]

@@ -19,12 +19,12 @@ import numpy as np
 import pandas as pd
 
 from mechbook.assign_add import probes
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.measures import MeasureConfig, measures_over_training
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.seeds import Dissected
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached
 
 BOUND_LEVEL = 0.95

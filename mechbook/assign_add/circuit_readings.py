@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add import circuits, fourier, measures, patching, probes
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainResult, load_model
 
 POOL_SEED, PATCH_SEED = 2, 3
 """Seeds of chapter 9's evaluation pools and of its patching pairs."""

@@ -25,6 +25,7 @@ from mechbook.assign_add.binding_jump import (
     rebuild_probe_history,
     seed_readings,
 )
+from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.measures import MeasureConfig, measures_over_training
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.plateau import Plateau, plateau_of, rebuild_case_history
@@ -32,7 +33,6 @@ from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.released import release_exact_scores
 from mechbook.assign_add.seeds import Dissected
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainResult
 
 
 @dataclass(frozen=True)

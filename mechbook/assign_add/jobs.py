@@ -27,12 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.run_cache import is_cached, train_job
 from mechbook.assign_add.runs import SEED_RUNS, SWEEPS
 from mechbook.assign_add.seeds import seed_configs
-from mechbook.assign_add.stacked import train_stacked
 from mechbook.assign_add.sweeps import point_config
-from mechbook.assign_add.train import TrainConfig
+from mechbook.assign_add.train import train_stacked
 from mechbook.progress import progress
 
 CHAPTERS = (8, 11)

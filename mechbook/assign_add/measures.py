@@ -29,8 +29,8 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add import circuits
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached
 from mechbook.progress import progress
 

@@ -208,7 +208,7 @@ def stacked_logits(
 ) -> torch.Tensor:
     """Logits at the last position, (K, B, d_out) in float32, of K models at once: ``params`` as
     :func:`stack_parameters` gives them, ``tokens`` (K, B, P). The training and evaluation forward
-    of chapters 8-11 (:func:`mechbook.assign_add.stacked.train_stacked`; a run trained alone is a
+    of chapters 8-11 (:func:`mechbook.assign_add.train.train_stacked`; a run trained alone is a
     stack of one); the same function as :meth:`AssignAddModel.forward` with ``last_only``.
 
     Written for speed: Q, K and V of a layer are one product, every product is a batched matrix

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from mechbook.assign_add import cases
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.phases import Phases
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached
 
 PLATEAU_LAG = 0.5

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mechbook.assign_add import release, scores
+from mechbook.assign_add.config import TrainConfig, TrainResult
 from mechbook.assign_add.task import Task, TaskConfig
-from mechbook.assign_add.train import TrainConfig, TrainResult
 from mechbook.cache import cached
 
 PAPER_PHASES = {"phase 1": "~500", "phase 2": "5,300-5,400", "phase 3": "14,500-16,000"}

@@ -4,7 +4,7 @@ was trained in a stack in this process or alone as a job on another machine.
 :func:`load_or_train_runs` looks up each run's own entry (key: its :class:`TrainConfig`, the
 device and ``keep``) in the store of :func:`mechbook.cache.cached` under ``$MECHBOOK_CACHE``,
 trains only the missing runs, together, through
-:func:`~mechbook.assign_add.stacked.train_groups`, and stores each under its own key.
+:func:`~mechbook.assign_add.train.train_groups`, and stores each under its own key.
 :func:`train_job` is one job of ``python -m mechbook sweep`` (:mod:`mechbook.assign_add.jobs`):
 it trains one run as a stack of one and writes it into the same entry. So when
 ``MECHBOOK_CACHE`` is a shared filesystem, a chapter finds a run trained by a job elsewhere exactly
@@ -25,8 +25,8 @@ import functools
 from collections.abc import Sequence
 from pathlib import Path
 
-from mechbook.assign_add.stacked import train_groups, train_stacked
-from mechbook.assign_add.train import TrainConfig, TrainResult
+from mechbook.assign_add.config import TrainConfig, TrainResult
+from mechbook.assign_add.train import train_groups, train_stacked
 from mechbook.cache import cached, entry_path
 from mechbook.device import default_device
 
@@ -70,7 +70,7 @@ def load_or_train_runs(
     cfgs: Sequence[TrainConfig], device: str | None = None, desc: str = "runs", keep: bool = False
 ) -> list[TrainResult]:
     """The result of every run of ``cfgs``, in order: each from its own cache entry, the missing
-    ones trained together (:func:`~mechbook.assign_add.stacked.train_groups`, which needs them
+    ones trained together (:func:`~mechbook.assign_add.train.train_groups`, which needs them
     stackable) and stored one entry per run. Chapter 8's seeds (``keep=True``: the checkpoints a
     run trained alone keeps) and chapter 11's sweep points come through here."""
     device = device or default_device()

@@ -15,10 +15,10 @@ import dataclasses
 
 import numpy as np
 
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.sweeps import SweepsConfig
-from mechbook.assign_add.train import TrainConfig
 
 SMOKE_RUN = TrainConfig(
     steps=300,  # enough for the adder to start (phase 1), not for binding: smoke checks the machinery

@@ -3,7 +3,7 @@
 
 The binding jump's timing moves widely with the seed, so claims about training dynamics are made
 over seeds. :func:`train_seeds` trains one run per seed as one stacked model
-(:mod:`mechbook.assign_add.stacked`); a seed changes both the initialisation (``model.seed``) and
+(:mod:`mechbook.assign_add.train`); a seed changes both the initialisation (``model.seed``) and
 the data stream (``seed``), never the task or its split. :func:`seed_summary` detects each run's
 phases and final scores; :func:`example_seed` picks the run the chapters dissect by a rule stated
 in advance, never by its result:
@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from mechbook.assign_add.config import TrainConfig, TrainResult, with_overrides
 from mechbook.assign_add.phases import PhaseRules, detect_phases
 from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.sweeps import final_accuracies
 from mechbook.assign_add.task import Task, union_accuracy
-from mechbook.assign_add.train import TrainConfig, TrainResult, load_or_train, with_overrides
+from mechbook.assign_add.train import load_or_train
 
 
 def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:

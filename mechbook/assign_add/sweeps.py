@@ -30,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mechbook.assign_add.config import TrainConfig, TrainResult, with_overrides
 from mechbook.assign_add.pools import chance, pool_controls
 from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
-from mechbook.assign_add.train import TrainConfig, TrainResult, with_overrides
 
 KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 """Sweep name -> the TaskConfig field it changes."""

@@ -25,9 +25,9 @@ import torch
 
 from mechbook.assign_add import circuits, release, scores
 from mechbook.assign_add.circuits import variable_directions
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.phases import PhaseRules, detect_phases
 from mechbook.assign_add.task import TaskConfig
-from mechbook.assign_add.train import TrainResult, load_model
 from mechbook.cache import cached, fingerprint
 
 SCORES_HOOK = "blocks.1.attn.hook_attn_scores"

@@ -1,170 +1,459 @@
-"""Training the Assign-and-Add model: AdamW, nine evaluation pools, checkpoints, resume, cache.
+"""Training Assign-and-Add runs (chapters 8-11): one run, or several at once as one stacked model.
 
-Every run's configuration per profile lives in :mod:`mechbook.assign_add.runs`; a run trained
-alone is cached by :func:`load_or_train`. The training loop is
-:func:`mechbook.assign_add.stacked.train_stacked` (a run alone is a stack of one). It draws a batch of rows with replacement, lays out fresh contexts,
-and minimises the cross-entropy of the logits at '=' (position 15) over the N residues. Every
-``eval_every`` steps it scores the nine pools (fixed sequences, so the curves move only when the
-model does) and keeps a float16 copy of the weights; at the end it keeps those every
-``keep_every`` steps and, densely, those where some pool moved by at least ``keep_change`` since
-the previous or before the next evaluation, so the phase transitions are resolved to one eval.
+The one training loop is :func:`train_stacked`; a run trained alone (:func:`train`) is a stack
+of one, and :func:`load_or_train` caches it. A step draws a batch of rows with replacement, lays
+out fresh contexts, and minimises the cross-entropy of the logits at '=' (position 15) over the N
+residues. Every ``eval_every`` steps it scores the nine pools (fixed sequences, so the curves move
+only when the model does) and keeps a float16 copy of the weights; at the end it keeps those
+every ``keep_every`` steps and, densely, those where some pool moved by at least ``keep_change``
+(:func:`~mechbook.assign_add.config.keep_steps`), so the phase transitions are resolved to one
+evaluation. Every ``resume_every`` steps the model, optimizer and data-RNG states are written
+atomically to a resume folder; an interrupted run continues from there to bit-identical weights.
 
-Every ``resume_every`` steps the model, optimizer and data-RNG states are written atomically to a
-resume folder; an interrupted run continues from there and ends with bit-identical weights.
+A sweep trains one small model per knob value. Alone, each such model leaves most of a CPU's or a
+GPU's arithmetic idle. :func:`train_stacked` trains K runs that share the model's shape and the
+optimiser's settings together: every parameter is stacked into a (K, ...) tensor, the forward
+pass (:func:`~mechbook.assign_add.lookup.lookup_logits`, the model as table lookups before layer
+2's attention) is batched over K, and the loss is the sum of the K runs' mean losses, so the
+gradient of slice k is the gradient of run k alone. AdamW is elementwise, so one AdamW over the
+stacked tensors is exactly K independent AdamWs. Each run keeps its own task (its r or f), its
+own initialisation (``model.seed``) and its own data stream (``numpy.random.default_rng(seed)``),
+so run k computes the same mathematics as training it alone. On a CPU (one thread, as
+:func:`~mechbook.determinism.deterministic` sets) each run's products are the same kernels on the
+same numbers whatever K, so a stacked run equals the run trained alone bit for bit
+(tests/test_aa_stacked.py asserts ``torch.equal``); on a GPU the batched kernels may round
+differently, and AdamW's normalised steps carry the difference forward.
+
+Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' streams are drawn in
+a pool of (spawned, CUDA-free) processes while the previous chunk trains, which is what keeps a GPU
+busy; the streams, hence the results, are the same for any number of workers.
+
+:func:`train_groups` cuts the runs into stacks of at most :data:`GROUP_SIZE` and, on a
+CPU, trains those stacks in parallel processes, one per core (each process on one thread, as
+:func:`~mechbook.determinism.deterministic` asks): a step of a small stack already keeps one core
+busy, so the second core is where a CPU's speed-up lies. The cut depends on the runs alone, never
+on the cores, so the results do not depend on the machine's core count. On a GPU all the runs
+form one stack.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import shutil
-from dataclasses import dataclass, field
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
-from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.task import TaskConfig
-from mechbook.cache import cache_root, cached, code_digest, fingerprint
-from mechbook.device import default_device
+from mechbook.assign_add.config import POOL_SHORT, TrainConfig, TrainResult, compute_dtype, keep_steps
+from mechbook.assign_add.model import AssignAddModel, stack_parameters, stacked_logits
+from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.cache import (
+    cache_root,
+    cached,
+    code_digest,
+    fingerprint,
+    load_verified,
+    save_verified,
+    torch_dumps,
+    torch_loads,
+)
+from mechbook.determinism import deterministic
+from mechbook.device import available_cores, default_device
+from mechbook.lifeline import WorkerPool
+from mechbook.progress import PROGRESS_ENV, progress
 
-POOL_SHORT = {
-    "0var_train": "0t",
-    "0var_heldout": "0h",
-    "1var_train": "1t",
-    "1var_heldout": "1h",
-    "1var_misplaced": "1m",
-    "2var_train": "2t",
-    "2var_heldout": "2h",
-    "2var_misplaced_one": "2m1",
-    "2var_misplaced_both": "2m2",
-}
+SHARED_FIELDS = (
+    "steps",
+    "batch_size",
+    "lr",
+    "betas",
+    "weight_decay",
+    "eval_every",
+    "eval_per_pool",
+    "eval_seed",
+    "resume_every",
+    "precision",
+    "compile",
+)
+"""TrainConfig fields every stacked run must share (the model's shape too, all but its seed)."""
+
+GROUP_SIZE = 3
+"""The most runs :func:`train_groups` trains in one stack (so five seeds train as stacks of
+3 and 2, and a CPU's two cores train both at once)."""
 
 
-PRECISIONS = ("fp32", "bf16")
-"""The training precisions: float32 throughout, or the authors' bf16 autocast (products in bf16,
-float32 master weights, optimiser, softmax and loss)."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run: AdamW on batches of ``batch_size`` training rows. The defaults are the
-    paper's run (spec section 5: AdamW, lr 1e-3, betas (0.9, 0.999), weight decay 0.02, batch 512,
-    no schedule, 40,000 steps, seed 42, evaluated every 100 steps); every field is part of the
-    cache key of the run it configures."""
-
-    steps: int = 40_000  # optimiser steps; the paper's run length
-    batch_size: int = 512  # training rows per step, drawn with replacement; the paper's batch
-    lr: float = 1e-3  # AdamW's learning rate, constant (the paper has no schedule)
-    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decays; the paper's (torch's defaults)
-    weight_decay: float = 0.02  # AdamW's decoupled weight decay; the paper's
-    seed: int = 42  # seeds the data stream (which rows, distractors, layouts); the paper's seed
-    eval_every: int = 100  # steps between evaluations of the nine pools; the paper evaluates every 100
-    eval_per_pool: int = 512  # sequences per pool per evaluation; one batch's worth: a standard error of at most 0.022
-    # seed of the evaluation pools: fixed and separate from ``seed``, so every evaluation of every
-    # run scores the same sequences and a curve moves only when the model does
-    eval_seed: int = 1
-    keep_every: int = 500  # a float16 checkpoint is kept every this many steps (chapters 9-10 open them)
-    # a checkpoint is also kept at each evaluation where some pool's accuracy moved by at least this
-    # much since the previous evaluation or before the next: 0.05 is about twice an evaluation's
-    # sampling noise at 512 sequences, so the kept steps resolve a phase transition to one
-    # evaluation without keeping every checkpoint of a flat stretch
-    keep_change: float = 0.05
-    resume_every: int = 500  # steps between resumable saves; an interruption loses at most this many
-    # "fp32", or "bf16": bf16 autocast with float32 master weights, the authors' precision (SOURCE.md
-    # of the released run); fp32 by default because every cached run so far was trained in it and
-    # bf16 needs a CPU with native bf16 (AMX or AVX512-BF16) or a GPU
-    precision: str = "fp32"
-    # torch.compile the forward and backward: a speed switch (its fused kernels may round otherwise
-    # than eager's, so it is part of the key); off by default, because a compile takes one to three
-    # minutes a process on a small CPU and the eager step is the one tests/test_determinism.py
-    # checks bit for bit
-    compile: bool = False
-    task: TaskConfig = field(default_factory=TaskConfig)  # the task and its split; the paper's by default
-    model: ModelConfig = field(default_factory=ModelConfig)  # the model's sizes and init seed; the paper's by default
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_per_pool", "keep_every", "resume_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.resume_every % self.eval_every or self.keep_every % self.eval_every:
+def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
+    """Raise a ValueError naming the field when ``cfgs`` cannot be trained as one stack."""
+    if not cfgs:
+        raise ValueError("train_stacked needs at least one TrainConfig")
+    first = cfgs[0]
+    shape = dataclasses.replace(first.model, seed=0)
+    for i, cfg in enumerate(cfgs[1:], start=1):
+        for name in SHARED_FIELDS:
+            if getattr(cfg, name) != getattr(first, name):
+                raise ValueError(
+                    f"run {i} has {name}={getattr(cfg, name)!r} but run 0 has {getattr(first, name)!r}: stacked runs "
+                    "share steps, batch, optimiser and evaluation settings; train the others in another stack"
+                )
+        if dataclasses.replace(cfg.model, seed=0) != shape:
             raise ValueError(
-                f"resume_every ({self.resume_every}) and keep_every ({self.keep_every}) must be multiples "
-                f"of eval_every ({self.eval_every})"
+                f"run {i} has model {cfg.model} but run 0 has {first.model}: stacked runs share the model's shape"
             )
-        t, m = self.task, self.model
-        expected = {"d_vocab": t.d_vocab, "d_out": t.modulus, "n_ctx": t.seq_len}
-        wrong = {k: (getattr(m, k), v) for k, v in expected.items() if getattr(m, k) != v}
-        if wrong:
-            fix = ", ".join(f"{k}={v[1]}" for k, v in wrong.items())
-            raise ValueError(f"the model does not fit the task ({wrong} as model vs task): use ModelConfig({fix})")
+        if (cfg.task.d_vocab, cfg.task.seq_len) != (first.task.d_vocab, first.task.seq_len):
+            raise ValueError(f"run {i}'s task has another vocabulary or length than run 0's; stacked runs share them")
 
 
-@dataclass
-class TrainResult:
-    """A finished run: ``history`` has one row per (step, pool) with ``accuracy`` and ``loss``
-    (pool ``"train"`` = mean over the training batches since the previous evaluation);
-    ``checkpoints`` maps steps to float16 state dicts; ``final_state`` is float32."""
-
-    history: pd.DataFrame
-    checkpoints: dict[int, dict[str, torch.Tensor]]
-    final_state: dict[str, torch.Tensor]
-    config: TrainConfig
-    train_seconds: float
-
-    def accuracy(self) -> pd.DataFrame:
-        """Accuracy as a (step x pool) table."""
-        return self.history.pivot(index="step", columns="pool", values="accuracy")
+_TASKS: dict[TaskConfig, Task] = {}
 
 
-def keep_steps(history: pd.DataFrame, cfg: TrainConfig) -> list[int]:
-    """Steps whose checkpoints are kept: multiples of ``keep_every``, the last, and each eval step
-    where some pool's accuracy moved by >= ``keep_change`` from the previous eval or to the next."""
-    acc = history[history.pool != "train"].pivot(index="step", columns="pool", values="accuracy").sort_index()
-    moved = acc.diff().abs().max(axis=1).fillna(0) >= cfg.keep_change
-    dense = moved | moved.shift(-1, fill_value=False)
-    steps = acc.index.to_numpy()
-    keep = (steps % cfg.keep_every == 0) | (steps == steps.max()) | dense.to_numpy()
-    return [int(s) for s in steps[keep]]
+def _task(cfg: TaskConfig) -> Task:
+    """The Task of ``cfg``, built once per process (building the training rows takes a while)."""
+    if cfg not in _TASKS:
+        _TASKS[cfg] = Task(cfg)
+    return _TASKS[cfg]
 
 
-def native_bf16(device: str) -> bool:
-    """Whether ``device`` multiplies bf16 natively: a GPU that supports it, or a CPU whose
-    ``/proc/cpuinfo`` flags have AMX (``amx_bf16``) or AVX512-BF16 (``avx512_bf16``)."""
-    if str(device).startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+def _draw_stream(
+    task_cfg: TaskConfig, seed: int, rng_state: dict | None, batch: int, n: int
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """``n`` consecutive training batches of one run, as ``train`` draws them: tokens (n, batch, P)
+    and labels (n, batch) in the smallest unsigned integer type that holds them (uint8 for the
+    paper's 74 tokens and 59 residues), and the generator state to continue from."""
+    task = _task(task_cfg)
+    rng = np.random.default_rng(seed)
+    if rng_state is not None:
+        rng.bit_generator.state = rng_state
+    xs = np.empty((n, batch, task_cfg.seq_len), dtype=np.min_scalar_type(task_cfg.d_vocab - 1))
+    ys = np.empty((n, batch), dtype=np.min_scalar_type(task_cfg.modulus - 1))
+    for i in range(n):
+        xs[i], ys[i] = task.sample(batch, rng)
+    return xs, ys, rng.bit_generator.state
+
+
+class _Streams:
+    """The K runs' batch streams in chunks of steps. With a process pool, the chunk after the one
+    being trained on is drawn meanwhile (each run's stream stays sequential: a chunk starts from the
+    generator state where the previous one ended)."""
+
+    def __init__(self, cfgs: Sequence[TrainConfig], workers: int) -> None:
+        self.cfgs = list(cfgs)
+        self.states: list[dict | None] = [None] * len(cfgs)
+        self.pool = WorkerPool(workers) if workers > 1 else None
+        self.pending: list[Future] | None = None
+        self.pending_n = 0
+
+    def _submit(self, n: int) -> list[Future]:
+        assert self.pool is not None
+        return [
+            self.pool.submit(_draw_stream, c.task, c.seed, s, c.batch_size, n) for c, s in zip(self.cfgs, self.states)
+        ]
+
+    def next(self, n: int, following: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``n`` steps, tokens (n, K, batch, P) and labels (n, K, batch); starts drawing
+        the ``following`` steps after them in the background (0: none)."""
+        if self.pool is None:
+            out = [_draw_stream(c.task, c.seed, s, c.batch_size, n) for c, s in zip(self.cfgs, self.states)]
+        else:
+            if self.pending is None or self.pending_n != n:
+                self.pending = self._submit(n)
+            out = [f.result() for f in self.pending]
+        self.states = [o[2] for o in out]
+        self.pending, self.pending_n = (self._submit(following), following) if self.pool and following else (None, 0)
+        return np.stack([o[0] for o in out], axis=1), np.stack([o[1] for o in out], axis=1)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+
+def default_workers(n_runs: int, device: str) -> int:
+    """Processes drawing batches: one per run up to the cores this process may use, less one, on a
+    GPU machine (the GPU outpaces one core drawing K batches); 1 (in-process) on a CPU, where the
+    steps are the cost, or where only one core is available."""
+    if not str(device).startswith("cuda"):
+        return 1
+    return max(1, min(n_runs, available_cores() - 1))
+
+
+def make_step(
+    params: dict[str, torch.Tensor], opt: torch.optim.Optimizer, dtype: torch.dtype, compile: bool = False
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """One training step of the stack ``params`` (:func:`~mechbook.assign_add.model.stack_parameters`):
+    ``step(tokens (K, B, P), labels (K, B))`` runs the forward in ``dtype``, backpropagates the
+    sum of the K runs' mean losses (so slice k gets run k's own gradient) and steps ``opt``;
+    returns the K losses and accuracies, detached, on the device (no host sync). With ``compile``
+    the forward and its backward go through ``torch.compile`` (compiled once, at the first step)."""
+
+    def forward(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = stacked_logits(params, x, dtype)
+        losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(1)
+        return losses, (logits.detach().argmax(-1) == y).float().mean(1)
+
+    run = torch.compile(forward, dynamic=False) if compile else forward
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        losses, accs = run(x, y)
+        opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        opt.step()
+        return losses.detach(), accs
+
+    return step
+
+
+def adamw(params: dict[str, torch.Tensor], cfg: TrainConfig, device: str) -> torch.optim.AdamW:
+    """AdamW over the stacked ``params`` with ``cfg``'s settings: fused (one kernel for every
+    tensor) on a CPU and on CUDA; elementwise either way, so one AdamW over the stack is K
+    independent AdamWs."""
+    fused = torch.device(device).type in ("cpu", "cuda")
+    return torch.optim.AdamW(
+        list(params.values()), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, fused=fused or None
+    )
+
+
+@deterministic()
+def train_stacked(
+    cfgs: Sequence[TrainConfig],
+    device: str | None = None,
+    chunk: int = 200,
+    workers: int | None = None,
+    desc: str = "stacked training",
+    keep: bool = False,
+    on_step: Callable[[int], None] | None = None,
+    resume_dir: str | Path | None = None,
+) -> list[TrainResult]:
+    """Train every config of ``cfgs`` for their shared ``steps`` at once; one :class:`TrainResult`
+    per config, in order. The one training loop of Part II: a run trained alone
+    (:func:`train`) is a stack of one.
+
+    Each result has the history (nine pools every ``eval_every`` steps, scored in float32, and the
+    ``train`` rows: mean accuracy and loss of the batches since the previous evaluation) and its
+    final weights. ``checkpoints`` holds the final step only (a sweep reads final accuracies), or
+    with ``keep`` the steps of :func:`~mechbook.assign_add.config.keep_steps` (every
+    ``keep_every`` and densely where a pool moved), as float16. ``on_step`` is called with the
+    number of steps done after each step. With ``resume_dir``, the state is saved there every
+    ``resume_every`` steps and a stack that finds a saved state continues from it, to the same bits.
+    """
+    check_stackable(cfgs)
+    cfg0 = cfgs[0]
+    device = device or default_device()
+    dtype = compute_dtype(cfg0.precision, device)
+    K, steps = len(cfgs), cfg0.steps
+    # the state: K models' parameters stacked on a first axis, one AdamW, K data streams
+    params = stack_parameters([AssignAddModel(c.model) for c in cfgs], device)
+    opt = adamw(params, cfg0, device)
+    step_fn = make_step(params, opt, dtype, cfg0.compile)
+    tasks = [Task(c.task) for c in cfgs]
+    pools = [t.eval_pools(cfg0.eval_per_pool, cfg0.eval_seed) for t in tasks]
+    pool_names = list(pools[0])
+    eval_x = torch.as_tensor(np.stack([np.concatenate([p[n][0] for n in pool_names]) for p in pools]), device=device)
+    eval_y = torch.as_tensor(np.stack([np.concatenate([p[n][1] for n in pool_names]) for p in pools]), device=device)
+    sizes = [len(pools[0][n][1]) for n in pool_names]
+    streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
+    rows: list[list[dict]] = [[] for _ in cfgs]
+    saved: dict[int, list[dict[str, torch.Tensor]]] = {}
+    step, elapsed = 0, 0.0
+
+    # resume: continue from the saved state of these configs, if every checkpoint it names is there
+    resume = Path(resume_dir) if resume_dir is not None else None
+    tag = fingerprint(list(cfgs))
+    if resume is not None:
+        data = load_verified(resume / "state.pt")
+        state = torch_loads(data) if data is not None else None
+        if state is not None and state["config"] != tag:
+            raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
+        found = {s: load_verified(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
+        if state is not None and all(v is not None for v in found.values()):
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(state["params"][n])
+            opt.load_state_dict(state["optim"])
+            streams.states = state["rng"]
+            step, rows, elapsed = state["step"], state["history"], state["elapsed"]
+            saved = {s: torch_loads(v) for s, v in found.items()}
+        elif state is not None:
+            warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
+
+    @torch.no_grad()
+    def log_eval(train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
+        """Score the nine pools (float32), append the rows, keep a float16 copy of the weights."""
+        logits = stacked_logits({n: p.detach() for n, p in params.items()}, eval_x)
+        correct = (logits.argmax(-1) == eval_y).float()
+        loss = F.cross_entropy(logits.flatten(0, 1), eval_y.flatten(), reduction="none").view_as(correct)
+        accs = [c.split(sizes, dim=-1) for c in correct.cpu()]
+        losses = [c.split(sizes, dim=-1) for c in loss.cpu()]
+        for k in range(K):
+            for name, a, l in zip(pool_names, accs[k], losses[k]):
+                rows[k].append({"step": step, "pool": name, "accuracy": float(a.mean()), "loss": float(l.mean())})
+            if train_acc is not None and train_loss is not None:
+                rows[k].append(
+                    {"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])}
+                )
+        if keep:
+            saved[step] = [
+                {n: p[k].detach().to("cpu", torch.float16).clone() for n, p in params.items()} for k in range(K)
+            ]
+            if resume is not None:
+                save_verified(resume / f"ckpt_{step}.pt", torch_dumps(saved[step]))
+
+    def chunk_after(done: int) -> int:
+        """Steps in the chunk of batches that starts after ``done`` steps (0 at the end); chunks
+        end at resume points, so a saved generator state is the one after the last batch used."""
+        n = min(chunk, steps - done)
+        return min(n, cfg0.resume_every - done % cfg0.resume_every) if resume is not None else n
+
+    if step == 0:
+        log_eval(None, None)
+    bar = progress(total=steps, initial=step, desc=f"{desc} ({cfg0.precision})")
+    start = time.perf_counter()
+    acc_sum = torch.zeros(K, device=device)
+    loss_sum = torch.zeros(K, device=device)
     try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
-
-
-def compute_dtype(precision: str, device: str) -> torch.dtype:
-    """The dtype of the products for ``precision`` on ``device``; bf16 is refused (one line, what
-    to do) where the hardware has no native bf16, since emulated bf16 is slower than fp32."""
-    if precision == "fp32":
-        return torch.float32
-    if not native_bf16(device):
-        raise ValueError(
-            f"precision='bf16' needs native bf16 (a CPU with AMX or AVX512-BF16, or a GPU), which {device} lacks: "
-            "train with precision='fp32'"
+        while step < steps:
+            # the next chunk of batches (the one after it is drawn meanwhile when workers > 1)
+            n = chunk_after(step)
+            xs, ys = streams.next(n, chunk_after(step + n))
+            xs = torch.as_tensor(xs, device=device).long()
+            ys = torch.as_tensor(ys, device=device).long()
+            for x, y in zip(xs, ys):
+                # forward, backward, AdamW: the hot loop, no host sync
+                losses, accs = step_fn(x, y)
+                step += 1
+                loss_sum += losses
+                acc_sum += accs
+                # evaluation: the nine pools, the train rows since the last one, the bar's accuracies
+                if step % cfg0.eval_every == 0 or step == steps:
+                    seen = (step - 1) % cfg0.eval_every + 1
+                    log_eval((acc_sum / seen).cpu(), (loss_sum / seen).cpu())
+                    acc_sum.zero_()
+                    loss_sum.zero_()
+                    last = [r for r in rows[0][-10:] if r["pool"] in POOL_SHORT]
+                    bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
+                # resume point: everything needed to continue to the same bits
+                if resume is not None and step % cfg0.resume_every == 0 and step < steps:
+                    state = {
+                        "config": tag,
+                        "step": step,
+                        "params": {n: p.detach().cpu() for n, p in params.items()},
+                        "optim": opt.state_dict(),
+                        "rng": streams.states,
+                        "history": rows,
+                        "checkpoint_steps": sorted(saved),
+                        "elapsed": elapsed + time.perf_counter() - start,
+                    }
+                    save_verified(resume / "state.pt", torch_dumps(state))
+                bar.update(1)
+                if on_step is not None:
+                    on_step(step)
+    finally:
+        streams.close()
+        bar.close()
+    seconds = elapsed + time.perf_counter() - start
+    # results: float32 final weights, the kept float16 checkpoints, the history, per run
+    results = []
+    for k, cfg in enumerate(cfgs):
+        final = {n: p[k].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
+        history = pd.DataFrame(rows[k])
+        kept = {s: saved[s][k] for s in keep_steps(history, cfg)} if keep else {}
+        results.append(
+            TrainResult(
+                history=history,
+                checkpoints=kept or {steps: {n: v.to(torch.float16) for n, v in final.items()}},
+                final_state=final,
+                config=cfg,
+                train_seconds=seconds / K,
+            )
         )
-    return torch.bfloat16
+    return results
+
+
+_DONE = None
+"""In a worker process of :func:`train_groups`: the shared array of steps done per group."""
+
+
+def _init_worker(done) -> None:
+    """Worker set-up: the shared step counters; no bars of its own (the parent shows one)."""
+    global _DONE
+    _DONE = done
+    os.environ.pop(PROGRESS_ENV, None)
+    os.environ["MECHBOOK_QUIET"] = "1"
+
+
+def _train_group(index: int, cfgs: list[TrainConfig], device: str, keep: bool) -> list[TrainResult]:
+    def tick(step: int) -> None:
+        _DONE[index] = step
+
+    return train_stacked(cfgs, device, workers=1, keep=keep, on_step=tick)
+
+
+def groups_of(cfgs: Sequence[TrainConfig], size: int = GROUP_SIZE) -> list[list[TrainConfig]]:
+    """``cfgs`` cut, in order, into ``ceil(len / size)`` stacks as equal as possible (5 runs at
+    size 3: 3 and 2)."""
+    if size < 1:
+        raise ValueError(f"a stack holds at least one run, got size {size}")
+    n = -(-len(cfgs) // size)
+    bounds = [round(i * len(cfgs) / n) for i in range(n + 1)]
+    return [list(cfgs[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def train_groups(
+    cfgs: Sequence[TrainConfig],
+    device: str | None = None,
+    workers: int | None = None,
+    desc: str = "stacked training",
+    keep: bool = False,
+    processes: int | None = None,
+) -> list[TrainResult]:
+    """:func:`train_stacked` of ``cfgs``, one result per config in order. On a GPU, one stack of
+    them all (a GPU is busiest with the widest stack). On a CPU, the stacks of :func:`groups_of`,
+    trained in ``processes`` spawned processes (None: one per available core, at most one per
+    stack) behind one bar that counts the steps of every run."""
+    check_stackable(cfgs)
+    device = device or default_device()
+    if str(device).startswith("cuda"):
+        return train_stacked(cfgs, device, workers=workers, keep=keep, desc=desc)
+    groups = groups_of(cfgs)
+    processes = min(len(groups), processes or available_cores())
+    if processes <= 1:
+        return [
+            r
+            for i, g in enumerate(groups)
+            for r in train_stacked(g, device, workers=workers, keep=keep, desc=f"{desc}, stack {i + 1}/{len(groups)}")
+        ]
+    ctx = multiprocessing.get_context("spawn")
+    done = ctx.Array("q", len(groups), lock=False)
+    sizes = [len(g) for g in groups]
+    bar = progress(
+        total=cfgs[0].steps * len(cfgs), desc=f"{desc} ({len(groups)} stacks on {processes} cores)", unit="run-step"
+    )
+    with WorkerPool(processes, initializer=_init_worker, initargs=(done,)) as pool:
+        futures = [pool.submit(_train_group, i, g, device, keep) for i, g in enumerate(groups)]
+        try:
+            while wait(futures, timeout=0.5).not_done:
+                bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
+            bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
+        finally:
+            bar.close()
+        return [r for f in futures for r in f.result()]
 
 
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None, device: str | None = None) -> TrainResult:
     """Train a model for ``cfg.steps`` steps and return its :class:`TrainResult`, with the
-    checkpoints of :func:`keep_steps`: a stack of one in
-    :func:`~mechbook.assign_add.stacked.train_stacked` (the one training loop).
+    checkpoints of :func:`~mechbook.assign_add.config.keep_steps`: a stack of one in
+    :func:`train_stacked` (the one training loop).
 
     With ``resume_dir``, the state is saved there every ``cfg.resume_every`` steps and a run that
     finds a saved state continues from it (the weights at the end are the same as uninterrupted).
     """
-    from mechbook.assign_add.stacked import train_stacked
-
     (result,) = train_stacked([cfg], device, keep=True, resume_dir=resume_dir, desc="training")
     return result
 
@@ -187,37 +476,3 @@ def load_or_train(cfg: TrainConfig, device: str | None = None, refresh: bool = F
     )
     shutil.rmtree(folder, ignore_errors=True)
     return result
-
-
-def load_model(result: TrainResult, step: int | None = None, device: str = "cpu") -> AssignAddModel:
-    """The model of ``result`` at checkpoint ``step`` (the final weights if None), in eval mode."""
-    if step is None:
-        state = result.final_state
-    elif step in result.checkpoints:
-        state = result.checkpoints[step]
-    else:
-        near = sorted(result.checkpoints, key=lambda s: abs(s - step))[:5]
-        raise KeyError(f"no checkpoint at step {step}; the nearest kept steps are {sorted(near)}")
-    model = AssignAddModel(result.config.model)
-    model.load_state_dict(state)
-    return model.to(device).eval()
-
-
-def with_overrides(cfg: TrainConfig, **changes) -> TrainConfig:
-    """``cfg`` with top-level fields replaced; ``task__x=...`` / ``model__x=...`` reach the nested
-    configs (e.g. ``with_overrides(cfg, task__two_var_fraction=0.2)`` for chapter 11's sweeps)."""
-    nested: dict[str, dict] = {"task": {}, "model": {}}
-    top = {}
-    for key, value in changes.items():
-        head, _, tail = key.partition("__")
-        if tail:
-            if head not in nested:
-                raise ValueError(f"unknown nested config {head!r} in {key!r}; use task__... or model__...")
-            nested[head][tail] = value
-        else:
-            top[key] = value
-    if nested["task"]:
-        top["task"] = dataclasses.replace(cfg.task, **nested["task"])
-    if nested["model"]:
-        top["model"] = dataclasses.replace(cfg.model, **nested["model"])
-    return dataclasses.replace(cfg, **top)

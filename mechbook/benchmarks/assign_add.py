@@ -6,7 +6,7 @@ At the paper's configuration (d_model 128, d_mlp 512, batch 512) and at the cpu 
 
 1. ms per step and achieved GFLOP/s of today's step (the baseline: the hooked
    :class:`~mechbook.assign_add.model.AssignAddModel`, logits at '=' only, foreach AdamW, eager
-   fp32), of the training loop's step (:func:`~mechbook.assign_add.stacked.make_step`: batched
+   fp32), of the training loop's step (:func:`~mechbook.assign_add.train.make_step`: batched
    products, fused AdamW) in fp32 and in bf16, with ``--compile`` also compiled (the compile's
    seconds are printed, paid once per process), and of a stack of three runs per run;
 2. the machine's own GEMM rate in each precision (8192x128x128, 8192x128x512, 512x128x512 on one
@@ -33,11 +33,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mechbook.assign_add.config import TrainConfig, native_bf16
 from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
 from mechbook.assign_add.runs import CPU_RUN, PAPER_RUN
-from mechbook.assign_add.stacked import adamw, make_step
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import TrainConfig, native_bf16
+from mechbook.assign_add.train import adamw, make_step
 from mechbook.determinism import deterministic
 
 GEMM_SHAPES = ((8192, 128, 128), (8192, 128, 512), (512, 128, 512))
@@ -45,7 +45,7 @@ GEMM_SHAPES = ((8192, 128, 128), (8192, 128, 512), (512, 128, 512))
 paper's size (batch x positions rows, d_model and d_mlp columns)."""
 
 STACK = 3
-"""Runs in the stacked row (the largest stack :mod:`mechbook.assign_add.stacked` trains on a CPU)."""
+"""Runs in the stacked row (the largest stack :mod:`mechbook.assign_add.train` trains on a CPU)."""
 
 
 def step_flops(model: ModelConfig, batch: int) -> float:

@@ -34,6 +34,7 @@ from mechbook.assign_add.binding_jump import (
     measure_at,
     window_steps,
 )
+from mechbook.assign_add.config import TrainConfig, TrainResult, load_model
 from mechbook.assign_add.dynamics import Dynamics, ReadSettings, RunReadings
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
 from mechbook.assign_add.model import AssignAddModel
@@ -44,7 +45,6 @@ from mechbook.assign_add.released import PAPER_PHASES, check_release_steps
 from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES
 from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
-from mechbook.assign_add.train import TrainConfig, TrainResult, load_model
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 

@@ -21,10 +21,10 @@ import mechbook
 from mechbook import claims, viz
 from mechbook.assign_add import circuits, fourier
 from mechbook.assign_add.circuit_readings import CircuitReadings
+from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
-from mechbook.assign_add.train import TrainResult
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 

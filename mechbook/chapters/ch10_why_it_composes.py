@@ -17,12 +17,12 @@ import pandas as pd
 
 from mechbook import claims, resolve_profile, viz
 from mechbook.assign_add import release
+from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.phases import Phases
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.theory import GRADIENT, LEARNED, GradientReading
-from mechbook.assign_add.train import TrainResult
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 

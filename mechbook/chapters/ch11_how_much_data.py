@@ -16,6 +16,7 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.sweeps import (
     AUTHORS_SWEEP_STEPS,
@@ -29,7 +30,6 @@ from mechbook.assign_add.sweeps import (
     lowest_final_pool,
 )
 from mechbook.assign_add.task import POOL_NAMES
-from mechbook.assign_add.train import TrainConfig
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Claim, Evidence, Rule, Words, compare, fmt, record_claims
 
