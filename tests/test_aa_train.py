@@ -94,6 +94,14 @@ def test_load_or_train_is_cached(tmp_path, monkeypatch):
     assert not train_mod.resume_folder(cfg, "cpu").exists()
 
 
+def test_a_run_whose_loss_diverges_stops_with_one_line_and_caches_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    cfg = dataclasses.replace(TINY, steps=40, lr=1e6)
+    with pytest.raises(train_mod.NonFiniteLoss, match=r"training loss became (nan|inf).*lr=1000000.0.*smaller lr"):
+        load_or_train(cfg, device="cpu")
+    assert not list((tmp_path / "assign_add" / "train").glob("*.pt"))
+
+
 def test_model_must_fit_task():
     with pytest.raises(ValueError, match="does not fit the task"):
         TrainConfig(task=TaskConfig(modulus=7))

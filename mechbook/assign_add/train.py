@@ -54,7 +54,8 @@ import torch
 import torch.nn.functional as F
 
 from mechbook.assign_add.config import POOL_SHORT, TrainConfig, TrainResult, compute_dtype, keep_steps
-from mechbook.assign_add.model import AssignAddModel, stack_parameters, stacked_logits
+from mechbook.assign_add.lookup import lookup_logits
+from mechbook.assign_add.model import AssignAddModel, stack_parameters
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.cache import (
     cache_root,
@@ -110,6 +111,16 @@ def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
             )
         if (cfg.task.d_vocab, cfg.task.seq_len) != (first.task.d_vocab, first.task.seq_len):
             raise ValueError(f"run {i}'s task has another vocabulary or length than run 0's; stacked runs share them")
+
+
+class NonFiniteLoss(FloatingPointError):
+    """A run whose training loss became NaN or infinite: the run stops and nothing is cached."""
+
+    def __init__(self, cfg: TrainConfig, step: int, loss: float) -> None:
+        super().__init__(
+            f"the training loss became {loss} by step {step} (lr={cfg.lr}, seed={cfg.seed}): the run diverged and "
+            f"nothing was cached; train with a smaller lr"
+        )
 
 
 _TASKS: dict[TaskConfig, Task] = {}
@@ -185,18 +196,24 @@ def default_workers(n_runs: int, device: str) -> int:
 
 
 def make_step(
-    params: dict[str, torch.Tensor], opt: torch.optim.Optimizer, dtype: torch.dtype, compile: bool = False
+    params: dict[str, torch.Tensor],
+    opt: torch.optim.Optimizer,
+    dtype: torch.dtype,
+    compile: bool = False,
+    logits: Callable[[dict[str, torch.Tensor], torch.Tensor, torch.dtype], torch.Tensor] = lookup_logits,
 ) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """One training step of the stack ``params`` (:func:`~mechbook.assign_add.model.stack_parameters`):
-    ``step(tokens (K, B, P), labels (K, B))`` runs the forward in ``dtype``, backpropagates the
-    sum of the K runs' mean losses (so slice k gets run k's own gradient) and steps ``opt``;
+    ``step(tokens (K, B, P), labels (K, B))`` runs the forward ``logits`` in ``dtype`` (the
+    table-lookup forward of :mod:`mechbook.assign_add.lookup`; the benchmark passes the direct
+    products of :func:`~mechbook.assign_add.model.stacked_logits` as its baseline), backpropagates
+    the sum of the K runs' mean losses (so slice k gets run k's own gradient) and steps ``opt``;
     returns the K losses and accuracies, detached, on the device (no host sync). With ``compile``
     the forward and its backward go through ``torch.compile`` (compiled once, at the first step)."""
 
     def forward(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = stacked_logits(params, x, dtype)
-        losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(1)
-        return losses, (logits.detach().argmax(-1) == y).float().mean(1)
+        out = logits(params, x, dtype)
+        losses = F.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(y.shape).mean(1)
+        return losses, (out.detach().argmax(-1) == y).float().mean(1)
 
     run = torch.compile(forward, dynamic=False) if compile else forward
 
@@ -286,7 +303,7 @@ def train_stacked(
     @torch.no_grad()
     def log_eval(train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
         """Score the nine pools (float32), append the rows, keep a float16 copy of the weights."""
-        logits = stacked_logits({n: p.detach() for n, p in params.items()}, eval_x)
+        logits = lookup_logits({n: p.detach() for n, p in params.items()}, eval_x)
         correct = (logits.argmax(-1) == eval_y).float()
         loss = F.cross_entropy(logits.flatten(0, 1), eval_y.flatten(), reduction="none").view_as(correct)
         accs = [c.split(sizes, dim=-1) for c in correct.cpu()]
@@ -333,7 +350,11 @@ def train_stacked(
                 # evaluation: the nine pools, the train rows since the last one, the bar's accuracies
                 if step % cfg0.eval_every == 0 or step == steps:
                     seen = (step - 1) % cfg0.eval_every + 1
-                    log_eval((acc_sum / seen).cpu(), (loss_sum / seen).cpu())
+                    train_loss = (loss_sum / seen).cpu()
+                    diverged = [k for k in range(K) if not torch.isfinite(train_loss[k])]
+                    if diverged:
+                        raise NonFiniteLoss(cfgs[diverged[0]], step, float(train_loss[diverged[0]]))
+                    log_eval((acc_sum / seen).cpu(), train_loss)
                     acc_sum.zero_()
                     loss_sum.zero_()
                     last = [r for r in rows[0][-10:] if r["pool"] in POOL_SHORT]

@@ -4,20 +4,22 @@ At the paper's configuration (d_model 128, d_mlp 512, batch 512) and at the cpu 
 (:data:`mechbook.assign_add.runs.CPU_RUN`), on one thread under
 :func:`~mechbook.determinism.deterministic` (how every training run computes):
 
-1. ms per step and achieved GFLOP/s of today's step (the baseline: the hooked
-   :class:`~mechbook.assign_add.model.AssignAddModel`, logits at '=' only, foreach AdamW, eager
-   fp32), of the training loop's step (:func:`~mechbook.assign_add.train.make_step`: batched
-   products, fused AdamW) in fp32 and in bf16, with ``--compile`` also compiled (the compile's
-   seconds are printed, paid once per process), and of a stack of three runs per run;
+1. ms per step of the baseline (the training loop's step with the direct products of
+   :func:`~mechbook.assign_add.model.stacked_logits`, eager fp32: the step before the lookups), of
+   the training loop's step (:func:`~mechbook.assign_add.train.make_step` with the table lookups
+   of :func:`~mechbook.assign_add.lookup.lookup_logits`) in fp32, in bf16 where the CPU multiplies
+   bf16 natively, with ``--compile`` also compiled (the compile's seconds are printed, paid once
+   per process), and of a stack of three runs per run;
 2. the machine's own GEMM rate in each precision (8192x128x128, 8192x128x512, 512x128x512 on one
-   thread), and each step's share of their median;
+   thread), and the baseline's share of their median; the CPU's model and the vector flags that
+   decide its kernels (AVX2, AVX-512, AVX512-BF16, AMX);
 3. data generation: :meth:`Task.sample` (vectorised) against :meth:`Task.sample_loop`.
 
 The variants are timed in interleaved rounds (a shared CPU's load falls on all of them alike) and
 each is reported as the median over rounds. Prints a table and a final JSON line; exits 1 if the
-steps disagree with the baseline (loss and gradients) or data generation is below its target;
-the training speed-up target is printed beside the measured one, not enforced (it depends on the
-hardware: benchmarks/README.md).
+lookup step disagrees with the hooked model (loss and gradients) or data generation is below its
+target; the training speed-up target is printed beside the measured one, not enforced (it
+depends on the hardware: benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from mechbook.assign_add.config import TrainConfig, native_bf16
+from mechbook.assign_add.lookup import lookup_logits
 from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
 from mechbook.assign_add.runs import CPU_RUN, PAPER_RUN
 from mechbook.assign_add.task import Task
@@ -90,36 +95,40 @@ def _seconds(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def baseline_step(cfg: TrainConfig) -> Callable[[torch.Tensor, torch.Tensor], object]:
-    """Today's step before this round: the hooked model's forward at '=', foreach AdamW, fp32."""
-    model = AssignAddModel(cfg.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> None:
-        loss = F.cross_entropy(model(x[0], last_only=True), y[0])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    return step
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+"""The /proc/cpuinfo flags that decide which kernels torch and oneDNN run (fp32 vector width, native bf16)."""
 
 
-def loop_step(cfg: TrainConfig, runs: int = 1) -> Callable[[torch.Tensor, torch.Tensor], object]:
+def cpu_description() -> dict[str, object]:
+    """This CPU's model name and which of :data:`CPU_FLAGS` it has (``/proc/cpuinfo``; the
+    platform's processor string elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {"model": platform.processor() or "unknown", "flags": {}}
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+    return {"model": model or platform.processor() or "unknown", "flags": {f: f in flags for f in CPU_FLAGS}}
+
+
+def loop_step(
+    cfg: TrainConfig, runs: int = 1, logits: Callable = lookup_logits
+) -> Callable[[torch.Tensor, torch.Tensor], object]:
     """The training loop's step for ``runs`` stacked copies of ``cfg``'s model (its precision and
-    compile switch)."""
+    compile switch), with the forward ``logits`` (the lookups, or the baseline's direct products)."""
     models = [AssignAddModel(dataclasses.replace(cfg.model, seed=cfg.model.seed + i)) for i in range(runs)]
     params = stack_parameters(models, "cpu")
     dtype = torch.bfloat16 if cfg.precision == "bf16" else torch.float32
-    return make_step(params, adamw(params, cfg, "cpu"), dtype, cfg.compile)
+    return make_step(params, adamw(params, cfg, "cpu"), dtype, cfg.compile, logits)
 
 
 def agreement(cfg: TrainConfig, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
     """|loss difference| and the largest relative gradient difference between the hooked model
-    (the baseline's forward) and :func:`stacked_logits` in fp32, from the same weights."""
+    and :func:`~mechbook.assign_add.lookup.lookup_logits` in fp32, from the same weights."""
     model = AssignAddModel(cfg.model)
     params = stack_parameters([model], "cpu")
     loss_a = F.cross_entropy(model(x[0], last_only=True), y[0])
-    loss_b = F.cross_entropy(stacked_logits(params, x)[0], y[0])
+    loss_b = F.cross_entropy(lookup_logits(params, x)[0], y[0])
     grads_a = torch.autograd.grad(loss_a, list(model.parameters()))
     grads_b = torch.autograd.grad(loss_b, list(params.values()))
     rel = max(float((a - b[0]).abs().max() / a.abs().max().clamp_min(1e-30)) for a, b in zip(grads_a, grads_b))
@@ -140,20 +149,20 @@ def _parser() -> argparse.ArgumentParser:
 def _variants(cfg: TrainConfig, bf16: bool, compiled: bool, stack: bool) -> dict[str, tuple[Callable, int]]:
     """name -> (step, runs it trains) for one configuration; building a compiled step compiles
     nothing yet (the first call does, timed by the caller)."""
-    out: dict[str, tuple[Callable, int]] = {"fp32 eager, today's step (baseline)": (baseline_step(cfg), 1)}
+    out: dict[str, tuple[Callable, int]] = {"fp32, direct products (baseline)": (loop_step(cfg, 1, stacked_logits), 1)}
     precisions = ["fp32", "bf16"] if bf16 else ["fp32"]
     for precision in precisions:
-        out[f"{precision}, new step"] = (loop_step(dataclasses.replace(cfg, precision=precision)), 1)
+        out[f"{precision}, lookup step"] = (loop_step(dataclasses.replace(cfg, precision=precision)), 1)
     if compiled:
         for precision in precisions:
             c = dataclasses.replace(cfg, precision=precision, compile=True)
-            out[f"{precision}, new step, compiled"] = (loop_step(c), 1)
+            out[f"{precision}, lookup step, compiled"] = (loop_step(c), 1)
     if stack:
-        best = precisions[-1]
-        out[f"{best}, new step, stack of {STACK} (per run)"] = (
-            loop_step(dataclasses.replace(cfg, precision=best), STACK),
-            STACK,
-        )
+        for precision in precisions:
+            out[f"{precision}, lookup step, stack of {STACK} (per run)"] = (
+                loop_step(dataclasses.replace(cfg, precision=precision), STACK),
+                STACK,
+            )
     return out
 
 
@@ -222,7 +231,12 @@ def main(argv: list[str]) -> int:
     data_speedup = t_loop / t_vec
 
     print(f"assign-add training step, one thread, deterministic kernels; medians of {args.rounds} interleaved rounds")
-    print(f"  native bf16 on this CPU: {'yes' if bf16 else 'no (bf16 rows skipped)'}")
+    cpu = cpu_description()
+    flags = ", ".join(f"{f} {'yes' if on else 'no'}" for f, on in cpu["flags"].items())
+    print(f"  CPU: {cpu['model']} ({flags})")
+    print(
+        f"  native bf16 on this CPU: {'yes' if bf16 else 'no (bf16 rows skipped: emulated bf16 is slower than fp32)'}"
+    )
     for res in results:
         print(
             f"\n  {res['config']} configuration: d_model {res['d_model']}, d_mlp {res['d_mlp']}, batch {res['batch']}, "
@@ -237,18 +251,19 @@ def main(argv: list[str]) -> int:
             precision = "bf16" if label.startswith("bf16") else "fp32"
             gflops = res["gflops"][label]
             compile_note = f", first call {res['first_call_s'][label]:.0f} s" if "compiled" in label else ""
-            print(
-                f"    {label:40s} {ms:8.1f} ms {gflops:6.0f} GFLOP/s {gflops / rate[precision]:5.0%} of {precision} GEMM "
-                f"x{base / ms:4.2f}{compile_note}"
-            )
+            # the baseline does the counted products; a lookup step does a fraction of them, so its
+            # rate is the baseline's work per second (how much faster it gets the same step done)
+            share = f"{gflops / rate[precision]:5.0%} of {precision} GEMM" if "baseline" in label else "(same work)"
+            print(f"    {label:42s} {ms:8.1f} ms {gflops:6.0f} GFLOP/s {share:18s} x{base / ms:4.2f}{compile_note}")
         print(
-            f"    agreement with the baseline: |loss diff| {res['loss_abs_diff']:.1e}, grad {res['grad_max_rel_diff']:.1e}"
+            f"    the lookup step against the hooked model: |loss diff| {res['loss_abs_diff']:.1e}, "
+            f"largest relative gradient difference {res['grad_max_rel_diff']:.1e}"
         )
     paper = results[0]["ms_per_step"]
-    speedup = next(iter(paper.values())) / min(paper.values())
+    speedup = paper["fp32, direct products (baseline)"] / paper["fp32, lookup step"]
     rate = gemm_rate(results[0]["gemm_gflops"])
     print(
-        f"\n  paper configuration: best step x{speedup:.2f} over the baseline (target x{args.train_target}); "
+        f"\n  paper configuration: the fp32 lookup step x{speedup:.2f} over the baseline (target x{args.train_target}); "
         f"the bf16 GEMM rate is x{rate.get('bf16', rate['fp32']) / rate['fp32']:.2f} the fp32 one (medians over shapes)"
     )
     print(f"  data, vectorised {t_vec * 1e3:.2f} ms vs per-sequence loop {t_loop * 1e3:.2f} ms: x{data_speedup:.1f}")
@@ -258,6 +273,7 @@ def main(argv: list[str]) -> int:
         json.dumps(
             {
                 "benchmark": "assign-add",
+                "cpu": cpu,
                 "native_bf16": bf16,
                 "configs": results,
                 "paper_speedup": speedup,

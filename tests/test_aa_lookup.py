@@ -1,0 +1,84 @@
+"""The table-lookup forward (mechbook.assign_add.lookup) is the hooked model's function: logits
+and gradients against AssignAddModel and against the direct products of stacked_logits, over
+sizes, stacks and random weights."""
+
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechbook.assign_add.lookup import lookup_logits
+from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
+from mechbook.determinism import deterministic
+
+
+def _models(d_model: int, d_head: int, d_mlp: int, runs: int, scale: float) -> list[AssignAddModel]:
+    """``runs`` models of one shape with random weights ``scale`` times the init's, so the
+    attention patterns are far from uniform (the init's are nearly so)."""
+    out = []
+    for k in range(runs):
+        model = AssignAddModel(ModelConfig(d_model=d_model, d_head=d_head, d_mlp=d_mlp, seed=k))
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(scale)
+        out.append(model.double())
+    return out
+
+
+SIZES = st.tuples(st.sampled_from([8, 16, 32]), st.sampled_from([4, 8, 16]), st.sampled_from([8, 24]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    size=SIZES,
+    runs=st.integers(1, 3),
+    batch=st.integers(1, 6),
+    n_pos=st.integers(1, 16),
+    scale=st.sampled_from([1.0, 4.0]),
+    seed=st.integers(0, 10_000),
+)
+def test_lookup_logits_are_the_hooked_models_logits(size, runs, batch, n_pos, scale, seed):
+    d_model, d_head, d_mlp = size
+    models = _models(d_model, d_head, d_mlp, runs, scale)
+    params = {n: p.detach() for n, p in stack_parameters(models, "cpu").items()}
+    tokens = torch.randint(0, 74, (runs, batch, n_pos), generator=torch.Generator().manual_seed(seed))
+    got = lookup_logits(params, tokens, torch.float64)
+    assert got.shape == (runs, batch, 59)
+    for k, model in enumerate(models):
+        want = model(tokens[k], last_only=True)
+        torch.testing.assert_close(got[k], want, rtol=1e-10, atol=1e-10)
+
+
+def test_lookup_gradients_are_the_hooked_models_gradients():
+    models = _models(16, 8, 24, 2, 4.0)
+    params = stack_parameters(models, "cpu")
+    tokens = torch.randint(0, 74, (2, 5, 16), generator=torch.Generator().manual_seed(3))
+    labels = torch.randint(0, 59, (2, 5), generator=torch.Generator().manual_seed(4))
+    logits = lookup_logits(params, tokens, torch.float64)
+    F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum").backward()
+    for k, model in enumerate(models):
+        F.cross_entropy(model(tokens[k], last_only=True), labels[k], reduction="sum").backward()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(params[name].grad[k], p.grad, rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_lookup_logits_match_the_direct_products_in_float32_at_the_papers_size():
+    params = {n: p.detach() for n, p in stack_parameters([AssignAddModel(ModelConfig())], "cpu").items()}
+    tokens = torch.randint(0, 74, (1, 64, 16), generator=torch.Generator().manual_seed(0))
+    direct = stacked_logits(params, tokens)
+    got = lookup_logits(params, tokens)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, direct, rtol=1e-4, atol=1e-5)
+
+
+@deterministic()
+def test_a_run_in_a_stack_computes_what_it_computes_alone_bit_for_bit():
+    """On one thread (how every run trains), each run's products are the same kernels on the same
+    numbers whatever the stack's size."""
+    models = _models(16, 16, 32, 3, 1.0)
+    params = {n: p.detach().float() for n, p in stack_parameters(models, "cpu").items()}
+    tokens = torch.randint(0, 74, (3, 7, 16), generator=torch.Generator().manual_seed(1))
+    stacked = lookup_logits(params, tokens)
+    for k in range(3):
+        alone = lookup_logits({n: p[k : k + 1] for n, p in params.items()}, tokens[k : k + 1])
+        assert torch.equal(stacked[k], alone[0])
