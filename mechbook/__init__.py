@@ -7,11 +7,19 @@ them, so ``import mechbook`` stays cheap. What lives here:
 - ``PROFILES`` / ``resolve_profile`` / ``ran_with`` (:mod:`mechbook.profiles`): smoke, cpu and
   paper, knobs, and the note saying which a page ran with.
 - ``default_device`` (:mod:`mechbook.device`): CUDA when present, else CPU.
+
+Importing it first pins torch's and MKL's CPU code paths to AVX2
+(:func:`mechbook.determinism.pin_portable_kernels`), so a seed gives the same bits on any x86-64
+CPU with AVX2.
 """
 
-from mechbook.device import default_device
-from mechbook.profiles import PROFILES, ran_with, resolve_profile
-from mechbook.records import read_records, record
+from mechbook.determinism import pin_portable_kernels
+
+pin_portable_kernels()
+
+from mechbook.device import default_device  # noqa: E402
+from mechbook.profiles import PROFILES, ran_with, resolve_profile  # noqa: E402
+from mechbook.records import read_records, record  # noqa: E402
 
 __all__ = [
     "PROFILES",

@@ -1,4 +1,4 @@
-"""The command line: ``python -m mechbook execute|build|check|claims|spread|exercises|bench|cache|sweep``
+"""The command line: ``python -m mechbook execute|build|check|claims|spread|exercises|bench|hashes|cache|sweep``
 (see README.md).
 
 - ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
@@ -13,6 +13,8 @@
 - ``exercises [--out DIR]``: the exercise form of every chapter notebook (solutions replaced by
   stubs, checks kept), written to ``DIR/<part>/<stem>.ipynb`` (default ``_build/exercises``).
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
+- ``hashes [--write]``: a few short runs' weight hashes against those committed with the CPU they
+  were measured on (:mod:`mechbook.hashes`).
 - ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
 - ``sweep --profile P --chapter 8|11 --seeds N --executor slurm|local [--partition P --gpus-per-job G
   --max-parallel N --timeout-min M --folder DIR --dry-run]``: chapter 8's or 11's runs as submitit
@@ -101,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
         "### END SOLUTION region replaced by a NotImplementedError stub, the checks kept, outputs cleared.",
     )
     exercises.add_argument("--out", default=None, metavar="DIR", help="where to write (default _build/exercises)")
+    hashes = sub.add_parser("hashes", help="short runs' weight hashes against those committed (same bits on this CPU?)")
+    hashes.add_argument(
+        "--write", action="store_true", help="store this machine's hashes in mechbook/book/weight_hashes.json"
+    )
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
     bench.add_argument("args", nargs=argparse.REMAINDER)
@@ -183,6 +189,10 @@ def _run(argv: list[str]) -> int:
             print(f"error: {line}", file=sys.stderr, flush=True)
         if problems:
             return 1
+    if args.command == "hashes":
+        from mechbook.hashes import main as hashes_main
+
+        return hashes_main(write=args.write)
     if args.command == "bench":
         from mechbook.benchmarks import run
 

@@ -9,45 +9,18 @@ kernels.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from mechbook.hashes import digest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-
-def digest(obj: Any) -> str:
-    """sha256 over the raw bytes of every tensor/array/number in ``obj`` (dict keys sorted)."""
-    h = hashlib.sha256()
-
-    def feed(x: Any) -> None:
-        if isinstance(x, dict):
-            for k in sorted(x, key=str):
-                h.update(str(k).encode())
-                feed(x[k])
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                feed(v)
-        elif isinstance(x, torch.Tensor):
-            h.update(x.detach().cpu().contiguous().numpy().tobytes())
-        elif isinstance(x, np.ndarray):
-            if x.dtype == object:
-                raise TypeError("object arrays hash their pointers; select numeric columns")
-            h.update(np.ascontiguousarray(x).tobytes())
-        elif dataclasses.is_dataclass(x):
-            feed(dataclasses.asdict(x))
-        else:
-            h.update(repr(x).encode())
-
-    feed(obj)
-    return h.hexdigest()
 
 
 def _aa_cfg():

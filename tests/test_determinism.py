@@ -103,3 +103,57 @@ def test_deterministic_restores_the_settings_and_works_as_a_decorator():
         raise RuntimeError("boom")
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, algos)
     torch.set_num_threads(before)
+
+
+def _fresh(code: str, **env: str) -> subprocess.CompletedProcess:
+    """``python -c code`` in a fresh process with ``env`` added (and every pin variable unset
+    unless given), from the checkout."""
+    from mechbook.determinism import NATIVE_ENV, PORTABLE_KERNELS
+
+    base = {k: v for k, v in os.environ.items() if k not in {*PORTABLE_KERNELS, NATIVE_ENV}}
+    base["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=300, check=True
+    )
+
+
+PROBE = "import os, mechbook, torch; print(os.environ.get('MKL_CBWR'), torch.backends.cpu.get_cpu_capability())"
+
+
+def test_import_mechbook_pins_the_avx2_kernel_paths_unless_told_otherwise():
+    from mechbook.determinism import _cpu_has_avx2
+
+    if not _cpu_has_avx2():
+        assert _fresh(PROBE).stdout.split() == ["None", torch.backends.cpu.get_cpu_capability()]
+        return
+    assert _fresh(PROBE).stdout.split() == ["AVX2", "AVX2"]
+    assert _fresh(PROBE, ATEN_CPU_CAPABILITY="default").stdout.split() == ["AVX2", "DEFAULT"]  # the caller's wins
+    native = _fresh(PROBE, MECHBOOK_NATIVE_KERNELS="1").stdout.split()
+    assert native[0] == "None"
+
+
+def test_the_kernel_path_decides_the_bits_and_the_committed_hashes_hold_on_their_cpu():
+    """Training's bits move with torch's kernel path (so pinning it is what can make CPUs agree),
+    and on the CPU that measured mechbook/book/weight_hashes.json every run gives those bits."""
+    import json as json_
+
+    from mechbook.hashes import COMMITTED, machine
+
+    run = "from mechbook.hashes import part2_cpu_run_start as f; print(f())"
+    pinned = _fresh(run, MECHBOOK_QUIET="1").stdout.split()[-1]
+    generic = _fresh(run, MECHBOOK_QUIET="1", ATEN_CPU_CAPABILITY="default").stdout.split()[-1]
+    assert pinned != generic, "the generic kernels gave the pinned kernels' bits: the pin would decide nothing"
+    committed = json_.loads(COMMITTED.read_text())
+    if committed["cpu"] != machine()["cpu"] or committed["torch"] != torch.__version__:
+        pytest.skip(
+            f"hashes committed on {committed['cpu']}, this is {machine()['cpu']}: compare with `mechbook hashes`"
+        )
+    assert pinned == committed["hashes"]["part2_cpu_run_start"], "re-run `python -m mechbook hashes --write`"
+    out = subprocess.run(
+        [sys.executable, "-m", "mechbook", "hashes"],
+        env={**os.environ, "MECHBOOK_QUIET": "1", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout

@@ -100,15 +100,22 @@ CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 
 def cpu_description() -> dict[str, object]:
-    """This CPU's model name and which of :data:`CPU_FLAGS` it has (``/proc/cpuinfo``; the
-    platform's processor string elsewhere)."""
+    """This CPU's model name (with its family and model numbers, which tell Zen 3 from Zen 4 where a
+    virtual machine's name says only "AMD EPYC") and which of :data:`CPU_FLAGS` it has
+    (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return {"model": platform.processor() or "unknown", "flags": {}}
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
-    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
-    return {"model": model or platform.processor() or "unknown", "flags": {f: f in flags for f in CPU_FLAGS}}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    name = fields.get("model name") or platform.processor() or "unknown"
+    model = f"{name}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}"
+    return {"model": model, "flags": {f: f in flags for f in CPU_FLAGS}}
 
 
 def loop_step(
