@@ -115,21 +115,9 @@ def part2_eval_samples() -> str:
 
 
 def part1_train() -> str:
-    from lt_markov import markov_tokens
+    from mechbook.hashes import part1_random_tokens_run
 
-    from mechbook.leading_terms.model import ModelConfig
-    from mechbook.leading_terms.stats import corpus_stats
-    from mechbook.leading_terms.train import TrainConfig, train
-
-    tokens = markov_tokens(256, 33, 64, seed=0)
-    stats = corpus_stats(tokens, 64)
-    r = train(
-        tokens,
-        stats,
-        ModelConfig(d_vocab=64, n_ctx=32, n_layers=3),
-        TrainConfig(lr=0.05, steps=8, batch_size=256, seed=1, log_every=4),
-    )
-    return digest([r.state, r.history[["loss", "norm", "cosine"]].to_numpy()])
+    return part1_random_tokens_run()
 
 
 def pythia_miniature() -> str:
