@@ -57,7 +57,9 @@ _PRIMITIVES = (str, int, float, bool, type(None))
 _NUMPY_KINDS = "biufcmMSU"  # bool, int, uint, float, complex, datetime, timedelta, bytes, str
 _PATHS = {cls.__name__: cls for cls in (pathlib.PurePosixPath, pathlib.PureWindowsPath, pathlib.Path)}
 _PATHS |= {type(pathlib.Path()).__name__: pathlib.Path}
-_NAME = re.compile(r"mechbook(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_PART = r"(?!__)[A-Za-z_][A-Za-z0-9_]*"  # an identifier, no dunder (no mechbook.__main__, no __class__)
+_NAME = re.compile(rf"mechbook(\.{_PART})+:{_PART}(\.{_PART})*")
+_TORCH_DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 
 
 class UnsafeValue(TypeError):
@@ -283,10 +285,9 @@ def decode(tree: Any) -> Any:
     if kind == "path":
         return _PATHS[tree["class"]](tree["text"])
     if kind == "torch.dtype":
-        dtype = getattr(torch, tree["name"])
-        if not isinstance(dtype, torch.dtype):
+        if tree["name"] not in _TORCH_DTYPES:
             raise NotSafeFormat(f"torch.{tree['name']} is not a torch dtype")
-        return dtype
+        return _TORCH_DTYPES[tree["name"]]
     if kind in ("ndarray", "objarray"):
         return _decode_array(tree)
     if kind == "npscalar":
