@@ -117,7 +117,7 @@ frames = hpd.data_frames(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(frames, st.sampled_from(["plain", "category", "string index", "multiindex", "pivot", "series"]))
 def test_frames_round_trip_under_assert_frame_equal(frame, shape):
     if shape == "category":
