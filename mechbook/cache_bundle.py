@@ -62,10 +62,16 @@ def profile_entries(profile: str | None, root: Path | None = None) -> list[tuple
             f"export the whole cache without --profile"
         )
     seen: dict[tuple[str, str], None] = {}
-    for line in listing.read_text().splitlines():
+    for number, line in enumerate(listing.read_text().splitlines(), 1):
         if line.strip():
-            item = json.loads(line)
-            seen[(item["namespace"], item["file"])] = None
+            try:
+                item = json.loads(line)
+                seen[(item["namespace"], item["file"])] = None
+            except (ValueError, KeyError, TypeError):
+                raise BundleError(
+                    f"line {number} of {listing} is not a record of an entry: delete the file (the next "
+                    f"`python -m mechbook execute --profile {profile}` writes it again) or export without --profile"
+                ) from None
     return list(seen)
 
 

@@ -280,6 +280,15 @@ def test_export_of_a_profile_without_a_record_offers_the_whole_cache(filled, tmp
     assert "execute" not in err
 
 
+def test_export_with_a_damaged_profile_record_names_its_line(filled, tmp_path, monkeypatch, capsys):
+    source, *_ = filled
+    monkeypatch.setenv("MECHBOOK_CACHE", str(source))
+    with (source / "manifests" / "smoke.jsonl").open("a") as fh:
+        fh.write('["not", "a", "record"]\n')
+    code, err = _export(tmp_path, capsys, "--profile", "smoke")
+    assert code == 1 and "line 4 of" in err and "smoke.jsonl is not a record of an entry" in err
+
+
 def test_export_leaves_out_an_old_pickled_entry_so_the_bundle_imports(filled, tmp_path, monkeypatch):
     source, target, *_ = filled
     monkeypatch.setenv("MECHBOOK_CACHE", str(source))
