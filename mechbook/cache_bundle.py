@@ -116,8 +116,13 @@ def export_bundle(path: str | Path, profile: str | None = None) -> dict:
 
 def _safe(namespace: str, key: str) -> str:
     member = PurePosixPath("entries", namespace, key)
-    if PurePosixPath(namespace).is_absolute() or ".." in member.parts or not _ENTRY.fullmatch(key):
+    if PurePosixPath(namespace).is_absolute() or ".." in member.parts:
         raise BundleError(f"bundle entry {namespace}/{key} points outside the cache; the bundle is not safe to install")
+    if not _ENTRY.fullmatch(key):
+        raise BundleError(
+            f"bundle entry {namespace}/{key} is not named like a cache entry (64 hex digits, .pt); the bundle was "
+            f"altered, nothing was installed"
+        )
     return member.as_posix()
 
 

@@ -192,6 +192,11 @@ def _last_data_middle(bundle: Path) -> int:
     return last.offset_data + last.size // 2
 
 
+def _renamed(manifest):
+    manifest["entries"][0]["key"] = "state.pt"
+    return manifest
+
+
 def _sums_off(manifest):
     manifest["entries"][1]["sha256"] = "0" * 64
     return manifest
@@ -215,6 +220,7 @@ BAD_BUNDLES = {
     "absolute-member": (lambda b, out: _add_member(b, tarfile.TarInfo(str(out)), b"x"), "points outside the cache"),
     "truncated-header": (lambda b, out: b.write_bytes(b.read_bytes()[:700]), "is cut short"),
     "truncated-entry": (lambda b, out: b.write_bytes(b.read_bytes()[: _last_data_middle(b)]), "is cut short"),
+    "entry-name": (lambda b, out: _with_manifest(b, _renamed), "is not named like a cache entry"),
     "sums-do-not-match": (lambda b, out: _with_manifest(b, _sums_off), "does not match its checksum"),
     "manifest-is-a-list": (
         lambda b, out: _with_manifest(b, lambda m: m["entries"]),
