@@ -12,7 +12,9 @@ written in one (a chapter module that calls :func:`cached` with its own ``comput
 :mod:`mechbook.determinism`, under which every computation runs, is always in. Data files enter keys by their contents
 (:func:`file_digest`). Files are written atomically (temporary file, then rename) next to a
 ``.sha256`` sidecar; an entry whose bytes do not match its checksum, or that fails to load, is
-reported and recomputed, never silently used. A write that fails (read-only or full disk) warns
+reported and recomputed, never silently used. Entries are stored as data
+(:mod:`mechbook.safe_format`, read with ``torch.load(weights_only=True)``), so loading one never
+runs code; one in any other format (pickled by an older mechbook) is recomputed. A write that fails (read-only or full disk) warns
 and still returns the computed value.
 
 With ``MECHBOOK_PROFILE`` set (the executor sets it), every entry served is listed in
@@ -27,7 +29,6 @@ import ast
 import dataclasses
 import functools
 import hashlib
-import io
 import json
 import os
 import platform
@@ -313,19 +314,22 @@ def load_verified(path: Path) -> bytes | None:
 
 
 def torch_dumps(obj: Any) -> bytes:
-    """``torch.save`` of ``obj`` into bytes (the cache's default serialiser)."""
-    import torch
+    """``obj`` in the safe format (:func:`mechbook.safe_format.dumps`: tensors, arrays, frames,
+    plain data, mechbook dataclasses): the serialiser of every cache entry and resume state. A
+    value it cannot hold raises :class:`~mechbook.safe_format.UnsafeValue` naming where it sits."""
+    from mechbook import safe_format
 
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
+    return safe_format.dumps(obj)
 
 
 def torch_loads(data: bytes) -> Any:
-    """The object :func:`torch_dumps` wrote, on the CPU."""
-    import torch
+    """The value :func:`torch_dumps` wrote, on the CPU, read with ``torch.load(weights_only=True)``
+    (:func:`mechbook.safe_format.loads`): nothing in ``data`` runs code. A file in any other format
+    (an entry pickled by an older mechbook, a crafted pickle) raises
+    :class:`~mechbook.safe_format.NotSafeFormat`, which :func:`cached` reports and recomputes."""
+    from mechbook import safe_format
 
-    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    return safe_format.loads(data)
 
 
 def _note_served(namespace: str, path: Path) -> None:
@@ -365,7 +369,8 @@ def cached(
 
     ``key`` must hold the data the result depends on (config, data fingerprint, seed); the code
     is added here. ``compute`` runs under :func:`~mechbook.determinism.deterministic`. Values are
-    serialised with ``torch.save`` by default (tensors, numpy arrays, dicts). ``refresh=True``
+    stored in the safe format by default (:func:`torch_dumps`: tensors, numpy arrays, pandas
+    frames, plain data, mechbook dataclasses) and read without running code. ``refresh=True``
     recomputes and overwrites. A failed write warns and returns the value.
     """
     if not isinstance(namespace, str):

@@ -1,11 +1,14 @@
 """Cache bundles: the trained models and statistics of a profile's build in one file, so a reader
 can skip the training (``python -m mechbook cache export PATH [--profile P]`` / ``cache import PATH``).
 
-A bundle is an uncompressed tar holding ``manifest.json`` and one member ``entries/<namespace>/<file>``
-per cache entry. The manifest lists, per entry, its namespace, its key (the entry's file name: the
-fingerprint of its key and code) and the sha256 and size of its bytes. ``import`` reads the whole
-bundle and checks every entry against the manifest before it installs any; a corrupt, truncated or
-tampered bundle is refused with an error and leaves the cache as it was.
+A bundle is an uncompressed tar holding ``manifest.json`` and one regular-file member
+``entries/<namespace>/<file>`` per cache entry. The manifest lists, per entry, its namespace, its
+key (the entry's file name: the fingerprint of its key and code) and the sha256 and size of its
+bytes. Entries are in the cache's safe format (:mod:`mechbook.safe_format`): data that
+``torch.load(weights_only=True)`` reads, so a bundle from someone else cannot run code. ``import``
+reads the whole bundle and checks every entry (its checksum, then that it decodes safely) before
+it installs any; a corrupt, truncated, tampered or unsafe bundle is refused with one line naming
+the problem and leaves the cache as it was. Bundles of format 1 held pickled entries and are refused.
 
 Which entries a profile used comes from ``<cache>/manifests/<profile>.jsonl``, written by
 :func:`mechbook.cache.cached` whenever ``MECHBOOK_PROFILE`` is set (the executor sets it).
@@ -22,53 +25,85 @@ import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 
+from mechbook import safe_format
 from mechbook.cache import CACHE_ENV, CacheRootError, atomic_write_bytes, cache_root, load_verified, save_verified
+from mechbook.profiles import PROFILES
 
-FORMAT = "mechbook-cache-bundle/1"
+FORMAT = "mechbook-cache-bundle/2"
+"""Format 2: entries in :data:`mechbook.safe_format.FORMAT` (format 1 held pickled entries)."""
 _ENTRY = re.compile(r"[0-9a-f]{64}\.pt")  # what cached() names its entries (not resume states)
 
 
 class BundleError(ValueError):
-    """A bundle that cannot be installed (what is wrong and what to do is in the message)."""
+    """A bundle that cannot be made or installed (what is wrong and what to do is in the message)."""
 
 
 def profile_entries(profile: str | None, root: Path | None = None) -> list[tuple[str, str]]:
     """``(namespace, file)`` of every entry the profile's build used (every entry in the cache when
     ``profile`` is None), in first-use order, without repeats."""
     root = root or cache_root()
-    if profile is None:
-        return sorted(
-            (str(p.parent.relative_to(root).as_posix()), p.name) for p in root.rglob("*.pt") if _ENTRY.fullmatch(p.name)
+    if profile is not None and profile not in PROFILES:
+        raise BundleError(f"unknown profile {profile!r}: the profiles are {', '.join(PROFILES)}")
+    every = sorted(
+        (str(p.parent.relative_to(root).as_posix()), p.name) for p in root.rglob("*.pt") if _ENTRY.fullmatch(p.name)
+    )
+    if not every:
+        raise BundleError(
+            f"nothing to export: the cache {root} holds no entries (a build fills it; "
+            f"set {CACHE_ENV} if your cache is elsewhere)"
         )
+    if profile is None:
+        return every
     listing = root / "manifests" / f"{profile}.jsonl"
     if not listing.is_file():
-        raise FileNotFoundError(
-            f"no record of the entries the {profile!r} profile used ({listing} is missing): run the book with "
-            f"`python -m mechbook execute --profile {profile}` first (it sets MECHBOOK_PROFILE), or export without --profile"
+        raise BundleError(
+            f"the cache {root} has {len(every)} entries but no record of which the {profile!r} build used "
+            f"({listing} is missing: builds since the cache was filled did not run with that profile); "
+            f"export the whole cache without --profile"
         )
     seen: dict[tuple[str, str], None] = {}
-    for line in listing.read_text().splitlines():
+    for number, line in enumerate(listing.read_text().splitlines(), 1):
         if line.strip():
-            item = json.loads(line)
-            seen[(item["namespace"], item["file"])] = None
+            try:
+                item = json.loads(line)
+                seen[(item["namespace"], item["file"])] = None
+            except (ValueError, KeyError, TypeError):
+                raise BundleError(
+                    f"line {number} of {listing} is not a record of an entry: delete the file (the next "
+                    f"`python -m mechbook execute --profile {profile}` writes it again) or export without --profile"
+                ) from None
     return list(seen)
 
 
 def export_bundle(path: str | Path, profile: str | None = None) -> dict:
     """Write the bundle of ``profile``'s entries to ``path`` (atomically); returns its manifest.
-    Entries that are gone or fail their checksum are left out and listed under ``missing``."""
+    Entries that are gone, fail their checksum or are not in the safe format (pickled by an older
+    mechbook) are left out and listed under ``missing``; a :class:`BundleError` when none is left."""
     root = cache_root()
     entries, missing, blobs = [], [], []
-    for namespace, name in profile_entries(profile, root):
+    listed = profile_entries(profile, root)
+    for namespace, name in listed:
         data = load_verified(root / namespace / name)
-        if data is None:
+        if data is None or _undecodable(data):
             missing.append(f"{namespace}/{name}")
             continue
         entries.append(
             {"namespace": namespace, "key": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
         )
         blobs.append((f"entries/{namespace}/{name}", data))
-    manifest = {"format": FORMAT, "profile": profile, "entries": entries, "missing": missing}
+    if not entries:
+        which = f"the {profile!r} build used" if profile else "in the cache"
+        raise BundleError(
+            f"nothing to export: none of the {len(listed)} entries {which} is there and loadable (gone, damaged or "
+            f"pickled by an older mechbook); a build recomputes them"
+        )
+    manifest = {
+        "format": FORMAT,
+        "entry_format": safe_format.FORMAT,
+        "profile": profile,
+        "entries": entries,
+        "missing": missing,
+    }
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for member, data in [("manifest.json", json.dumps(manifest, indent=1).encode()), *blobs]:
@@ -81,26 +116,81 @@ def export_bundle(path: str | Path, profile: str | None = None) -> dict:
 
 def _safe(namespace: str, key: str) -> str:
     member = PurePosixPath("entries", namespace, key)
-    if PurePosixPath(namespace).is_absolute() or ".." in member.parts or not _ENTRY.fullmatch(key):
+    if PurePosixPath(namespace).is_absolute() or ".." in member.parts:
         raise BundleError(f"bundle entry {namespace}/{key} points outside the cache; the bundle is not safe to install")
+    if not _ENTRY.fullmatch(key):
+        raise BundleError(
+            f"bundle entry {namespace}/{key} is not named like a cache entry (64 hex digits, .pt); the bundle was "
+            f"altered, nothing was installed"
+        )
     return member.as_posix()
+
+
+def _members(tar: tarfile.TarFile, path: str | Path) -> dict[str, tarfile.TarInfo]:
+    """The tar's members by name; a :class:`BundleError` for one whose name leaves the folder it is
+    read into (absolute, ``..``) or that is not a regular file (a link, a folder, a device)."""
+    members = {}
+    for member in tar.getmembers():
+        name = PurePosixPath(member.name)
+        if name.is_absolute() or ".." in name.parts:
+            raise BundleError(
+                f"{path} holds the member {member.name!r}, which points outside the cache: the bundle is not safe "
+                f"to install; nothing was installed"
+            )
+        if not member.isfile():
+            kinds = ((member.issym, "a symbolic link"), (member.islnk, "a hard link"), (member.isdir, "a folder"))
+            what = next((name for test, name in kinds if test()), "a special file")
+            raise BundleError(
+                f"{path} holds {what}, {member.name!r}, where a bundle holds only regular files: it is not safe "
+                f"to install; nothing was installed"
+            )
+        members[member.name] = member
+    return members
+
+
+_FIELDS = {"namespace": str, "key": str, "sha256": str, "size": int}
+
+
+def _manifest(raw: object, path: str | Path) -> dict:
+    """The manifest ``raw`` (parsed JSON) if it is one that ``export`` writes; a
+    :class:`BundleError` saying what it is otherwise."""
+    if not isinstance(raw, dict):
+        kind = {list: "a list", str: "a string"}.get(type(raw), "a " + type(raw).__name__)
+        raise BundleError(
+            f"the manifest.json of {path} holds {kind}, not the JSON object `cache export` writes: it is not a "
+            f"mechbook cache bundle; nothing was installed"
+        )
+    if raw.get("format") != FORMAT:
+        why = (
+            ": its entries are pickled, which this mechbook does not load; export it again with this mechbook"
+            if raw.get("format") == "mechbook-cache-bundle/1"
+            else ""
+        )
+        raise BundleError(f"{path} is a bundle of format {raw.get('format')!r}; this mechbook reads {FORMAT!r}{why}")
+    entries = raw.get("entries")
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and all(type(e.get(k)) is t for k, t in _FIELDS.items()) for e in entries
+    ):
+        raise BundleError(
+            f"the manifest.json of {path} does not list its entries as {{namespace, key, sha256, size}}: the bundle "
+            f"was altered; ask for a fresh one. Nothing was installed"
+        )
+    return raw
 
 
 def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
     """The manifest and the verified bytes of every entry (``"namespace/key"`` -> bytes) of the
-    bundle at ``path``; a :class:`BundleError` names the first problem found."""
+    bundle at ``path``: each matches its checksum and decodes in the safe format
+    (:func:`mechbook.safe_format.loads`, which runs no code). A :class:`BundleError` names the
+    first problem found."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no bundle at {path}: give the file that `python -m mechbook cache export PATH` wrote")
     try:
         with tarfile.open(path, mode="r:") as tar:
-            members = {m.name: m for m in tar.getmembers()}
+            members = _members(tar, path)
             if "manifest.json" not in members:
                 raise BundleError(f"{path} has no manifest.json: it is not a mechbook cache bundle")
-            manifest = json.loads(tar.extractfile(members["manifest.json"]).read())
-            if manifest.get("format") != FORMAT:
-                raise BundleError(
-                    f"{path} is a bundle of format {manifest.get('format')!r}; this mechbook reads {FORMAT!r}"
-                )
+            manifest = _manifest(json.loads(tar.extractfile(members["manifest.json"]).read()), path)
             listed = {_safe(e["namespace"], e["key"]): e for e in manifest["entries"]}
             extra = sorted(set(members) - set(listed) - {"manifest.json"})
             if extra:
@@ -109,21 +199,42 @@ def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
                 )
             out = {}
             for member, entry in listed.items():
-                if member not in members or not members[member].isfile():
+                if member not in members:
                     raise BundleError(f"{path} lacks {member}, which its manifest lists: the bundle is incomplete")
                 data = tar.extractfile(members[member]).read()
                 if len(data) != entry["size"] or hashlib.sha256(data).hexdigest() != entry["sha256"]:
                     raise BundleError(
                         f"{member} in {path} does not match its checksum: the bundle is corrupt or was altered; nothing was installed"
                     )
+                problem = _undecodable(data)
+                if problem:
+                    raise BundleError(f"{member} in {path} is {problem}; nothing was installed")
                 out[f"{entry['namespace']}/{entry['key']}"] = data
-    except (tarfile.TarError, EOFError, OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except BundleError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError, KeyError, TypeError) as exc:
         if isinstance(exc, FileNotFoundError):
             raise
+        if "unexpected end of data" in str(exc):
+            raise BundleError(
+                f"{path} is cut short (the download or copy did not finish): fetch it again; nothing was installed"
+            ) from exc
         raise BundleError(
             f"{path} cannot be read as a cache bundle ({type(exc).__name__}: {exc}); nothing was installed"
         ) from exc
     return manifest, out
+
+
+def _undecodable(data: bytes) -> str | None:
+    """Why ``data`` is not a cache entry in the safe format (None when it decodes): the check
+    ``import`` and ``export`` make of every entry, without running anything in it."""
+    try:
+        safe_format.loads(data)
+    except safe_format.NotSafeFormat as exc:
+        return str(exc)
+    except Exception as exc:  # a class's own state check (a tokenizer's JSON) refusing the stored state
+        return f"not a value mechbook can rebuild ({type(exc).__name__}: {exc})"
+    return None
 
 
 def import_bundle(path: str | Path) -> int:
@@ -174,7 +285,11 @@ def _run(args: argparse.Namespace) -> int:
         size = Path(args.path).stat().st_size
         print(
             f"{args.path}: {len(manifest['entries'])} entries, {size / 2**20:.1f} MiB"
-            + (f"; left out (missing or damaged): {len(manifest['missing'])}" if manifest["missing"] else "")
+            + (
+                f"; left out (missing, damaged or pickled by an older mechbook): {len(manifest['missing'])}"
+                if manifest["missing"]
+                else ""
+            )
         )
     else:
         print(f"installed {import_bundle(args.path)} entries into {cache_root()}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_safe_format import crafted_pickle
 
 from mechbook.assign_add import release
 
@@ -248,3 +249,27 @@ def test_step_of_reads_only_released_names():
         "model_state_dict.pth",
     ):
         assert release.step_of(name) is None
+
+
+def test_a_file_that_needs_full_pickle_is_refused_in_one_line_and_runs_nothing(isolated, monkeypatch):
+    """Even a file that passes its sum (here: a sum patched to match) is only read as plain tensors."""
+    folder = isolated / "copy" / "checkpoints"
+    folder.mkdir(parents=True)
+    path = folder / "checkpoint_step_601.pth"
+    path.write_bytes(crafted_pickle(isolated / "pwned"))
+    monkeypatch.setitem(release.SHA256, path.name, release.sha256_file(path))
+    with pytest.raises(ValueError) as info:
+        release.load_release(601, folder=folder.parent, download=False)
+    message = str(info.value)
+    assert "\n" not in message and "cannot be loaded as plain tensors" in message and path.name in message
+    assert not (isolated / "pwned").exists()
+
+
+def test_a_file_of_plain_data_that_is_no_state_dict_is_refused(isolated, monkeypatch):
+    folder = isolated / "copy" / "checkpoints"
+    folder.mkdir(parents=True)
+    path = folder / "checkpoint_step_601.pth"
+    torch.save([torch.zeros(2)], path)
+    monkeypatch.setitem(release.SHA256, path.name, release.sha256_file(path))
+    with pytest.raises(ValueError, match="holds a list, not the state dict"):
+        release.load_release(601, folder=folder.parent, download=False)

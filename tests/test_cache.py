@@ -72,6 +72,41 @@ def test_checksum_valid_but_unloadable_is_recomputed(private_cache):
         assert cached("t", "k", compute)["n"] == 2
 
 
+def test_a_crafted_or_old_pickled_entry_is_recomputed_and_runs_nothing(private_cache):
+    """An entry whose sidecar matches but which only full pickle loads (a crafted pickle, or what
+    the old torch_dumps wrote) is reported and recomputed; the crafted one never runs."""
+    import io
+
+    import torch
+    from test_safe_format import crafted_pickle
+
+    _calls, compute = _counter()
+    cached("t", "k", compute)
+    cache.save_verified(_entry(private_cache), crafted_pickle(private_cache.parent / "pwned"))
+    with pytest.warns(UserWarning, match=r"failed to load \(not in mechbook's safe format \(it names posix\.system"):
+        assert cached("t", "k", compute)["n"] == 2
+    assert not (private_cache.parent / "pwned").exists()
+    buf = io.BytesIO()
+    torch.save({"w": np.arange(3.0), "n": 0}, buf)
+    cache.save_verified(_entry(private_cache), buf.getvalue())
+    with pytest.warns(UserWarning, match="older mechbook"):
+        assert cached("t", "k", compute)["n"] == 3
+    assert cached("t", "k", compute)["n"] == 3  # the recomputed entry is in the safe format and is served
+
+
+def test_a_value_the_safe_format_cannot_hold_is_returned_uncached(private_cache):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"f": lambda: 1}
+
+    for _ in range(2):
+        with pytest.warns(UserWarning, match=r"could not serialise .*function.*at value\['f'\]"):
+            cached("t", "k", compute)
+    assert len(calls) == 2 and not (private_cache / "t").exists()
+
+
 def test_atomic_write_leaves_no_temporary_files(private_cache):
     target = private_cache / "a" / "b.bin"
     cache.save_verified(target, b"payload")

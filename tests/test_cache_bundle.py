@@ -1,18 +1,26 @@
 """Cache bundles (mechbook/cache_bundle.py): a profile's entries round-trip into an empty cache
-byte for byte, and a corrupt or tampered bundle is refused before anything is installed."""
+byte for byte; a corrupt, tampered or unsafe bundle (a crafted pickle, a link, a member outside the
+folder, a truncated tar, wrong sums, a manifest that is not an object, an old format) is refused in
+one line before anything is installed, and nothing appears outside the cache; export says plainly
+when there is nothing to export."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from test_safe_format import crafted_pickle
 
+from mechbook import cache_bundle
 from mechbook.__main__ import main
-from mechbook.cache import cached
+from mechbook.cache import cached, save_verified
 from mechbook.cache_bundle import BundleError, export_bundle, import_bundle
 
 
@@ -99,7 +107,7 @@ def _drop_entry(name, data):
         (lambda b: _rewrite(b, _flip_entry), "does not match its checksum"),
         (lambda b: _rewrite(b, _escape), "outside the cache"),
         (lambda b: _rewrite(b, _drop_entry), "lacks"),
-        (lambda b: b.write_bytes(b.read_bytes()[: len(b.read_bytes()) // 2]), "checksum|cannot be read|lacks"),
+        (lambda b: b.write_bytes(b.read_bytes()[: len(b.read_bytes()) // 2]), "checksum|cut short|lacks"),
         (lambda b: b.write_bytes(b"not a tar at all" * 100), "cannot be read"),
     ],
     ids=["flipped-byte", "path-escape", "missing-entry", "truncated", "not-a-tar"],
@@ -123,10 +131,178 @@ def test_an_unlisted_member_is_refused(filled):
     assert _entries(target) == {}
 
 
-def test_command_line_reports_errors_plainly(filled, tmp_path, capsys):
+def test_command_line_reports_errors_plainly(filled, capsys):
     _, target, bundle, _ = filled
-    assert main(["cache", "export", str(tmp_path / "x.tar"), "--profile", "cpu"]) == 1
-    assert "run the book" in capsys.readouterr().err
     _rewrite(bundle, _flip_entry)
     assert main(["cache", "import", str(bundle)]) == 1
     assert "nothing was installed" in capsys.readouterr().err and _entries(target) == {}
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _with_manifest(bundle: Path, edit) -> None:
+    """Rewrite the bundle's manifest as ``edit(manifest)`` returns it (any JSON value)."""
+
+    def change(name, data):
+        return (name, json.dumps(edit(json.loads(data))).encode()) if name == "manifest.json" else (name, data)
+
+    _rewrite(bundle, change)
+
+
+def _replace_entry(bundle: Path, data: bytes) -> None:
+    """Put ``data`` in place of the entry of part/b, with the manifest's sha256 and size updated
+    to match (what a tamperer who knows the format does)."""
+
+    def edit(manifest):
+        entry = next(e for e in manifest["entries"] if e["namespace"] == "part/b")
+        entry.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        return manifest
+
+    _with_manifest(bundle, edit)
+    _rewrite(bundle, lambda name, old: (name, data) if name.startswith("entries/part/b/") else (name, old))
+
+
+def _add_member(bundle: Path, info: tarfile.TarInfo, data: bytes = b"") -> None:
+    with tarfile.open(bundle, mode="a") as tar:
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def _symlink(bundle: Path, outside: Path) -> None:
+    """The entry of part/a becomes a symbolic link to a file outside the cache."""
+    with tarfile.open(bundle) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar.getmembers()]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info, data in members:
+            if info.name.startswith("entries/part/a/"):
+                info = tarfile.TarInfo(info.name)
+                info.type, info.linkname, data = tarfile.SYMTYPE, str(outside), b""
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    bundle.write_bytes(buf.getvalue())
+
+
+def _last_data_middle(bundle: Path) -> int:
+    """The offset halfway through the last member's bytes (a download cut off there)."""
+    with tarfile.open(bundle) as tar:
+        last = tar.getmembers()[-1]
+    return last.offset_data + last.size // 2
+
+
+def _renamed(manifest):
+    manifest["entries"][0]["key"] = "state.pt"
+    return manifest
+
+
+def _sums_off(manifest):
+    manifest["entries"][1]["sha256"] = "0" * 64
+    return manifest
+
+
+def _typed_wrong(manifest):
+    manifest["entries"][0]["size"] = "12"
+    return manifest
+
+
+BAD_BUNDLES = {
+    "crafted-pickle": (
+        lambda b, out: _replace_entry(b, crafted_pickle(out)),
+        r"entries/part/b/.* is not in mechbook's safe format \(it names posix\.system",
+    ),
+    "symlink-member": (lambda b, out: _symlink(b, out), "holds a symbolic link"),
+    "dotdot-member": (
+        lambda b, out: _add_member(b, tarfile.TarInfo("entries/../../" + out.name), b"x"),
+        "points outside the cache",
+    ),
+    "absolute-member": (lambda b, out: _add_member(b, tarfile.TarInfo(str(out)), b"x"), "points outside the cache"),
+    "truncated-header": (lambda b, out: b.write_bytes(b.read_bytes()[:700]), "is cut short"),
+    "truncated-entry": (lambda b, out: b.write_bytes(b.read_bytes()[: _last_data_middle(b)]), "is cut short"),
+    "entry-name": (lambda b, out: _with_manifest(b, _renamed), "is not named like a cache entry"),
+    "sums-do-not-match": (lambda b, out: _with_manifest(b, _sums_off), "does not match its checksum"),
+    "manifest-is-a-list": (
+        lambda b, out: _with_manifest(b, lambda m: m["entries"]),
+        "holds a list, not the JSON object",
+    ),
+    "manifest-entry-types": (lambda b, out: _with_manifest(b, _typed_wrong), r"\{namespace, key, sha256, size\}"),
+    "format-1": (
+        lambda b, out: _with_manifest(b, lambda m: {**m, "format": "mechbook-cache-bundle/1"}),
+        "its entries are pickled",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_BUNDLES))
+def test_an_unsafe_bundle_is_refused_in_one_line_and_writes_nothing(filled, tmp_path, capsys, case):
+    _, target, bundle, _ = filled
+    damage, message = BAD_BUNDLES[case]
+    outside = tmp_path / "outside.pt"
+    damage(bundle, outside)
+    before = _files(tmp_path)
+    assert main(["cache", "import", str(bundle)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert re.search(message, err), err
+    assert "Traceback" not in err and "AttributeError" not in err
+    assert _files(tmp_path) == before and not outside.exists() and _entries(target) == {}
+
+
+def test_a_bundle_of_safe_entries_imports_and_each_entry_was_decoded(filled, monkeypatch):
+    _, _, bundle, manifest = filled
+    decoded = []
+    real = cache_bundle.safe_format.loads
+    monkeypatch.setattr(cache_bundle.safe_format, "loads", lambda data: decoded.append(len(data)) or real(data))
+    assert import_bundle(bundle) == 2
+    assert sorted(decoded) == sorted(e["size"] for e in manifest["entries"])
+
+
+def _export(tmp_path, capsys, *args) -> tuple[int, str]:
+    code = main(["cache", "export", str(tmp_path / "x.tar"), *args])
+    return code, capsys.readouterr().err
+
+
+def test_export_refuses_an_unknown_profile_naming_the_profiles(filled, tmp_path, capsys):
+    code, err = _export(tmp_path, capsys, "--profile", "nope")
+    assert code == 1 and err == "error: unknown profile 'nope': the profiles are smoke, cpu, paper\n"
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_export_from_an_empty_cache_says_there_is_nothing_to_export(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "fresh"))
+    for args in ([], ["--profile", "cpu"]):
+        code, err = _export(tmp_path, capsys, *args)
+        assert code == 1 and err.startswith("error: nothing to export: the cache") and "holds no entries" in err
+        assert "execute" not in err and err.count("\n") == 1
+    assert not (tmp_path / "x.tar").exists()
+
+
+def test_export_of_a_profile_without_a_record_offers_the_whole_cache(filled, tmp_path, monkeypatch, capsys):
+    source, *_ = filled
+    monkeypatch.setenv("MECHBOOK_CACHE", str(source))
+    code, err = _export(tmp_path, capsys, "--profile", "cpu")
+    assert code == 1 and "no record of which the 'cpu' build used" in err and "without --profile" in err
+    assert "execute" not in err
+
+
+def test_export_with_a_damaged_profile_record_names_its_line(filled, tmp_path, monkeypatch, capsys):
+    source, *_ = filled
+    monkeypatch.setenv("MECHBOOK_CACHE", str(source))
+    with (source / "manifests" / "smoke.jsonl").open("a") as fh:
+        fh.write('["not", "a", "record"]\n')
+    code, err = _export(tmp_path, capsys, "--profile", "smoke")
+    assert code == 1 and "line 4 of" in err and "smoke.jsonl is not a record of an entry" in err
+
+
+def test_export_leaves_out_an_old_pickled_entry_so_the_bundle_imports(filled, tmp_path, monkeypatch):
+    source, target, *_ = filled
+    monkeypatch.setenv("MECHBOOK_CACHE", str(source))
+    old = source / "part" / "old" / ("1" * 64 + ".pt")
+    buf = io.BytesIO()
+    torch.save({"w": np.arange(3.0)}, buf)  # what the old torch_dumps wrote
+    save_verified(old, buf.getvalue())
+    manifest = export_bundle(tmp_path / "all.tar")
+    assert "part/old/" + old.name in manifest["missing"] and len(manifest["entries"]) == 3
+    monkeypatch.setenv("MECHBOOK_CACHE", str(target))
+    assert import_bundle(tmp_path / "all.tar") == 3

@@ -16,6 +16,9 @@ A file is looked for, in order, in
 4. the repository at the pinned commit (one download per file, with a progress bar, written
    atomically into the user cache).
 
+Loading: every file is read with ``torch.load(weights_only=True)`` (tensors and plain containers
+only, never code); one that asks for more is refused with one line.
+
 Verification: :mod:`mechbook.assign_add.release_sums` holds the SHA-256 of every released file
 (the 400 checkpoints and the final model). A file is checked against its sum before use, wherever
 it comes from (a local folder, the user cache, a download); one that does not match is refused
@@ -206,9 +209,20 @@ def release_state_from(raw: dict[str, torch.Tensor], name: str = "checkpoint") -
 def release_state(
     step: int | str = FINAL, folder: str | Path | None = None, download: bool = True
 ) -> dict[str, torch.Tensor]:
-    """The checked :class:`AssignAddModel` state dict of released ``step``."""
+    """The checked :class:`AssignAddModel` state dict of released ``step``, read with
+    ``torch.load(weights_only=True)``: a file that only full pickle could load is refused in one
+    line (every released file is a plain dict of tensors, and is checked against its sum first)."""
     path = release_path(step, folder, download)
-    return release_state_from(torch.load(path, weights_only=True, map_location="cpu"), path.name)
+    try:
+        raw = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # the weights-only unpickler refusing what the file asks for
+        raise ValueError(
+            f"{path} cannot be loaded as plain tensors ({type(exc).__name__}); the book never unpickles a "
+            f"checkpoint: point {ENV_VAR} at a copy of the release"
+        ) from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} holds a {type(raw).__name__}, not the state dict of the release")
+    return release_state_from(raw, path.name)
 
 
 def load_release(step: int | str = FINAL, folder: str | Path | None = None, download: bool = True) -> AssignAddModel:
