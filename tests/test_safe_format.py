@@ -136,7 +136,7 @@ def test_frames_round_trip_under_assert_frame_equal(frame, shape):
 
 
 def test_a_part2_train_result_round_trips_with_float16_checkpoints():
-    from mechbook.assign_add.train import TrainConfig, TrainResult
+    from mechbook.assign_add.config import TrainConfig, TrainResult
 
     history = pd.DataFrame(
         {
@@ -263,7 +263,7 @@ def test_what_the_format_cannot_hold_fails_to_encode_naming_where(value, message
 
 
 def test_a_dataclass_with_an_attribute_outside_its_fields_is_refused():
-    from mechbook.assign_add.train import TrainConfig, TrainResult
+    from mechbook.assign_add.config import TrainConfig, TrainResult
 
     result = TrainResult(pd.DataFrame(), {}, {}, TrainConfig(), 0.0)
     result.extra = 1
@@ -313,7 +313,7 @@ def _file(value) -> bytes:
         ({"t": "dataclass", "class": "mechbook.cache:os.system", "fields": {}}, "not a class defined"),
         ({"t": "dataclass", "class": "mechbook.cache:CacheRootError", "fields": {}}, "is not a dataclass"),
         ({"t": "dataclass", "class": "mechbook.nowhere:X", "fields": {}}, "no module mechbook.nowhere"),
-        ({"t": "dataclass", "class": "mechbook.assign_add.train:TrainConfig", "fields": {"x": 1}}, "not its fields"),
+        ({"t": "dataclass", "class": "mechbook.assign_add.config:TrainConfig", "fields": {"x": 1}}, "not its fields"),
         (
             {"t": "object", "class": "mechbook.cache:CacheRootError", "state": {}},
             "not a class the safe format rebuilds",

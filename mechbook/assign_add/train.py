@@ -71,6 +71,7 @@ from mechbook.determinism import deterministic
 from mechbook.device import available_cores, default_device
 from mechbook.lifeline import WorkerPool
 from mechbook.progress import PROGRESS_ENV, progress
+from mechbook.safe_format import NotSafeFormat
 
 SHARED_FIELDS = (
     "steps",
@@ -237,6 +238,19 @@ def adamw(params: dict[str, torch.Tensor], cfg: TrainConfig, device: str) -> tor
     )
 
 
+def _resume_file(path: Path) -> object | None:
+    """The value saved at ``path`` in a resume folder, or None when it is missing, damaged or not
+    in the safe format (a folder an older mechbook pickled: the run then starts from step 0)."""
+    data = load_verified(path)
+    if data is None:
+        return None
+    try:
+        return torch_loads(data)
+    except NotSafeFormat as exc:
+        warnings.warn(f"{path} cannot be resumed from ({exc}); training from step 0", stacklevel=3)
+        return None
+
+
 @deterministic()
 def train_stacked(
     cfgs: Sequence[TrainConfig],
@@ -284,11 +298,10 @@ def train_stacked(
     resume = Path(resume_dir) if resume_dir is not None else None
     tag = fingerprint(list(cfgs))
     if resume is not None:
-        data = load_verified(resume / "state.pt")
-        state = torch_loads(data) if data is not None else None
+        state = _resume_file(resume / "state.pt")
         if state is not None and state["config"] != tag:
             raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
-        found = {s: load_verified(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
+        found = {s: _resume_file(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
         if state is not None and all(v is not None for v in found.values()):
             with torch.no_grad():
                 for n, p in params.items():
@@ -296,7 +309,7 @@ def train_stacked(
             opt.load_state_dict(state["optim"])
             streams.states = state["rng"]
             step, rows, elapsed = state["step"], state["history"], state["elapsed"]
-            saved = {s: torch_loads(v) for s, v in found.items()}
+            saved = dict(found)
         elif state is not None:
             warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
 
