@@ -17,10 +17,7 @@ import torch
 
 from mechbook.assign_add import release
 
-SHARED = Path(
-    os.environ.get(release.ENV_VAR)
-    or Path(__file__).resolve().parents[2] / "shared" / "data" / "assign-and-add-release"
-)
+SHARED = release.release_folder()
 needs_release = pytest.mark.skipif(
     not (SHARED / "checkpoints").is_dir(), reason=f"no local copy of the release (set {release.ENV_VAR})"
 )
@@ -28,10 +25,34 @@ needs_release = pytest.mark.skipif(
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
-    """No environment variable and an empty user cache."""
+    """No environment variable, no shared copy beside the checkout and an empty user cache."""
     monkeypatch.delenv(release.ENV_VAR, raising=False)
+    monkeypatch.setattr(release, "SHARED_COPY", tmp_path / "no-shared-copy")
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
     return tmp_path
+
+
+def test_the_release_folder_is_the_variable_then_the_shared_copy_then_the_download_cache(isolated, monkeypatch):
+    cache_dir = isolated / "cache" / "assign_add_release" / release.RELEASE_COMMIT
+    assert release.release_folder() == cache_dir
+    shared = isolated / "shared" / "data" / "assign-and-add-release"
+    monkeypatch.setattr(release, "SHARED_COPY", shared)
+    assert release.release_folder() == cache_dir, "a shared copy that is not there is skipped"
+    (shared / "checkpoints").mkdir(parents=True)
+    assert release.release_folder() == shared
+    monkeypatch.setenv(release.ENV_VAR, str(isolated / "mine"))
+    assert release.release_folder() == isolated / "mine"
+
+
+def test_the_loader_finds_the_shared_copy_without_the_variable(isolated, monkeypatch):
+    """The README's plain ``pytest`` exports no variable: the loader must look where the tests do."""
+    shared = isolated / "shared"
+    (shared / "checkpoints").mkdir(parents=True)
+    (shared / "checkpoints" / "checkpoint_step_1401.pth").write_bytes(b"")
+    monkeypatch.setattr(release, "SHARED_COPY", shared)
+    assert release.available_steps() == [1401]
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        release.release_path(1401, download=False)
 
 
 def tl_forward(raw: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:

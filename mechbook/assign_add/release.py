@@ -11,10 +11,14 @@ the keys onto :class:`AssignAddModel` (same names, no biases, no layer-0 MLP).
 A file is looked for, in order, in
 
 1. the ``folder`` argument (the release folder or its ``checkpoints/``),
-2. ``$MECHBOOK_AA_RELEASE`` (the same),
+2. :func:`release_folder` (the same): ``$MECHBOOK_AA_RELEASE`` if set, else
+   ``../shared/data/assign-and-add-release`` beside the checkout if it is there,
 3. the user cache (``<cache root>/assign_add_release/<commit>/``),
 4. the repository at the pinned commit (one download per file, with a progress bar, written
    atomically into the user cache).
+
+The tests that need the released run skip by the same :func:`release_folder`, so they run
+wherever the loader finds it.
 
 Verification: :mod:`mechbook.assign_add.release_sums` holds the SHA-256 of every released file
 (the 400 checkpoints and the final model). A file is checked against its sum before use, wherever
@@ -40,7 +44,7 @@ import torch
 from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.release_sums import SHA256
-from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
+from mechbook.cache import atomic_write_bytes, cache_root, package_root, sha256_file
 from mechbook.notices import notice
 from mechbook.progress import progress
 
@@ -51,6 +55,10 @@ RELEASE_URL = f"https://raw.githubusercontent.com/bexoo/assign-and-add/{RELEASE_
 """Where a missing file is downloaded from (``RELEASE_URL + file name``)."""
 
 ENV_VAR = "MECHBOOK_AA_RELEASE"
+
+SHARED_COPY = package_root().parent / "shared" / "data" / "assign-and-add-release"
+"""Where a checkout's shared data holds the release (``../shared/data/assign-and-add-release``
+beside the checkout): :func:`release_folder` when ``$MECHBOOK_AA_RELEASE`` is unset."""
 
 FINAL = "final"
 """The step name of the final model (40,000 steps, ``model_state_dict.pth``)."""
@@ -84,15 +92,25 @@ def file_name(step: int | str) -> str:
     return f"checkpoint_step_{step}.pth"
 
 
+def release_folder() -> Path:
+    """The folder of the authors' release: ``$MECHBOOK_AA_RELEASE`` if set, else
+    :data:`SHARED_COPY` if it is there, else the user cache that downloads go to. The one
+    resolver of the release: the loader searches it (:func:`release_path`,
+    :func:`available_steps`) and the tests that need the release skip by it."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    if SHARED_COPY.is_dir():
+        return SHARED_COPY
+    return _cache_dir()
+
+
 def _folders(folder: str | Path | None) -> list[Path]:
     """The local folders searched, in order (each as given and its ``checkpoints/``)."""
     roots = [path_argument(folder, "folder")] if folder is not None else []
-    if os.environ.get(ENV_VAR):
-        roots.append(Path(os.environ[ENV_VAR]))
     out = []
-    for root in roots:
+    for root in [*roots, release_folder()]:
         out += [root / "checkpoints", root]
-    return out + [_cache_dir()]
+    return list(dict.fromkeys([*out, _cache_dir()]))
 
 
 def _cache_dir() -> Path:
@@ -231,7 +249,7 @@ def step_of(name: str) -> int | None:
 
 
 def available_steps(folder: str | Path | None = None, online: bool = False) -> list[int]:
-    """The released checkpoint steps present locally (folder argument, ``$MECHBOOK_AA_RELEASE``,
+    """The released checkpoint steps present locally (folder argument, :func:`release_folder`,
     user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use). A
     ``checkpoint_step_*.pth`` whose name is not a released step is ignored, with one warning
     naming it. Each file is verified when it is loaded (:func:`release_path`)."""
