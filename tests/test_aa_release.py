@@ -10,6 +10,7 @@ import shutil
 import socket
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -209,10 +210,34 @@ def test_a_corrupt_download_is_refused_and_not_kept(isolated, served):
 def test_every_released_file_has_a_packaged_sum():
     names = {release.file_name(s) for s in release.RELEASE_STEPS} | {release.file_name(release.FINAL)}
     assert set(release.SHA256) == names and len(names) == 401
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in release.SHA256.values())
     sums = SHARED / "SHA256SUMS-all"
     if sums.is_file():
-        listed = dict(reversed(line.split()) for line in sums.read_text().splitlines() if line.strip())
-        assert listed == release.SHA256
+        assert release.read_sums(sums.read_text(), str(sums)) == release.SHA256
+
+
+def test_the_packaged_sums_are_package_data():
+    """An installed (not editable) package must carry the sums its loader reads."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert release.SUMS_FILE in pyproject["tool"]["setuptools"]["package-data"]["mechbook.assign_add"]
+    assert (Path(release.__file__).parent / release.SUMS_FILE).is_file()
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        ("ab" * 32 + " checkpoint_step_1.pth", "is not"),
+        ("AB" * 32 + "  checkpoint_step_1.pth", "is not"),
+        ("ab" * 31 + "  checkpoint_step_1.pth", "is not"),
+        ("ab" * 32 + "  ", "is not"),
+        ("ab" * 32 + "  model_state_dict.pth", "lists its file a second time"),
+    ],
+)
+def test_a_malformed_sums_line_is_refused_naming_it(line, why):
+    good = "cd" * 32 + "  model_state_dict.pth"
+    assert release.read_sums(f"{good}\n\n") == {"model_state_dict.pth": "cd" * 32}
+    with pytest.raises(ValueError, match=f"sums line 3 {why}"):
+        release.read_sums(f"{good}\n\n{line}\n", "sums")
 
 
 @needs_release

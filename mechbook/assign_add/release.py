@@ -20,8 +20,10 @@ A file is looked for, in order, in
 The tests that need the released run skip by the same :func:`release_folder`, so they run
 wherever the loader finds it.
 
-Verification: :mod:`mechbook.assign_add.release_sums` holds the SHA-256 of every released file
-(the 400 checkpoints and the final model). A file is checked against its sum before use, wherever
+Verification: the package data file ``release.sha256`` (:data:`SUMS_FILE`, in the ``SHA256SUMS``
+format: ``<hex>  <file name>`` lines, computed from the repository's own objects at
+:data:`RELEASE_COMMIT`) holds the SHA-256 of every released file (the 400 checkpoints and the
+final model), read into :data:`SHA256`. A file is checked against its sum before use, wherever
 it comes from (a local folder, the user cache, a download); one that does not match is refused
 with one line naming it, and a download that does not match is not kept. There is no trust on
 first use. :func:`available_steps` ignores, with one warning each, files in those folders whose
@@ -37,13 +39,13 @@ import os
 import re
 import threading
 import urllib.request
+from importlib import resources
 from pathlib import Path
 
 import torch
 
 from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.release_sums import SHA256
 from mechbook.cache import atomic_write_bytes, cache_root, package_root, sha256_file
 from mechbook.notices import notice
 from mechbook.progress import progress
@@ -74,6 +76,32 @@ DOWNLOAD_DEADLINE_S = 8.0
 _ZERO_PREFIXES = ("blocks.0.mlp.",)
 _DROPPED_BUFFERS = re.compile(r"blocks\.\d+\.attn\.(mask|IGNORE)$")
 _BIAS = re.compile(r"(^|\.)b_[A-Za-z]+$")
+
+
+SUMS_FILE = "release.sha256"
+"""The package data file of the released files' SHA-256 sums, beside this module."""
+
+_SUM_LINE = re.compile(r"(?P<hex>[0-9a-f]{64})  (?P<name>\S+)")
+
+
+def read_sums(text: str, source: str = SUMS_FILE) -> dict[str, str]:
+    """``{file name: SHA-256}`` of a ``SHA256SUMS`` text (``<hex>  <name>`` lines, blank lines
+    skipped): the loader's :data:`SHA256`, and the tests' reading of the release's own list. A
+    line of another form, or a name listed twice, is an error naming ``source`` and the line."""
+    sums: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = _SUM_LINE.fullmatch(line)
+        if match is None or match["name"] in sums:
+            why = "lists its file a second time" if match else "is not '<64 lowercase hex digits>  <file name>'"
+            raise ValueError(f"{source} line {number} {why}: {line!r}; write each line as sha256sum does")
+        sums[match["name"]] = match["hex"]
+    return sums
+
+
+SHA256: dict[str, str] = read_sums((resources.files(__package__) / SUMS_FILE).read_text())
+"""The SHA-256 of every released file, by file name (from :data:`SUMS_FILE`)."""
 
 
 class ReleaseNotFound(FileNotFoundError):
