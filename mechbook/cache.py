@@ -204,7 +204,7 @@ def imports_of(tree: ast.AST, root: Path, name: str = "", is_pkg: bool = False) 
 @functools.cache
 def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[str, ...]:
     """:func:`imports_of` module ``name`` (at ``file``), sorted (memoised by the file's size and mtime)."""
-    tree = ast.parse(Path(file).read_text(), filename=file)
+    tree = _parsed(file, size, mtime)
     return tuple(sorted(imports_of(tree, Path(root), name, Path(file).name == "__init__.py")))
 
 
@@ -239,17 +239,24 @@ def _is_prose(stmt: ast.stmt) -> bool:
 
 
 @functools.cache
-def _code_of(file: str, size: int, mtime: int) -> str:
-    """SHA-256 of ``ast.dump`` of the module at ``file`` with every statement that is only a string
-    literal (docstrings of the module, its classes and functions, attribute docstrings) removed;
-    comments, blank lines and line numbers never reach the tree (memoised by size and mtime)."""
+def _parsed(file: str, size: int, mtime: int) -> ast.Module:
+    """The parsed module at ``file`` with every statement that is only a string literal
+    (docstrings of the module, its classes and functions, attribute docstrings) removed; comments,
+    blank lines and line numbers never reach the tree. Parsed once per size and mtime for both
+    :func:`_imported` (a string statement holds no import) and :func:`_code_of`."""
     tree = ast.parse(Path(file).read_text(), filename=file)
     for node in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
             statements = getattr(node, field, None)
             if isinstance(statements, list):
                 setattr(node, field, [s for s in statements if not _is_prose(s)])
-    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+    return tree
+
+
+@functools.cache
+def _code_of(file: str, size: int, mtime: int) -> str:
+    """SHA-256 of ``ast.dump`` of :func:`_parsed` (memoised by size and mtime)."""
+    return hashlib.sha256(ast.dump(_parsed(file, size, mtime)).encode()).hexdigest()
 
 
 def code_fingerprint(file: str | Path) -> str:
@@ -257,7 +264,7 @@ def code_fingerprint(file: str | Path) -> str:
     leaves it unchanged, a changed constant or statement does not. Used by :func:`module_digests`
     for the cache's keys and the executor's (:func:`mechbook.book.run.cache_key`)."""
     st = Path(file).stat()
-    return _code_of(str(Path(file).resolve()), st.st_size, st.st_mtime_ns)
+    return _code_of(str(file), st.st_size, st.st_mtime_ns)
 
 
 def module_digests(
