@@ -2,9 +2,10 @@
 
 An entry is keyed by everything that determines it: a namespace (``part/name``), a JSON-able
 description (the config dataclass, a data fingerprint, the seed) and, derived rather than listed,
-the code: the source of every ``mechbook`` module the computation can reach (the static import
-closure of the module that calls :func:`cached` and of the modules ``compute`` refers to), plus
-the versions of Python, torch and numpy. The closure does not follow imports into the modules of
+the code: the parsed code, docstrings and comments left out (:func:`code_fingerprint`), of every
+``mechbook`` module the computation can reach (the static import closure of the module that calls
+:func:`cached` and of the modules ``compute`` refers to), plus the versions of Python, torch and
+numpy. Rewording a docstring or a comment therefore retrains nothing. The closure does not follow imports into the modules of
 :data:`UNKEYED` (progress bars, records, profiles, claims, charts, chapters, the book's
 machinery, this cache itself, console notices, worker lifetime, argument checks): their code cannot change a cached value, so rewording a progress
 bar or a chapter's prose retrains nothing. They count only where the computation itself is
@@ -159,9 +160,13 @@ def _is_ours(name: str) -> bool:
     return name == "mechbook" or name.startswith("mechbook.")
 
 
+def _within(name: str, packages: Iterable[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
 def is_unkeyed(name: str) -> bool:
     """Whether module ``name`` is one of :data:`UNKEYED` or inside one."""
-    return any(name == p or name.startswith(p + ".") for p in UNKEYED)
+    return _within(name, UNKEYED)
 
 
 def _module_file(name: str, root: Path) -> Path | None:
@@ -172,12 +177,11 @@ def _module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-@functools.cache
-def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[str, ...]:
-    """The ``mechbook`` modules that module ``name`` (at ``file``) imports anywhere in its source,
-    their parent packages included (memoised by the file's size and mtime)."""
-    tree = ast.parse(Path(file).read_text(), filename=file)
-    is_pkg = Path(file).name == "__init__.py"
+def imports_of(tree: ast.AST, root: Path, name: str = "", is_pkg: bool = False) -> set[str]:
+    """The ``mechbook`` modules (under ``root``) that the parsed code ``tree`` imports anywhere,
+    their parent packages included; relative imports resolve against module ``name`` (a package
+    when ``is_pkg``). Used by :func:`module_closure` and, for a notebook's cells, by the executor's
+    key (:func:`mechbook.book.run.cache_key`)."""
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -190,20 +194,29 @@ def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[s
             else:
                 base = node.module or ""
             found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names if _module_file(f"{base}.{a.name}", Path(root)))
+            found.update(f"{base}.{a.name}" for a in node.names if _module_file(f"{base}.{a.name}", root))
     out = set()
     for mod in filter(_is_ours, found):
         parts = mod.split(".")
         out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return tuple(sorted(m for m in out if _module_file(m, Path(root))))
+    return {m for m in out if _module_file(m, root)}
 
 
-def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str]:
+@functools.cache
+def _imported(name: str, file: str, size: int, mtime: int, root: str) -> tuple[str, ...]:
+    """:func:`imports_of` module ``name`` (at ``file``), sorted (memoised by the file's size and mtime)."""
+    tree = _parsed(file, size, mtime)
+    return tuple(sorted(imports_of(tree, Path(root), name, Path(file).name == "__init__.py")))
+
+
+def module_closure(modules: Iterable[str], root: Path | None = None, unkeyed: Iterable[str] | None = None) -> list[str]:
     """Every ``mechbook`` module reachable from ``modules`` through imports (static, via ``ast``:
     imports inside functions count), with their parent packages; sorted. ``modules`` themselves
-    are always in; a module of :data:`UNKEYED` reached by an import or as a parent package
-    is not, nor is anything reached only through it."""
+    are always in; a module of ``unkeyed`` (default :data:`UNKEYED`) reached by an import or as a
+    parent package is not, nor is anything reached only through it. The executor passes
+    ``unkeyed=()``: a notebook's prose, charts and records come from every module it reaches."""
     root = root or package_root()
+    stops = UNKEYED if unkeyed is None else tuple(unkeyed)
     starts = {m for m in modules if _is_ours(m)}
     todo = list(starts)
     for m in starts:
@@ -213,7 +226,7 @@ def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str
     while todo:
         name = todo.pop()
         file = _module_file(name, root)
-        if name in seen or file is None or (is_unkeyed(name) and name not in starts):
+        if name in seen or file is None or (_within(name, stops) and name not in starts):
             continue
         seen.add(name)
         st = file.stat()
@@ -221,20 +234,66 @@ def module_closure(modules: Iterable[str], root: Path | None = None) -> list[str
     return sorted(seen)
 
 
+def _is_prose(stmt: ast.stmt) -> bool:
+    """A statement that is only a string literal: a docstring, or a comment written as a string."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+@functools.cache
+def _parsed(file: str, size: int, mtime: int) -> ast.Module:
+    """The parsed module at ``file`` with every statement that is only a string literal
+    (docstrings of the module, its classes and functions, attribute docstrings) removed; comments,
+    blank lines and line numbers never reach the tree. Parsed once per size and mtime for both
+    :func:`_imported` (a string statement holds no import) and :func:`_code_of`."""
+    tree = ast.parse(Path(file).read_text(), filename=file)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if isinstance(statements, list):
+                setattr(node, field, [s for s in statements if not _is_prose(s)])
+    return tree
+
+
+@functools.cache
+def _code_of(file: str, size: int, mtime: int) -> str:
+    """SHA-256 of ``ast.dump`` of :func:`_parsed` (memoised by size and mtime)."""
+    return hashlib.sha256(ast.dump(_parsed(file, size, mtime)).encode()).hexdigest()
+
+
+def code_fingerprint(file: str | Path) -> str:
+    """SHA-256 of a module's code without its docstrings and comments: a docstring or comment edit
+    leaves it unchanged, a changed constant or statement does not. Used by :func:`module_digests`
+    for the cache's keys and the executor's (:func:`mechbook.book.run.cache_key`)."""
+    st = Path(file).stat()
+    return _code_of(str(file), st.st_size, st.st_mtime_ns)
+
+
+def module_digests(
+    modules: Iterable[str], root: Path | None = None, unkeyed: Iterable[str] | None = None
+) -> dict[str, str]:
+    """``{module: code_fingerprint}`` over :func:`module_closure` of ``modules`` (same ``root`` and
+    ``unkeyed``), sorted by module name."""
+    root = root or package_root()
+    out = {}
+    for name in module_closure(modules, root, unkeyed):
+        file = _module_file(name, root)
+        assert file is not None
+        out[name] = code_fingerprint(file)
+    return out
+
+
 def code_digest(modules: Iterable[str], root: Path | None = None) -> str:
-    """SHA-256 over the source of :func:`module_closure` of ``modules`` and the versions of Python,
-    torch and numpy: what a cached result's code dependency is."""
+    """SHA-256 over the code (:func:`module_digests`: docstrings and comments left out) of
+    :func:`module_closure` of ``modules`` and the versions of Python, torch and numpy: what a
+    cached result's code dependency is."""
     import numpy
     import torch
 
-    root = root or package_root()
     digest = hashlib.sha256(
         f"python {platform.python_version()} torch {torch.__version__} numpy {numpy.__version__}".encode()
     )
-    for name in module_closure(modules, root):
-        file = _module_file(name, root)
-        assert file is not None
-        digest.update(f"\0{name}\0{file_digest(file)}".encode())
+    for name, code in module_digests(modules, root).items():
+        digest.update(f"\0{name}\0{code}".encode())
     return digest.hexdigest()
 
 

@@ -10,6 +10,7 @@ import shutil
 import socket
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,7 @@ from test_safe_format import crafted_pickle
 
 from mechbook.assign_add import release
 
-SHARED = Path(
-    os.environ.get(release.ENV_VAR)
-    or Path(__file__).resolve().parents[2] / "shared" / "data" / "assign-and-add-release"
-)
+SHARED = release.release_folder()
 needs_release = pytest.mark.skipif(
     not (SHARED / "checkpoints").is_dir(), reason=f"no local copy of the release (set {release.ENV_VAR})"
 )
@@ -29,10 +27,34 @@ needs_release = pytest.mark.skipif(
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
-    """No environment variable and an empty user cache."""
+    """No environment variable, no shared copy beside the checkout and an empty user cache."""
     monkeypatch.delenv(release.ENV_VAR, raising=False)
+    monkeypatch.setattr(release, "SHARED_COPY", tmp_path / "no-shared-copy")
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
     return tmp_path
+
+
+def test_the_release_folder_is_the_variable_then_the_shared_copy_then_the_download_cache(isolated, monkeypatch):
+    cache_dir = isolated / "cache" / "assign_add_release" / release.RELEASE_COMMIT
+    assert release.release_folder() == cache_dir
+    shared = isolated / "shared" / "data" / "assign-and-add-release"
+    monkeypatch.setattr(release, "SHARED_COPY", shared)
+    assert release.release_folder() == cache_dir, "a shared copy that is not there is skipped"
+    (shared / "checkpoints").mkdir(parents=True)
+    assert release.release_folder() == shared
+    monkeypatch.setenv(release.ENV_VAR, str(isolated / "mine"))
+    assert release.release_folder() == isolated / "mine"
+
+
+def test_the_loader_finds_the_shared_copy_without_the_variable(isolated, monkeypatch):
+    """The README's plain ``pytest`` exports no variable: the loader must look where the tests do."""
+    shared = isolated / "shared"
+    (shared / "checkpoints").mkdir(parents=True)
+    (shared / "checkpoints" / "checkpoint_step_1401.pth").write_bytes(b"")
+    monkeypatch.setattr(release, "SHARED_COPY", shared)
+    assert release.available_steps() == [1401]
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        release.release_path(1401, download=False)
 
 
 def tl_forward(raw: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
@@ -189,10 +211,34 @@ def test_a_corrupt_download_is_refused_and_not_kept(isolated, served):
 def test_every_released_file_has_a_packaged_sum():
     names = {release.file_name(s) for s in release.RELEASE_STEPS} | {release.file_name(release.FINAL)}
     assert set(release.SHA256) == names and len(names) == 401
+    assert all(len(h) == 64 and int(h, 16) >= 0 for h in release.SHA256.values())
     sums = SHARED / "SHA256SUMS-all"
     if sums.is_file():
-        listed = dict(reversed(line.split()) for line in sums.read_text().splitlines() if line.strip())
-        assert listed == release.SHA256
+        assert release.read_sums(sums.read_text(), str(sums)) == release.SHA256
+
+
+def test_the_packaged_sums_are_package_data():
+    """An installed (not editable) package must carry the sums its loader reads."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert release.SUMS_FILE in pyproject["tool"]["setuptools"]["package-data"]["mechbook.assign_add"]
+    assert (Path(release.__file__).parent / release.SUMS_FILE).is_file()
+
+
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        ("ab" * 32 + " checkpoint_step_1.pth", "is not"),
+        ("AB" * 32 + "  checkpoint_step_1.pth", "is not"),
+        ("ab" * 31 + "  checkpoint_step_1.pth", "is not"),
+        ("ab" * 32 + "  ", "is not"),
+        ("ab" * 32 + "  model_state_dict.pth", "lists its file a second time"),
+    ],
+)
+def test_a_malformed_sums_line_is_refused_naming_it(line, why):
+    good = "cd" * 32 + "  model_state_dict.pth"
+    assert release.read_sums(f"{good}\n\n") == {"model_state_dict.pth": "cd" * 32}
+    with pytest.raises(ValueError, match=f"sums line 3 {why}"):
+        release.read_sums(f"{good}\n\n{line}\n", "sums")
 
 
 @needs_release

@@ -59,6 +59,7 @@ def test_cache_key_tracks_code_package_requirements_parameters_not_prose(tmp_pat
     repo = _tiny_repo(tmp_path)
     nb_path = repo / "book" / "p" / "01_ok.ipynb"
     params = {"profile": "smoke"}
+    (repo / "mechbook" / "__init__.py").write_text("from mechbook import helper\n")  # the cells import mechbook
     base = cache_key(nb_path, params, repo)
     assert cache_key(nb_path, params, repo) == base
 
@@ -68,7 +69,7 @@ def test_cache_key_tracks_code_package_requirements_parameters_not_prose(tmp_pat
     assert cache_key(nb_path, params, repo) == base, "markdown edits must not invalidate the run"
 
     assert cache_key(nb_path, {"profile": "cpu"}, repo) != base
-    (repo / "mechbook" / "helper.py").write_text("X = 2\n")
+    (repo / "mechbook" / "helper.py").write_text("X = 22\n")
     k_pkg = cache_key(nb_path, params, repo)
     assert k_pkg != base
     (repo / "requirements.txt").write_text("numpy==2.4.5\n")

@@ -11,7 +11,8 @@ the keys onto :class:`AssignAddModel` (same names, no biases, no layer-0 MLP).
 A file is looked for, in order, in
 
 1. the ``folder`` argument (the release folder or its ``checkpoints/``),
-2. ``$MECHBOOK_AA_RELEASE`` (the same),
+2. :func:`release_folder` (the same): ``$MECHBOOK_AA_RELEASE`` if set, else
+   ``../shared/data/assign-and-add-release`` beside the checkout if it is there,
 3. the user cache (``<cache root>/assign_add_release/<commit>/``),
 4. the repository at the pinned commit (one download per file, with a progress bar, written
    atomically into the user cache).
@@ -19,8 +20,13 @@ A file is looked for, in order, in
 Loading: every file is read with ``torch.load(weights_only=True)`` (tensors and plain containers
 only, never code); one that asks for more is refused with one line.
 
-Verification: :mod:`mechbook.assign_add.release_sums` holds the SHA-256 of every released file
-(the 400 checkpoints and the final model). A file is checked against its sum before use, wherever
+The tests that need the released run skip by the same :func:`release_folder`, so they run
+wherever the loader finds it.
+
+Verification: the package data file ``release.sha256`` (:data:`SUMS_FILE`, in the ``SHA256SUMS``
+format: ``<hex>  <file name>`` lines, computed from the repository's own objects at
+:data:`RELEASE_COMMIT`) holds the SHA-256 of every released file (the 400 checkpoints and the
+final model), read into :data:`SHA256`. A file is checked against its sum before use, wherever
 it comes from (a local folder, the user cache, a download); one that does not match is refused
 with one line naming it, and a download that does not match is not kept. There is no trust on
 first use. :func:`available_steps` ignores, with one warning each, files in those folders whose
@@ -36,14 +42,14 @@ import os
 import re
 import threading
 import urllib.request
+from importlib import resources
 from pathlib import Path
 
 import torch
 
 from mechbook.arguments import path_argument
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.release_sums import SHA256
-from mechbook.cache import atomic_write_bytes, cache_root, sha256_file
+from mechbook.cache import atomic_write_bytes, cache_root, package_root, sha256_file
 from mechbook.notices import notice
 from mechbook.progress import progress
 
@@ -54,6 +60,10 @@ RELEASE_URL = f"https://raw.githubusercontent.com/bexoo/assign-and-add/{RELEASE_
 """Where a missing file is downloaded from (``RELEASE_URL + file name``)."""
 
 ENV_VAR = "MECHBOOK_AA_RELEASE"
+
+SHARED_COPY = package_root().parent / "shared" / "data" / "assign-and-add-release"
+"""Where a checkout's shared data holds the release (``../shared/data/assign-and-add-release``
+beside the checkout): :func:`release_folder` when ``$MECHBOOK_AA_RELEASE`` is unset."""
 
 FINAL = "final"
 """The step name of the final model (40,000 steps, ``model_state_dict.pth``)."""
@@ -69,6 +79,32 @@ DOWNLOAD_DEADLINE_S = 8.0
 _ZERO_PREFIXES = ("blocks.0.mlp.",)
 _DROPPED_BUFFERS = re.compile(r"blocks\.\d+\.attn\.(mask|IGNORE)$")
 _BIAS = re.compile(r"(^|\.)b_[A-Za-z]+$")
+
+
+SUMS_FILE = "release.sha256"
+"""The package data file of the released files' SHA-256 sums, beside this module."""
+
+_SUM_LINE = re.compile(r"(?P<hex>[0-9a-f]{64})  (?P<name>\S+)")
+
+
+def read_sums(text: str, source: str = SUMS_FILE) -> dict[str, str]:
+    """``{file name: SHA-256}`` of a ``SHA256SUMS`` text (``<hex>  <name>`` lines, blank lines
+    skipped): the loader's :data:`SHA256`, and the tests' reading of the release's own list. A
+    line of another form, or a name listed twice, is an error naming ``source`` and the line."""
+    sums: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        match = _SUM_LINE.fullmatch(line)
+        if match is None or match["name"] in sums:
+            why = "lists its file a second time" if match else "is not '<64 lowercase hex digits>  <file name>'"
+            raise ValueError(f"{source} line {number} {why}: {line!r}; write each line as sha256sum does")
+        sums[match["name"]] = match["hex"]
+    return sums
+
+
+SHA256: dict[str, str] = read_sums((resources.files(__package__) / SUMS_FILE).read_text())
+"""The SHA-256 of every released file, by file name (from :data:`SUMS_FILE`)."""
 
 
 class ReleaseNotFound(FileNotFoundError):
@@ -87,15 +123,25 @@ def file_name(step: int | str) -> str:
     return f"checkpoint_step_{step}.pth"
 
 
+def release_folder() -> Path:
+    """The folder of the authors' release: ``$MECHBOOK_AA_RELEASE`` if set, else
+    :data:`SHARED_COPY` if it is there, else the user cache that downloads go to. The one
+    resolver of the release: the loader searches it (:func:`release_path`,
+    :func:`available_steps`) and the tests that need the release skip by it."""
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    if SHARED_COPY.is_dir():
+        return SHARED_COPY
+    return _cache_dir()
+
+
 def _folders(folder: str | Path | None) -> list[Path]:
     """The local folders searched, in order (each as given and its ``checkpoints/``)."""
     roots = [path_argument(folder, "folder")] if folder is not None else []
-    if os.environ.get(ENV_VAR):
-        roots.append(Path(os.environ[ENV_VAR]))
     out = []
-    for root in roots:
+    for root in [*roots, release_folder()]:
         out += [root / "checkpoints", root]
-    return out + [_cache_dir()]
+    return list(dict.fromkeys([*out, _cache_dir()]))
 
 
 def _cache_dir() -> Path:
@@ -245,7 +291,7 @@ def step_of(name: str) -> int | None:
 
 
 def available_steps(folder: str | Path | None = None, online: bool = False) -> list[int]:
-    """The released checkpoint steps present locally (folder argument, ``$MECHBOOK_AA_RELEASE``,
+    """The released checkpoint steps present locally (folder argument, :func:`release_folder`,
     user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use). A
     ``checkpoint_step_*.pth`` whose name is not a released step is ignored, with one warning
     naming it. Each file is verified when it is loaded (:func:`release_path`)."""

@@ -11,13 +11,16 @@ the finished notebook is moved into ``_build/executed/<profile>/<same path>`` in
 ``os.replace``, so an executed notebook is never half written.
 
 An executed notebook is reused when its cache key is unchanged. The key (:func:`cache_key`) is
-the SHA-256 of: the code cells (source and tags), the kernel name, the injected parameters, every
-file under ``mechbook/`` (but the measured costs, :mod:`mechbook.book.costs`),
+the SHA-256 of: the code cells (source and tags), the kernel name, the injected parameters, the
+code (docstrings and comments left out, :func:`mechbook.cache.code_fingerprint`) of every
+``mechbook`` module the cells' imports reach (:func:`mechbook.cache.module_closure`, chapters,
+charts and records included) and of this module and :mod:`mechbook.book.environment`,
 ``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
 data that environment variables choose, device and network variables, torch and numpy
 versions). Markdown cells are *not* part of the key: editing prose re-renders the page with the
-stored outputs instead of re-running the chapter. A failed chapter is never reused, and an
-executed notebook that cannot be read counts as not executed.
+stored outputs instead of re-running the chapter; rewording a chapter module's prose builder
+re-executes that chapter only, and a docstring edit re-executes none. A failed chapter is never
+reused, and an executed notebook that cannot be read counts as not executed.
 
 With ``lanes`` > 1 (``make book`` sets one per core), the parts of the book (:func:`toc_parts`:
 they share no cached computation) run at once, each part's chapters in order in its own
@@ -32,6 +35,7 @@ first line.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -43,13 +47,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import nbformat
+from IPython.core.inputtransformer2 import TransformerManager
 
-from mechbook.book import costs
+from mechbook.book import costs, environment
 from mechbook.book.config import ChapterResult, ExecuteConfig
 from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
 from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
-from mechbook.cache import sha256_file
+from mechbook.cache import code_fingerprint, imports_of, module_digests, sha256_file
 from mechbook.lifeline import stop_kernels_on_signals
 
 KERNEL = "python3"
@@ -65,15 +70,28 @@ INJECTED_TAG = "injected-parameters"
 KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=CRITICAL",)
 
 
-def _package_digest(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``mechbook/`` (bytecode caches and the measured costs, which
-    every build rewrites, excluded)."""
-    pkg = root / "mechbook"
-    return {
-        p.relative_to(pkg).as_posix(): sha256_file(p)
-        for p in sorted(pkg.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
-    }
+def _cell_imports(source: str, root: Path) -> set[str]:
+    """The ``mechbook`` modules a code cell imports (IPython magics and shell lines read as the
+    kernel reads them); a cell that is not Python imports nothing: it fails, and a failed chapter
+    is never reused."""
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return set()
+    return imports_of(tree, root)
+
+
+def _code_digests(cells: list[str], root: Path) -> dict[str, str]:
+    """The code (docstrings and comments left out) of every ``mechbook`` module under ``root``
+    that the notebook's code ``cells`` reach through imports, presentation modules included
+    (``unkeyed=()``: the notebook's prose, charts and records come from them)."""
+    return module_digests(set().union(*(_cell_imports(c, root) for c in cells)), root, unkeyed=())
+
+
+def _executor_digests() -> dict[str, str]:
+    """The code of the executor's modules that start a kernel and shape the notebook it returns
+    (this module and :mod:`mechbook.book.environment`), as they run now."""
+    return {m.__name__: code_fingerprint(m.__file__) for m in (sys.modules[__name__], environment)}
 
 
 def digest_memo(root: Path) -> DigestMemo:
@@ -94,7 +112,8 @@ def cache_key(notebook: Path, parameters: dict[str, Any], root: Path, memo: Dige
         "code": code,
         "kernel": nb.metadata.get("kernelspec", {}).get("name"),
         "parameters": parameters,
-        "mechbook": _package_digest(root),
+        "mechbook": _code_digests([c.source for c in nb.cells if c.cell_type == "code"], root),
+        "executor": _executor_digests(),
         "requirements": sha256_file(requirements) if requirements.exists() else None,
         "env": key_environment(memo),
     }
