@@ -26,8 +26,8 @@ Part II side by side; the ETA is then that of the longest part.
 
 On a failing cell papermill stops that chapter and keeps the executed notebook, traceback
 included, as the report; the other chapters still run, and the command exits non-zero naming
-each failed chapter, its code cell (1-based among the chapter's code cells) and that cell's
-first line.
+each failed chapter, its code cell (1-based among the chapter's code cells) and the line of it
+the traceback names.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -178,10 +179,30 @@ def refresh_prose(executed: nbformat.NotebookNode, source: nbformat.NotebookNode
     return merged
 
 
-def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
-    """``(number, first line)`` of the last code cell papermill started, numbered from 1 among
-    the chapter's own code cells (the injected-parameters cell is not counted); None when no
-    cell started. A cell that raised, timed out or killed its kernel is the last one started."""
+#: Where an IPython traceback names the cell's own frame: ``Cell In[12], line 3``.
+_CELL_FRAME = re.compile(r"Cell In\[\d*\], line (\d+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failing_line(cell: nbformat.NotebookNode) -> int | None:
+    """The 1-based line of ``cell`` its error output's traceback names (the cell's own frame, the
+    outermost ``Cell In[..], line N``); None when the cell has no error output or the traceback
+    names no line of it (a dead kernel)."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "error":
+            continue
+        found = _CELL_FRAME.search(_ANSI.sub("", "\n".join(output.get("traceback", []))))
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, int | None, str] | None:
+    """``(number, failing line, text)`` of the last code cell papermill started, numbered from 1
+    among the chapter's own code cells (the injected-parameters cell is not counted): the line its
+    traceback names and that line's text, or (no such line: a dead kernel) None and
+    the cell's first line. None when no cell started. A cell that raised, timed out or killed its
+    kernel is the last one started."""
     found = None
     number = 0
     for cell in nb.cells:
@@ -189,16 +210,26 @@ def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
             continue
         number += 1
         if (cell.metadata.get("papermill") or {}).get("start_time"):
-            lines = cell.source.strip().splitlines()
-            found = (number, lines[0][:80] if lines else "")
+            lines = cell.source.splitlines()
+            line = failing_line(cell)
+            if line is not None and 1 <= line <= len(lines):
+                found = (number, line, lines[line - 1].strip()[:80])
+            else:
+                first = cell.source.strip().splitlines()
+                found = (number, None, first[0][:80] if first else "")
     return found
 
 
 def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None, report: Path) -> str:
-    """``code cell N ('first line'): Error: first line of its message (report: path)``;
-    ``start-up`` when no cell ran."""
+    """``code cell N line L ('that line'): Error: first line of its message (report: path)``
+    (``code cell N ('first line')`` where the traceback names no line); ``start-up`` when no
+    cell ran."""
     cell = last_started_cell(nb) if nb is not None else None
-    where = f"code cell {cell[0]} ({cell[1]!r})" if cell else "start-up"
+    if cell is None:
+        where = "start-up"
+    else:
+        number, line, text = cell
+        where = f"code cell {number}" + (f" line {line}" if line is not None else "") + f" ({text!r})"
     if exc is None:
         what = "stopped (papermill marked the cell failed: a timeout?)"
     else:
@@ -210,6 +241,8 @@ def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None
             what = f"the kernel died ({ename}: {evalue[:200]})"
         else:
             what = f"{ename}: {evalue[:300]}".rstrip(": ")
+        if ename == "CellTimeoutError":
+            what += " (the limit --cell-timeout set: raise --cell-timeout or leave it out for none)"
     return f"{where}: {what} (report: {report})"
 
 
@@ -385,6 +418,8 @@ def lane_command(cfg: ExecuteConfig, name: str, sources: list[Path], results: Pa
     cmd += ["--lane", name, "--results", str(results), "--only", *[str(s.with_suffix("")) for s in sources]]
     if cfg.force:
         cmd.append("--force")
+    if cfg.cell_timeout is not None:
+        cmd += ["--cell-timeout", str(cfg.cell_timeout)]
     for knob, value in cfg.knobs:
         cmd += ["--knob", f"{knob}={json.dumps(value)}"]
     return cmd
