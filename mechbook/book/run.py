@@ -32,6 +32,7 @@ the traceback names.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -369,15 +370,70 @@ def lanes_of(cfg: ExecuteConfig, chosen: list[Path]) -> list[tuple[str, list[Pat
     return [(cfg.lane or "book", chosen)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The seconds the plan expects per chapter (``costs``), which of them are the shipped times
+    scaled to this machine (``extrapolated``), by how much (``scale``: this machine's calibration
+    against ``reference``'s, :mod:`mechbook.book.calibrate`), and this machine's figure (``rate``;
+    None when nothing needed scaling or the shipped times name no reference machine)."""
+
+    costs: dict[str, float]
+    extrapolated: frozenset[str]
+    scale: float
+    rate: float | None
+    reference: dict[str, Any] | None
+
+    def seconds(self, stems: list[str]) -> tuple[float, list[str]]:
+        """``(seconds, stems of unknown cost)`` for running ``stems``."""
+        return sum(self.costs[s] for s in stems if s in self.costs), [s for s in stems if s not in self.costs]
+
+
+def estimate_plan(cfg: ExecuteConfig, to_run: list[str], rate: float | None = None) -> Estimate:
+    """The costs of ``to_run`` (notebook stems) on this machine: its own measured times, else the
+    shipped ones scaled by the calibration ratio, timed here (about a second, only when a shipped
+    time is needed) unless ``rate`` gives this machine's figure."""
+    from mechbook.book.calibrate import calibrate, slowdown
+
+    reference = costs.reference(cfg.root)
+    _, shipped_only = costs.scaled_costs(cfg.root, cfg.profile, 1.0)
+    scale = 1.0
+    if reference is not None and shipped_only & set(to_run):
+        rate = calibrate() if rate is None else rate
+        scale = slowdown(float(reference["steps_per_s"]), rate)
+    else:
+        rate = None
+    table, extrapolated = costs.scaled_costs(cfg.root, cfg.profile, scale)
+    return Estimate(table, frozenset(extrapolated & set(to_run)), scale, rate, reference)
+
+
+def _extrapolation_line(est: Estimate) -> str | None:
+    """What the plan says when some of its times are the shipped ones, not this machine's."""
+    if not est.extrapolated:
+        return None
+    n = len(est.extrapolated)
+    if est.rate is None or est.reference is None:
+        return (
+            f"  extrapolated: {n} chapter time(s) measured on another machine, not scaled "
+            "(the shipped costs name no calibration figure)"
+        )
+    return (
+        f"  extrapolated: {n} chapter time(s) measured on {est.reference.get('cpu', 'another machine')}, "
+        f"x{est.scale:.2f} for this machine (calibration {est.rate:,.0f} training steps/s here, "
+        f"{float(est.reference['steps_per_s']):,.0f} there); its own times replace them once it has run them"
+    )
+
+
 def plan_lines(
-    cfg: ExecuteConfig, planned: list[tuple[Path, bool]], groups: list[tuple[str, list[Path]]] | None = None
+    cfg: ExecuteConfig,
+    planned: list[tuple[Path, bool]],
+    groups: list[tuple[str, list[Path]]] | None = None,
+    rate: float | None = None,
 ) -> list[str]:
-    """The lines printed before the work starts: which chapters run (with their last measured
-    cost), which come from cache, and the estimated total (with several ``groups`` running at
-    once, that of the longest)."""
-    table = costs.load_costs(cfg.root)
-    known = table.get(cfg.profile, {})
+    """The lines printed before the work starts: which chapters run (with their expected cost,
+    :func:`estimate_plan`), which come from cache, and the estimated total (with several
+    ``groups`` running at once, that of the longest), saying which times are extrapolated."""
     to_run = [s.stem for s, runs in planned if runs]
+    est = estimate_plan(cfg, to_run, rate)
     lines = [
         f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
         f"{len(planned) - len(to_run)} from cache"
@@ -386,15 +442,13 @@ def plan_lines(
         if not runs:
             lines.append(f"  cached  {source}")
         else:
-            cost = known.get(source.stem)
-            lines.append(f"  run     {source}  ({'~' + format_seconds(cost) if cost is not None else 'unknown'})")
-    seconds, unknown = costs.estimate(table, cfg.profile, to_run)
+            cost = est.costs.get(source.stem)
+            shown = "unknown" if cost is None else "~" + format_seconds(cost)
+            lines.append(f"  run     {source}  ({shown}{', extrapolated' if source.stem in est.extrapolated else ''})")
+    seconds, unknown = est.seconds(to_run)
     parallel = ""
     if groups and len(groups) > 1:
-        per_part = [
-            (name, costs.estimate(table, cfg.profile, [p.stem for p in part if p.stem in to_run])[0])
-            for name, part in groups
-        ]
+        per_part = [(name, est.seconds([p.stem for p in part if p.stem in to_run])[0]) for name, part in groups]
         seconds = max(t for _, t in per_part)
         parallel = " with the parts at once (" + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_part) + ")"
     if not to_run:
@@ -408,7 +462,8 @@ def plan_lines(
         )
     else:
         lines.append(f"ETA: {format_seconds(seconds)}{parallel}")
-    return lines
+    extrapolation = _extrapolation_line(est)
+    return lines + ([extrapolation] if extrapolation else [])
 
 
 def lane_command(cfg: ExecuteConfig, name: str, sources: list[Path], results: Path) -> list[str]:
