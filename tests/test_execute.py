@@ -490,8 +490,9 @@ def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
     shipped.parent.mkdir(parents=True, exist_ok=True)
     shipped.write_text('{"smoke": {"01_ok": 9.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}')
     costs.save_costs(repo, "smoke", {"01_ok": 3.0})
+    (repo / "mechbook" / "book" / "pages.json").write_text('{"trains": {"cpu": {"01_ok": "nothing"}}}')
     assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}
-    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base
+    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base, "nor are the pages' cost notes"
     assert "9.0" in shipped.read_text(), "a run never rewrites the shipped costs"
 
 

@@ -12,7 +12,7 @@ the finished notebook is moved into ``_build/executed/<profile>/<same path>`` in
 
 An executed notebook is reused when its cache key is unchanged. The key (:func:`cache_key`) is
 the SHA-256 of: the code cells (source and tags), the kernel name, the injected parameters, every
-file under ``mechbook/`` (but the measured costs, :mod:`mechbook.book.costs`),
+file under ``mechbook/`` (but the measured costs and the pages' cost notes, :data:`UNKEYED_FILES`),
 ``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
 data that environment variables choose, device and network variables, torch and numpy
 versions). Markdown cells are *not* part of the key: editing prose re-renders the page with the
@@ -48,7 +48,14 @@ import nbformat
 
 from mechbook.book import costs
 from mechbook.book.config import ChapterResult, ExecuteConfig
-from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
+from mechbook.book.environment import (
+    DigestMemo,
+    check_inputs,
+    key_environment,
+    make_paths_absolute,
+    patched_environ,
+)
+from mechbook.book.pages import PAGES_FILE, pages_data
 from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import sha256_file
@@ -67,14 +74,19 @@ INJECTED_TAG = "injected-parameters"
 KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=CRITICAL",)
 
 
+#: Files under ``mechbook/`` that change what a page says around its results, never a result:
+#: the measured costs and the pages' cost notes (:mod:`mechbook.book.pages`).
+UNKEYED_FILES: frozenset[str] = frozenset({costs.COSTS_FILE, PAGES_FILE})
+
+
 def _package_digest(root: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``mechbook/`` (bytecode caches and the measured costs, which
-    every build rewrites, excluded)."""
+    """SHA-256 of every file under ``mechbook/`` (bytecode caches and :data:`UNKEYED_FILES`
+    excluded)."""
     pkg = root / "mechbook"
     return {
         p.relative_to(pkg).as_posix(): sha256_file(p)
         for p in sorted(pkg.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts and p.relative_to(pkg).as_posix() != costs.COSTS_FILE
+        if p.is_file() and "__pycache__" not in p.parts and p.relative_to(pkg).as_posix() not in UNKEYED_FILES
     }
 
 
@@ -241,7 +253,7 @@ def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None
         elif type(exc).__name__ == "DeadKernelError":
             what = f"the kernel died ({ename}: {evalue[:200]})"
         else:
-            what = f"{ename}: {evalue[:300]}".rstrip(": ")
+            what = f"{ename}: {evalue}".rstrip(": ")
         if ename == "CellTimeoutError":
             what += " (the limit --cell-timeout set: raise --cell-timeout or leave it out for none)"
     return f"{where}: {what} (report: {report})"
@@ -539,7 +551,9 @@ def execute_lanes(cfg: ExecuteConfig, groups: list[tuple[str, list[Path]]]) -> l
 
 
 def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[ChapterResult]:
-    """Execute the chosen chapters in book order: first the plan (which run, which come from
+    """Execute the chosen chapters in book order: first the inputs the chapters to run need
+    (:func:`mechbook.book.environment.check_inputs`: a missing one ends the run before any
+    chapter starts), then the plan (which run, which come from
     cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
     progress is relayed (to ``stream``, default stderr), then what each chapter took. The
     seconds of each chapter executed to the end refresh the costs. With ``cfg.lanes`` > 1 the
@@ -561,7 +575,13 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
     memo = digest_memo(cfg.root)
     groups = lanes_of(cfg, chosen)
     if cfg.lane is None:
-        for line in plan_lines(cfg, plan(cfg, chosen, memo), groups):
+        planned = plan(cfg, chosen, memo)
+        missing = check_inputs(pages_data(cfg.root)["needs"], [s.stem for s, runs in planned if runs])
+        for line in missing[:-1]:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        if missing:
+            raise SystemExit(missing[-1])
+        for line in plan_lines(cfg, planned, groups):
             print(line, flush=True)
     if len(groups) > 1:
         start = time.perf_counter()
