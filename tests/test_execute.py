@@ -316,7 +316,7 @@ def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypat
     stories.write_text("one\n<|endoftext|>\ntwo\n")
     release = tmp_path / "release" / "checkpoints"
     release.mkdir(parents=True)
-    (release / "step_1.pth").write_bytes(b"\x00" * 64)
+    (release / "checkpoint_step_1.pth").write_bytes(b"\x00" * 64)
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(stories))
     monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(release.parent))
     params = {"profile": "smoke"}
@@ -324,10 +324,12 @@ def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypat
     stories.write_text("one\n<|endoftext|>\n")  # same path, fewer stories
     k_file = cache_key(nb_path, params, repo)
     assert k_file != base
-    (release / "step_1.pth").write_bytes(b"\x01" * 64)
+    (release / "checkpoint_step_1.pth").write_bytes(b"\x01" * 64)
     k_dir = cache_key(nb_path, params, repo)
     assert k_dir != k_file
-    (release / "step_2.pth").write_bytes(b"")
+    (release / "notes.txt").write_text("not a released file")
+    assert cache_key(nb_path, params, repo) == k_dir, "what else the folder holds is not the release"
+    (release / "checkpoint_step_101.pth").write_bytes(b"")
     k_new = cache_key(nb_path, params, repo)
     assert k_new != k_dir
     assert cache_key(nb_path, params, repo) == k_new

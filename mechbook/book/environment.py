@@ -159,9 +159,20 @@ def release_layout(folder: Path) -> list[str]:
     return sorted(found)
 
 
+def release_digest(memo: DigestMemo, folder: Path) -> str:
+    """The SHA-256 of the released files ``folder`` holds (:func:`release_layout`: their names
+    and digests, the ``checkpoints/`` copy first, as the loader finds them); other files in the
+    folder are neither read nor remembered."""
+    digest = hashlib.sha256()
+    for name in release_layout(folder):
+        path = next(p for p in (folder / "checkpoints" / name, folder / name) if p.is_file())
+        digest.update(f"{name}\0{memo.file(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """What of the environment decides a chapter's outputs: for :data:`RELEASE_ENV` the released
-    files it holds (:func:`release_layout`; their bytes are pinned by their sums), for the other
+    """What of the environment decides a chapter's outputs: for :data:`RELEASE_ENV` the digest of
+    the released files it holds (:func:`release_digest`), for the other
     variables of :data:`DATA_ENV` the digest of what they name (not the path: the same bytes
     elsewhere give the same key), the values of :data:`VALUE_ENV`, and :func:`versions`."""
     env = os.environ if environ is None else environ
@@ -171,8 +182,8 @@ def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) 
         value = absolute.get(name)
         if not value:
             data[name] = None
-        elif name == RELEASE_ENV:  # each released file is checked against its pinned sum when loaded
-            data[name] = release_layout(Path(value))
+        elif name == RELEASE_ENV:  # only the released files, never what else the folder holds
+            data[name] = release_digest(memo, Path(value))
         else:
             data[name] = memo.tree(Path(value))
     return {
