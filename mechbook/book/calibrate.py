@@ -7,12 +7,13 @@ machine they are scaled by :func:`slowdown`, the ratio of the two figures.
 
 The figure is the rate of a fixed fp32 workload shaped like the book's training: full training
 steps (forward, backward, Adam) of a small two-layer network, on one intra-op thread as the
-chapters train, timed for about a second. A busy machine gives a lower figure, as it gives the
+chapters train, timed for about a second (the median of five windows). A busy machine gives a lower figure, as it gives the
 chapters less time.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 
@@ -20,6 +21,8 @@ from collections.abc import Callable
 REFERENCE_KEY = "measured_on"
 #: The workload: batch, input and hidden widths of one training step.
 BATCH, WIDTH, HIDDEN = 64, 128, 256
+#: How many timed windows the calibration's second is cut into (their median is the figure).
+WINDOWS = 5
 
 
 def _step_function() -> Callable[[], None]:
@@ -44,8 +47,10 @@ def _step_function() -> Callable[[], None]:
 
 
 def calibrate(seconds: float = 1.0, clock: Callable[[], float] = time.perf_counter) -> float:
-    """Training steps per second of the fixed workload on one thread, timed for about
-    ``seconds`` after a few warm-up steps (the torch thread setting is restored after)."""
+    """Training steps per second of the fixed workload on one thread: the median rate of
+    :data:`WINDOWS` windows that together last about ``seconds``, after a few warm-up steps (the
+    median keeps one burst or stall of a shared machine from deciding the figure; the torch
+    thread setting is restored after)."""
     import torch
 
     if not seconds > 0:
@@ -56,14 +61,18 @@ def calibrate(seconds: float = 1.0, clock: Callable[[], float] = time.perf_count
         step = _step_function()
         for _ in range(5):
             step()
-        steps, start = 0, clock()
-        while True:
-            for _ in range(10):
-                step()
-            steps += 10
-            elapsed = clock() - start
-            if elapsed >= seconds:
-                return steps / elapsed
+        rates = []
+        while len(rates) < WINDOWS:
+            steps, start = 0, clock()
+            while True:
+                for _ in range(10):
+                    step()
+                steps += 10
+                elapsed = clock() - start
+                if elapsed >= seconds / WINDOWS:
+                    rates.append(steps / elapsed)
+                    break
+        return statistics.median(rates)
     finally:
         torch.set_num_threads(threads)
 
