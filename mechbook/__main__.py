@@ -1,8 +1,9 @@
 """The command line: ``python -m mechbook execute|build|check|claims|spread|exercises|bench|hashes|cache|sweep``
 (see README.md).
 
-- ``execute --profile P [--only STEM ...] [--force] [--lanes N]``: run chapters with papermill
-  (the book's parts side by side in N processes; default one per core).
+- ``execute --profile P [--only STEM ...] [--force] [--lanes N] [--cell-timeout SECONDS]``: run
+  chapters with papermill (the book's parts side by side in N processes; default one per core;
+  no cell time limit unless given).
 - ``build --profile P [--only STEM ...]``: execute, then build the site into ``_build/html``.
 - ``check --profile P [--only STEM ...]``: executed chapters' records vs book/thresholds, those
   bounds vs the measured seed spreads, and claim verdicts vs book/thresholds/claims.yml.
@@ -45,6 +46,15 @@ def _knob(text: str) -> tuple[str, object]:
     return name, yaml.safe_load(value)
 
 
+def _seconds(text: str) -> int:
+    """A ``--cell-timeout`` value: a whole number of seconds of at least 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number of seconds of at least 1 (leave --cell-timeout out for no limit)"
+        )
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mechbook", description="Build, check and benchmark the book.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks (also MECHBOOK_DEBUG=1)")
@@ -82,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
                 default=None,
                 metavar="N",
                 help="run the book's parts side by side in up to N processes (default: one per core; 1: in order)",
+            )
+            cmd.add_argument(
+                "--cell-timeout",
+                type=_seconds,
+                default=None,
+                metavar="SECONDS",
+                help="stop a chapter whose cell runs longer than this (default: no limit)",
             )
             cmd.add_argument("--lane", default=None, help=argparse.SUPPRESS)
             cmd.add_argument("--results", default=None, help=argparse.SUPPRESS)
@@ -236,6 +253,7 @@ def _run(argv: list[str]) -> int:
         profile=args.profile,
         only=tuple(args.only),
         force=getattr(args, "force", False),
+        cell_timeout=getattr(args, "cell_timeout", None),
         knobs=tuple(getattr(args, "knob", [])),
         lanes=available_cores() if lanes is None else lanes,
         lane=getattr(args, "lane", None),

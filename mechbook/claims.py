@@ -375,13 +375,29 @@ class Words:
     same: str = "the same as"
 
 
+def _printed_pair(a: float, b: float, spec: str) -> tuple[Decimal, Decimal]:
+    """Both numbers as printed (:func:`printed`) for the word helpers; one that is not a number
+    (NaN, infinite) is a ``ValueError`` naming it, the other, and the usual cause."""
+    try:
+        return printed(a, spec), printed(b, spec)
+    except ValueError:
+        shown = [str(_plain(v)) for v in (a, b)]
+        bad = [t for t, v in zip(shown, (a, b)) if not (_is_number(_plain(v)) and math.isfinite(_plain(v)))]
+        raise ValueError(
+            f"a sentence compares {shown[0]} with {shown[1]}, and {' and '.join(bad)} "
+            f"{'is' if len(bad) == 1 else 'are'} not a number; a comparison needs two numbers. Usually a reading "
+            "over no data (an empty pool, a corpus or run too small for the sizes asked): the failing line "
+            "above names the prose, and its inputs need more data or the profile's sizes"
+        ) from None
+
+
 def compare(a: float, b: float, spec: str = ".3g", words: Words | None = None) -> str:
     """The word for ``a`` against ``b`` as both print with ``spec``: "higher than", "lower than" or
     "the same as" (or the given ``words``), decided on the printed numbers (:func:`printed`), so
     values that print alike (``0.000`` and ``-0.000`` included) are the same and the word never
     disagrees with the digits beside it."""
     words = words or Words()
-    pa, pb = printed(a, spec), printed(b, spec)
+    pa, pb = _printed_pair(a, b, spec)
     if pa == pb:
         return words.same
     return words.more if pa > pb else words.less
@@ -407,7 +423,8 @@ def difference(
     """``a`` against ``b`` as "0.003 higher", "0.002 lower" or "no different": the gap is printed
     ``a`` minus printed ``b`` (exact, :func:`printed`), printed with ``spec`` (without a ``+``
     sign), so the word and the gap agree with the digits beside them."""
-    gap = printed(a, spec) - printed(b, spec)
+    pa, pb = _printed_pair(a, b, spec)
+    gap = pa - pb
     if gap == 0:
         return same
     return f"{fmt(float(abs(gap)), spec.removeprefix('+'))} {more if gap > 0 else less}"

@@ -101,7 +101,7 @@ def test_execute_runs_caches_and_reports_failures(tmp_path):
     ]
     assert tracebacks and tracebacks[0].ename == "ValueError", "the failed notebook keeps its traceback"
     lines = failures(list(first.values()))
-    assert len(lines) == 1 and lines[0].startswith("book/p/02_bad.ipynb: code cell 3 (")
+    assert len(lines) == 1 and lines[0].startswith("book/p/02_bad.ipynb: code cell 3 line 1 (")
 
     src = repo / "book" / "p" / "01_ok.ipynb"
     nb = nbformat.read(src, as_version=4)
@@ -185,7 +185,7 @@ def test_cli_exits_non_zero_naming_failed_chapter_and_cell(tmp_path, monkeypatch
     monkeypatch.setattr("mechbook.book.config.ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
     assert main(["execute", "--profile", "smoke", "--only", "02_bad"]) == 1
     captured = capsys.readouterr()
-    assert "FAILED book/p/02_bad.ipynb: code cell 3 (\"raise ValueError('broken on purpose')\")" in captured.err
+    assert "FAILED book/p/02_bad.ipynb: code cell 3 line 1 (\"raise ValueError('broken on purpose')\")" in captured.err
     assert "ValueError: broken on purpose" in captured.err
     assert "[1/1] book/p/02_bad.ipynb (smoke)" in captured.out
     assert main(["execute", "--profile", "smoke", "--only", "01_ok"]) == 0
@@ -239,7 +239,7 @@ def test_select_keeps_book_order_and_each_chapter_once(tmp_path):
     assert [p.stem for p in chosen] == ["01_ok", "02_bad"]
 
 
-def test_failure_names_the_code_cell_among_code_cells_and_its_first_line(tmp_path):
+def test_failure_names_the_code_cell_among_code_cells_and_its_failing_line(tmp_path):
     repo = _tiny_repo(tmp_path)
     make_notebook(
         repo / "book" / "p" / "02_bad.ipynb",
@@ -249,11 +249,12 @@ def test_failure_names_the_code_cell_among_code_cells_and_its_first_line(tmp_pat
             ("md", "prose"),
             ("code", "# comment\ny = 2"),
             ("md", "more"),
-            ("code", "\n\nz = 1 / 0\nw = 3"),
+            ("code", "import math\n\ndef f(v):\n    return 1 / v\n\nz = math.sqrt(4)\nw = f(0)\nu = 3"),
         ],
     )
     (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=120))
-    assert result.failure.startswith("code cell 4 ('z = 1 / 0'): ZeroDivisionError")
+    assert result.failure.startswith("code cell 4 line 7 ('w = f(0)'): ZeroDivisionError"), result.failure
+    assert "import math" not in result.failure, "the failing line, not the cell's first"
     assert str(result.output) in result.failure
 
 
@@ -316,7 +317,7 @@ def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypat
     stories.write_text("one\n<|endoftext|>\ntwo\n")
     release = tmp_path / "release" / "checkpoints"
     release.mkdir(parents=True)
-    (release / "step_1.pth").write_bytes(b"\x00" * 64)
+    (release / "checkpoint_step_1.pth").write_bytes(b"\x00" * 64)
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(stories))
     monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(release.parent))
     params = {"profile": "smoke"}
@@ -324,10 +325,12 @@ def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypat
     stories.write_text("one\n<|endoftext|>\n")  # same path, fewer stories
     k_file = cache_key(nb_path, params, repo)
     assert k_file != base
-    (release / "step_1.pth").write_bytes(b"\x01" * 64)
+    (release / "checkpoint_step_1.pth").write_bytes(b"\x01" * 64)
     k_dir = cache_key(nb_path, params, repo)
     assert k_dir != k_file
-    (release / "step_2.pth").write_bytes(b"")
+    (release / "notes.txt").write_text("not a released file")
+    assert cache_key(nb_path, params, repo) == k_dir, "what else the folder holds is not the release"
+    (release / "checkpoint_step_101.pth").write_bytes(b"")
     k_new = cache_key(nb_path, params, repo)
     assert k_new != k_dir
     assert cache_key(nb_path, params, repo) == k_new
@@ -490,8 +493,9 @@ def test_costs_file_is_not_part_of_the_cache_key(tmp_path):
     shipped.parent.mkdir(parents=True, exist_ok=True)
     shipped.write_text('{"smoke": {"01_ok": 9.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}')
     costs.save_costs(repo, "smoke", {"01_ok": 3.0})
+    (repo / "mechbook" / "book" / "pages.json").write_text('{"trains": {"cpu": {"01_ok": "nothing"}}}')
     assert costs.load_costs(repo) == {"smoke": {"01_ok": 3.0, "02_bad": 4.0}, "cpu": {"01_ok": 60.0}}
-    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base
+    assert cache_key(nb_path, {"profile": "smoke"}, repo) == base, "nor are the pages' cost notes"
     assert "9.0" in shipped.read_text(), "a run never rewrites the shipped costs"
 
 
@@ -581,7 +585,8 @@ def test_a_cell_timeout_is_a_failure_at_that_cell(tmp_path):
     make_notebook(repo / "book" / "p" / "02_bad.ipynb", [("code", "x = 1"), ("code", "import time\ntime.sleep(60)")])
     (result,) = execute_book(ExecuteConfig(profile="smoke", root=repo, only=("02_bad",), cell_timeout=3))
     assert result.status == "failed"
-    assert result.failure.startswith("code cell 3 ('import time'): CellTimeoutError: A cell timed out")
+    assert result.failure.startswith("code cell 3 line 2 ('time.sleep(60)'): CellTimeoutError: A cell timed out")
+    assert "raise --cell-timeout or leave it out" in result.failure
     assert "\n" not in result.failure, "one line"
 
 
@@ -646,3 +651,60 @@ def test_costs_saved_at_once_by_several_writers_are_all_kept(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(save, range(8)))
     assert len(costs.load_costs(tmp_path)["cpu"]) == 8 * 25
+
+
+def test_no_cell_limit_by_default_and_the_option_is_checked_at_the_door(capsys):
+    from mechbook.__main__ import main
+
+    assert ExecuteConfig().cell_timeout is None, "no clock kills long work unless asked"
+    for bad in ("0", "-5", "2.5", "an hour"):
+        with pytest.raises(SystemExit):
+            main(["execute", "--only", "intro", "--cell-timeout", bad])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert f"{bad!r} is not a whole number of seconds of at least 1" in err[-1], err
+    with pytest.raises(ValueError, match="--cell-timeout"):
+        ExecuteConfig(cell_timeout=0)
+
+
+def test_lanes_pass_the_cell_limit_on():
+    from mechbook.book.run import lane_command
+
+    limited = lane_command(ExecuteConfig(cell_timeout=90), "Part I", [Path("book/intro.ipynb")], Path("r.json"))
+    assert limited[limited.index("--cell-timeout") + 1] == "90"
+    assert "--cell-timeout" not in lane_command(ExecuteConfig(), "Part I", [Path("book/intro.ipynb")], Path("r.json"))
+
+
+def test_a_chapter_killed_in_its_analysis_reruns_from_the_cache_without_training_again(tmp_path, monkeypatch):
+    """Issue 31: the training cell's result is cached as it finishes, so a kernel killed in a
+    later analysis cell (a clock, the OOM killer, a reader) costs only the analysis on re-run."""
+    repo = _tiny_repo(tmp_path)
+    trained, kill = tmp_path / "trained.log", tmp_path / "kill-the-analysis"
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRAINED_LOG", str(trained))
+    monkeypatch.setenv("KILL_FLAG", str(kill))
+    make_notebook(
+        repo / "book" / "p" / "02_bad.ipynb",
+        [
+            (
+                "code",
+                "import os, torch, mechbook\nfrom mechbook.cache import cached\n\n"
+                "def train():\n    with open(os.environ['TRAINED_LOG'], 'a') as log:\n        log.write('trained\\n')\n"
+                "    return torch.arange(4.0)\n\nweights = cached('test/killed_run', {'steps': 4}, train)",
+            ),
+            (
+                "code",
+                "import signal\nif os.path.exists(os.environ['KILL_FLAG']):\n"
+                "    os.kill(os.getpid(), signal.SIGKILL)\nmechbook.record('total', float(weights.sum()))",
+            ),
+        ],
+    )
+    kill.touch()
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("02_bad",))
+    (killed,) = execute_book(cfg)
+    assert killed.status == "failed" and "code cell 3" in killed.failure and "the kernel died" in killed.failure
+    assert trained.read_text() == "trained\n"
+    kill.unlink()
+    (again,) = execute_book(cfg)
+    assert again.status == "executed", again.failure
+    assert read_records(again.output)["total"] == 6.0
+    assert trained.read_text() == "trained\n", "the re-run loaded the trained run instead of training again"

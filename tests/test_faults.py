@@ -5,6 +5,7 @@ the path or variable and says what to do, with a non-zero exit and no traceback 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -100,7 +101,8 @@ def test_cpu_is_always_a_device(env, monkeypatch):
 def test_data_variables_are_checked_at_start_up(env, monkeypatch):
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(env / "missing.txt"))
     monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(env / "cache"))
-    (env / "cache").mkdir()
+    (env / "cache" / "checkpoints").mkdir(parents=True)
+    (env / "cache" / "checkpoints" / "model_state_dict.pth").write_bytes(b"")
     assert check_environment() == [
         f"MECHBOOK_TINYSTORIES={env / 'missing.txt'} does not exist: set it to an "
         "existing TinyStories text file, or unset it"
@@ -206,3 +208,92 @@ def test_cache_import_of_a_missing_bundle_is_one_line(env, capsys):
     missing = env / "nowhere.tar"
     assert main(["cache", "import", str(missing)]) == 1
     _one_line_error(capsys, f"no bundle at {missing}", "cache export")
+
+
+# --- the executor's cases of issue 31's campaign -------------------------------------------------
+
+
+def _tiny_book(env, monkeypatch, needs: dict | None = None):
+    """The two-chapter repository of test_execute, the command line pointed at it, and (when
+    given) which of its chapters read TinyStories or the release."""
+    import functools
+
+    from test_execute import _tiny_repo
+
+    (env / "repo").mkdir()
+    repo = _tiny_repo(env / "repo")
+    if needs is not None:
+        (repo / "mechbook" / "book").mkdir(parents=True)
+        (repo / "mechbook" / "book" / "pages.json").write_text(json.dumps({"needs": needs}))
+    monkeypatch.setattr("mechbook.book.config.ExecuteConfig", functools.partial(ExecuteConfig, root=repo))
+    return repo
+
+
+def test_check_refuses_a_run_with_knobs_as_not_the_profile(env):
+    import nbformat
+    from test_execute import _tiny_repo
+
+    from mechbook.book.checks import check_book
+    from mechbook.book.run import write_atomic
+
+    (env / "repo").mkdir()
+    repo = _tiny_repo(env / "repo")
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("01_ok",))
+    nb = nbformat.read(repo / "book" / "p" / "01_ok.ipynb", as_version=4)
+    nb.metadata["mechbook"] = {"status": "ok", "parameters": {"profile": "smoke", "n_per_pool": 20}}
+    write_atomic(nb, cfg.out_dir / "book" / "p" / "01_ok.ipynb")
+    problems = check_book(cfg)
+    assert problems[0] == (
+        "book/p/01_ok.ipynb: its last run had knobs (n_per_pool=20), so it is not the smoke profile and is not "
+        "checked; run `python -m mechbook execute --profile smoke --only 01_ok` without --knob"
+    )
+
+
+def test_a_missing_input_stops_the_build_before_the_first_chapter_with_its_whole_advice(env, monkeypatch, capsys):
+    from mechbook.assign_add import release
+
+    repo = _tiny_book(env, monkeypatch, {"tinystories": ["02_bad"], "release": ["01_ok"]})
+    monkeypatch.setenv("MECHBOOK_OFFLINE", "1")
+    advice = "the released Assign-and-Add file model_state_dict.pth is not available: ... or set MECHBOOK_AA_RELEASE"
+
+    def unavailable(step):
+        raise release.ReleaseNotFound(advice + " to a copy (e.g. ../shared/data/assign-and-add-release)")
+
+    monkeypatch.setattr(release, "release_path", unavailable)
+    assert main(["execute", "--profile", "smoke", "--lanes", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err), err
+    assert err[0].startswith("error: 02_bad cannot start: TinyStories")
+    assert err[0].endswith("so it can be downloaded once into " + str(env / "cache" / "tinystories") + "."), err[0]
+    assert err[1].startswith("error: 01_ok cannot start: the released") and err[1].endswith("assign-and-add-release)")
+    assert not (repo / "_build" / "executed").exists(), "no chapter started"
+
+
+def test_a_huge_folder_that_is_not_a_release_is_refused_unhashed(env, monkeypatch, capsys):
+    from mechbook.book import environment
+
+    repo = _tiny_book(env, monkeypatch)
+    huge = env / "photos"
+    (huge / "checkpoints").mkdir(parents=True)
+    for i in range(2003):
+        (huge / f"img_{i}.jpg").write_bytes(b"x")
+    (huge / "checkpoints" / "checkpoint_step_latest.pth").write_bytes(b"x")
+    monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(huge))
+    monkeypatch.setattr(environment, "sha256_file", lambda path: pytest.fail(f"hashed {path}"))
+    assert main(["execute", "--profile", "smoke"]) == 1
+    _one_line_error(capsys, f"MECHBOOK_AA_RELEASE={huge} holds no released file", "or unset it")
+    assert not (repo / "_build" / "digests.json").exists()
+    (huge / "checkpoints" / "checkpoint_step_101.pth").write_bytes(b"x")
+    assert check_environment() == []
+    assert environment.release_layout(huge) == ["checkpoint_step_101.pth"], "found by name, never read"
+
+
+def test_ctrl_c_in_the_site_build_exits_130_with_the_interrupted_line(env, monkeypatch, capsys):
+    import jupyter_book.sphinx
+
+    _tiny_book(env, monkeypatch)
+    monkeypatch.setattr("mechbook.book.run.execute_book", lambda cfg: [])
+    monkeypatch.setattr(jupyter_book.sphinx, "build_sphinx", lambda *a, **k: KeyboardInterrupt())
+    assert main(["build", "--profile", "smoke"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("the site build was interrupted (Ctrl-C or a signal)") and "\n" not in err, err

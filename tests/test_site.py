@@ -258,11 +258,14 @@ def test_light_fallbacks_moves_each_svg_to_one_file_per_content():
 def test_source_notebook_is_the_executed_one_without_outputs(tmp_path):
     from conftest import make_notebook
 
+    from mechbook.book.pages import add_cost_note
+
     path = make_notebook(tmp_path / "a.ipynb", [("md", "# A"), ("code", "print(1)")])
     committed = nbformat.read(path, as_version=4)
     executed = nbformat.read(path, as_version=4)
     injected = nbformat.v4.new_code_cell('profile = "smoke"', metadata={"tags": ["injected-parameters"]})
     executed.cells.insert(1, injected)
+    add_cost_note(executed, "**What this page costs.** staged, not committed")
     executed.cells[-1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
     executed.cells[-1].execution_count = 3
     executed.cells[-1].metadata["papermill"] = {"duration": 0.1}

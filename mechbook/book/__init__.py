@@ -7,6 +7,8 @@
   failure reports that name the code cell.
 - :mod:`~mechbook.book.relay`: a chapter's progress bars relayed to the console while it runs.
 - :mod:`~mechbook.book.costs`: measured seconds per chapter and profile, for the ETA.
+- :mod:`~mechbook.book.calibrate`: this machine's speed against the one that measured the costs.
+- :mod:`~mechbook.book.pages`: what each page says it costs, under its profile line.
 - :mod:`~mechbook.book.site`: staging the executed chapters and building the HTML site.
 - :mod:`~mechbook.book.checks`: records against ``book/thresholds/<stem>.yml``.
 - :mod:`~mechbook.book.spread`: records over several seeds, kept beside the thresholds.

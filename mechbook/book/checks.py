@@ -105,7 +105,8 @@ def _last_run(meta: dict[str, Any]) -> str:
 
 def check_book(cfg: ExecuteConfig) -> list[str]:
     """Compare every executed chapter's records with its thresholds for ``cfg.profile``; a chapter
-    not executed, unreadable, failed or interrupted is a problem that says so. Every bound that
+    not executed, unreadable, failed or interrupted, or run with knobs (not the profile), is a
+    problem that says so. Every bound that
     sits inside the chapter's measured seed spread is a problem too, and so is every claim whose
     verdict differs from the one stored in ``book/thresholds/claims.yml``
     (:func:`mechbook.book.ledger.check_claims`; a claim not stored yet is a printed note in smoke)."""
@@ -128,6 +129,15 @@ def check_book(cfg: ExecuteConfig) -> list[str]:
         meta = mechbook_meta(nb)
         if meta.get("status") != "ok":
             problems.append(f"{source}: {_last_run(meta)}")
+            continue
+        knobs = {k: v for k, v in (meta.get("parameters") or {}).items() if k != "profile"}
+        if knobs:
+            shown = ", ".join(f"{k}={v!r}" for k, v in sorted(knobs.items()))
+            problems.append(
+                f"{source}: its last run had knobs ({shown}), so it is not the {cfg.profile} profile and is "
+                f"not checked; run `python -m mechbook execute --profile {cfg.profile} --only {source.stem}` "
+                "without --knob"
+            )
             continue
         bounds = load_thresholds(source.stem, cfg.root).get(cfg.profile)
         if not bounds:

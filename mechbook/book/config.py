@@ -21,6 +21,7 @@ HARNESS_NAMES: dict[str, str] = {
     "force": "--force",
     "lanes": "--lanes N",
     "lane": "--lanes N",
+    "cell_timeout": "--cell-timeout SECONDS",
     "seeds": "spread --seeds N",
     "debug": "--debug (or MECHBOOK_DEBUG=1)",
 }
@@ -32,13 +33,15 @@ class ExecuteConfig:
     injected into every chosen chapter's parameters cell (``(name, value)`` pairs). Executed
     notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart).
     With ``lanes`` > 1 the parts of the book run at once, each in its own process, at most
-    ``lanes`` at a time; ``lane`` names the part such a process runs."""
+    ``lanes`` at a time; ``lane`` names the part such a process runs. ``cell_timeout`` is no
+    limit by default (a long training cell runs as long as it needs; a dead kernel ends the
+    chapter by its death, not by a clock); ``--cell-timeout SECONDS`` sets one."""
 
     profile: str = "cpu"
     only: tuple[str, ...] = ()
     root: Path = ROOT
     force: bool = False
-    cell_timeout: int | None = 3600
+    cell_timeout: int | None = None
     knobs: tuple[tuple[str, Any], ...] = ()
     out_subdir: str = "executed"
     lanes: int = 1
@@ -56,7 +59,7 @@ class ExecuteConfig:
         if isinstance(self.knobs, (str, dict)) or not all(isinstance(k, tuple) and len(k) == 2 for k in self.knobs):
             raise TypeError(f"knobs must be (name, value) pairs, got {self.knobs!r}")
         if self.cell_timeout is not None:
-            whole_number(self.cell_timeout, "cell_timeout (seconds, or None for no limit)")
+            whole_number(self.cell_timeout, "--cell-timeout (seconds; leave it out for no limit)")
         for name, _ in self.knobs:
             if name in HARNESS_NAMES:
                 raise SystemExit(

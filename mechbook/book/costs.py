@@ -3,6 +3,10 @@ starts. Two files: ``mechbook/book/costs.json`` ships the times measured when th
 timed (committed on purpose, left out of the executor's cache key), and ``_build/costs.json``
 holds this machine's own: every run that executes a chapter to the end rewrites its entry there,
 and a local entry wins over the shipped one. A chapter with neither is "unknown".
+
+The shipped file also says which machine measured its times (:func:`reference`: its CPU and its
+figure of :func:`mechbook.book.calibrate.calibrate`), so that the plan can scale them to this
+machine (:func:`scaled_costs`); this machine's own times are used as they are.
 """
 
 from __future__ import annotations
@@ -12,6 +16,9 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+from mechbook.book.calibrate import REFERENCE_KEY
 
 #: The costs file, relative to the package folder ``mechbook/``.
 COSTS_FILE = "book/costs.json"
@@ -35,14 +42,46 @@ def _read(path: Path) -> dict[str, dict[str, float]]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+def _times(path: Path) -> dict[str, dict[str, float]]:
+    """The ``{profile: {stem: seconds}}`` part of a costs file (the machine it names left out)."""
+    return {
+        profile: {stem: float(t) for stem, t in measured.items() if isinstance(t, (int, float))}
+        for profile, measured in _read(path).items()
+        if profile != REFERENCE_KEY and isinstance(measured, dict)
+    }
+
+
 def load_costs(root: Path) -> dict[str, dict[str, float]]:
     """``{profile: {notebook stem: seconds}}``: the shipped times, overridden by this machine's;
     empty when neither file is there or readable."""
-    table = _read(costs_path(root))
-    for profile, measured in _read(local_costs_path(root)).items():
-        if isinstance(measured, dict):
-            table.setdefault(profile, {}).update(measured)
+    table = _times(costs_path(root))
+    for profile, measured in _times(local_costs_path(root)).items():
+        table.setdefault(profile, {}).update(measured)
     return table
+
+
+def reference(root: Path) -> dict[str, Any] | None:
+    """The machine that measured the shipped times: ``{"cpu": "...", "steps_per_s": figure, ...}``
+    (:mod:`mechbook.book.calibrate`); None when the shipped file names none or no usable figure."""
+    found = _read(costs_path(root)).get(REFERENCE_KEY)
+    if not isinstance(found, dict):
+        return None
+    rate = found.get("steps_per_s")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+        return None
+    return found
+
+
+def scaled_costs(root: Path, profile: str, scale: float) -> tuple[dict[str, float], set[str]]:
+    """``({stem: seconds}, stems extrapolated)`` in ``profile``: this machine's own time of a
+    chapter where it has one, else the shipped time times ``scale`` (how many times slower this
+    machine is than the one that measured them)."""
+    shipped = _times(costs_path(root)).get(profile, {})
+    local = _times(local_costs_path(root)).get(profile, {})
+    table = {stem: seconds * scale for stem, seconds in shipped.items() if stem not in local}
+    extrapolated = set(table)
+    table.update(local)
+    return table, extrapolated
 
 
 @contextmanager
@@ -79,10 +118,3 @@ def save_costs(root: Path, profile: str, measured: dict[str, float]) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         print(f"note: could not record the chapters' costs in {path} ({exc})")
-
-
-def estimate(costs: dict[str, dict[str, float]], profile: str, stems: list[str]) -> tuple[float, list[str]]:
-    """``(seconds, stems with no measured cost)`` for running ``stems`` in ``profile``."""
-    known = costs.get(profile, {})
-    total = sum(known[s] for s in stems if s in known)
-    return total, [s for s in stems if s not in known]

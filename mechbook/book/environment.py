@@ -33,6 +33,8 @@ PATH_ENV: tuple[str, ...] = (
 )
 #: Variables choosing data: the cache key holds a digest of what they name.
 DATA_ENV: tuple[str, ...] = ("MECHBOOK_TINYSTORIES", "MECHBOOK_AA_RELEASE")
+#: The variable naming a copy of the authors' released run (:mod:`mechbook.assign_add.release`).
+RELEASE_ENV = "MECHBOOK_AA_RELEASE"
 #: Variables choosing device or network: the cache key holds their values.
 VALUE_ENV: tuple[str, ...] = ("MECHBOOK_DEVICE", "MECHBOOK_OFFLINE", "HF_HUB_OFFLINE")
 #: Distributions whose versions are part of the cache key.
@@ -141,16 +143,49 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def release_layout(folder: Path) -> list[str]:
+    """The released file names (``model_state_dict.pth``, ``checkpoint_step_N.pth``) present in
+    ``folder`` or its ``checkpoints/``, found by name alone (nothing is read or hashed: a huge
+    folder that is not a release costs one listing); empty when there is none."""
+    from mechbook.assign_add.release_sums import SHA256
+
+    found = set()
+    for where in (folder, folder / "checkpoints"):
+        try:
+            with os.scandir(where) as entries:
+                found |= {e.name for e in entries if e.name in SHA256 and e.is_file()}
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def release_digest(memo: DigestMemo, folder: Path) -> str:
+    """The SHA-256 of the released files ``folder`` holds (:func:`release_layout`: their names
+    and digests, the ``checkpoints/`` copy first, as the loader finds them); other files in the
+    folder are neither read nor remembered."""
+    digest = hashlib.sha256()
+    for name in release_layout(folder):
+        path = next(p for p in (folder / "checkpoints" / name, folder / name) if p.is_file())
+        digest.update(f"{name}\0{memo.file(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """What of the environment decides a chapter's outputs: for each of :data:`DATA_ENV` the
-    digest of what it names (not its path: the same bytes elsewhere give the same key), the values of :data:`VALUE_ENV`, and
-    :func:`versions`."""
+    """What of the environment decides a chapter's outputs: for :data:`RELEASE_ENV` the digest of
+    the released files it holds (:func:`release_digest`), for the other
+    variables of :data:`DATA_ENV` the digest of what they name (not the path: the same bytes
+    elsewhere give the same key), the values of :data:`VALUE_ENV`, and :func:`versions`."""
     env = os.environ if environ is None else environ
     absolute = {**env, **absolute_paths(env)}
     data = {}
     for name in DATA_ENV:
         value = absolute.get(name)
-        data[name] = None if not value else memo.tree(Path(value))
+        if not value:
+            data[name] = None
+        elif name == RELEASE_ENV:  # only the released files, never what else the folder holds
+            data[name] = release_digest(memo, Path(value))
+        else:
+            data[name] = memo.tree(Path(value))
     return {
         "data": data,
         "values": {k: env.get(k) for k in VALUE_ENV},
@@ -161,7 +196,8 @@ def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) 
 def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
     """One line per environment variable of the book that is set but unusable, checked once at
     start-up by ``python -m mechbook``: ``MECHBOOK_CACHE`` a folder (created if missing),
-    ``MECHBOOK_TINYSTORIES`` an existing file, ``MECHBOOK_AA_RELEASE`` an existing folder,
+    ``MECHBOOK_TINYSTORIES`` an existing file, ``MECHBOOK_AA_RELEASE`` an existing folder holding
+    released files by name (:func:`release_layout`, before anything is hashed),
     ``MECHBOOK_DEVICE`` a device this machine has. Empty when all is well."""
     from mechbook.cache import CacheRootError, cache_root
     from mechbook.device import DEVICE_ENV, DeviceUnavailable, check_device
@@ -181,6 +217,11 @@ def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
         if value and not ok(Path(value).expanduser()):
             state = "does not exist" if not Path(value).expanduser().exists() else "is the wrong kind of path"
             problems.append(f"{name}={value} {state}: set it to {kind}, or unset it")
+        elif value and name == RELEASE_ENV and not release_layout(Path(value).expanduser()):
+            problems.append(
+                f"{name}={value} holds no released file (model_state_dict.pth or checkpoint_step_N.pth, in it "
+                f"or in its checkpoints/): set it to {kind}, or unset it"
+            )
     if env.get(DEVICE_ENV):
         try:
             check_device(env[DEVICE_ENV])
@@ -196,3 +237,24 @@ def make_paths_absolute(environ: MutableMapping[str, str] | None = None) -> dict
     changed = absolute_paths(env)
     env.update(changed)
     return changed
+
+
+def check_inputs(needs: Mapping[str, list[str]], stems: list[str]) -> list[str]:
+    """One line per input that the chapters ``stems`` (about to run) need and cannot get, found
+    before the first chapter starts (``execute`` and ``build`` call it): ``needs`` maps
+    ``tinystories`` and ``release`` to the chapters that read them (``mechbook/book/pages.json``).
+    Each input is resolved as its chapter would (a set variable, the user cache, a download), and
+    its line is that resolver's whole advice."""
+    from mechbook.assign_add.release import FINAL, ReleaseNotFound, release_path
+    from mechbook.data import TinyStoriesUnavailable, tinystories_file
+
+    problems = []
+    for name, resolve in (("tinystories", tinystories_file), ("release", lambda: release_path(FINAL))):
+        readers = [s for s in stems if s in needs.get(name, [])]
+        if not readers:
+            continue
+        try:
+            resolve()
+        except (TinyStoriesUnavailable, ReleaseNotFound, FileNotFoundError, ValueError) as exc:
+            problems.append(f"{', '.join(readers)} cannot start: {exc}")
+    return problems

@@ -29,16 +29,18 @@ Part II side by side; the ETA is then that of the longest part.
 
 On a failing cell papermill stops that chapter and keeps the executed notebook, traceback
 included, as the report; the other chapters still run, and the command exits non-zero naming
-each failed chapter, its code cell (1-based among the chapter's code cells) and that cell's
-first line.
+each failed chapter, its code cell (1-based among the chapter's code cells) and the line of it
+the traceback names.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,7 +53,14 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 from mechbook.book import costs, environment
 from mechbook.book.config import ChapterResult, ExecuteConfig
-from mechbook.book.environment import DigestMemo, key_environment, make_paths_absolute, patched_environ
+from mechbook.book.environment import (
+    DigestMemo,
+    check_inputs,
+    key_environment,
+    make_paths_absolute,
+    patched_environ,
+)
+from mechbook.book.pages import pages_data
 from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.cache import code_fingerprint, imports_of, module_digests, sha256_file
@@ -197,10 +206,30 @@ def refresh_prose(executed: nbformat.NotebookNode, source: nbformat.NotebookNode
     return merged
 
 
-def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
-    """``(number, first line)`` of the last code cell papermill started, numbered from 1 among
-    the chapter's own code cells (the injected-parameters cell is not counted); None when no
-    cell started. A cell that raised, timed out or killed its kernel is the last one started."""
+#: Where an IPython traceback names the cell's own frame: ``Cell In[12], line 3``.
+_CELL_FRAME = re.compile(r"Cell In\[\d*\], line (\d+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def failing_line(cell: nbformat.NotebookNode) -> int | None:
+    """The 1-based line of ``cell`` its error output's traceback names (the cell's own frame, the
+    outermost ``Cell In[..], line N``); None when the cell has no error output or the traceback
+    names no line of it (a dead kernel)."""
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "error":
+            continue
+        found = _CELL_FRAME.search(_ANSI.sub("", "\n".join(output.get("traceback", []))))
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, int | None, str] | None:
+    """``(number, failing line, text)`` of the last code cell papermill started, numbered from 1
+    among the chapter's own code cells (the injected-parameters cell is not counted): the line its
+    traceback names and that line's text, or (no such line: a dead kernel) None and
+    the cell's first line. None when no cell started. A cell that raised, timed out or killed its
+    kernel is the last one started."""
     found = None
     number = 0
     for cell in nb.cells:
@@ -208,16 +237,26 @@ def last_started_cell(nb: nbformat.NotebookNode) -> tuple[int, str] | None:
             continue
         number += 1
         if (cell.metadata.get("papermill") or {}).get("start_time"):
-            lines = cell.source.strip().splitlines()
-            found = (number, lines[0][:80] if lines else "")
+            lines = cell.source.splitlines()
+            line = failing_line(cell)
+            if line is not None and 1 <= line <= len(lines):
+                found = (number, line, lines[line - 1].strip()[:80])
+            else:
+                first = cell.source.strip().splitlines()
+                found = (number, None, first[0][:80] if first else "")
     return found
 
 
 def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None, report: Path) -> str:
-    """``code cell N ('first line'): Error: first line of its message (report: path)``;
-    ``start-up`` when no cell ran."""
+    """``code cell N line L ('that line'): Error: first line of its message (report: path)``
+    (``code cell N ('first line')`` where the traceback names no line); ``start-up`` when no
+    cell ran."""
     cell = last_started_cell(nb) if nb is not None else None
-    where = f"code cell {cell[0]} ({cell[1]!r})" if cell else "start-up"
+    if cell is None:
+        where = "start-up"
+    else:
+        number, line, text = cell
+        where = f"code cell {number}" + (f" line {line}" if line is not None else "") + f" ({text!r})"
     if exc is None:
         what = "stopped (papermill marked the cell failed: a timeout?)"
     else:
@@ -228,7 +267,9 @@ def describe_failure(exc: BaseException | None, nb: nbformat.NotebookNode | None
         elif type(exc).__name__ == "DeadKernelError":
             what = f"the kernel died ({ename}: {evalue[:200]})"
         else:
-            what = f"{ename}: {evalue[:300]}".rstrip(": ")
+            what = f"{ename}: {evalue}".rstrip(": ")
+        if ename == "CellTimeoutError":
+            what += " (the limit --cell-timeout set: raise --cell-timeout or leave it out for none)"
     return f"{where}: {what} (report: {report})"
 
 
@@ -355,15 +396,70 @@ def lanes_of(cfg: ExecuteConfig, chosen: list[Path]) -> list[tuple[str, list[Pat
     return [(cfg.lane or "book", chosen)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The seconds the plan expects per chapter (``costs``), which of them are the shipped times
+    scaled to this machine (``extrapolated``), by how much (``scale``: this machine's calibration
+    against ``reference``'s, :mod:`mechbook.book.calibrate`), and this machine's figure (``rate``;
+    None when nothing needed scaling or the shipped times name no reference machine)."""
+
+    costs: dict[str, float]
+    extrapolated: frozenset[str]
+    scale: float
+    rate: float | None
+    reference: dict[str, Any] | None
+
+    def seconds(self, stems: list[str]) -> tuple[float, list[str]]:
+        """``(seconds, stems of unknown cost)`` for running ``stems``."""
+        return sum(self.costs[s] for s in stems if s in self.costs), [s for s in stems if s not in self.costs]
+
+
+def estimate_plan(cfg: ExecuteConfig, to_run: list[str], rate: float | None = None) -> Estimate:
+    """The costs of ``to_run`` (notebook stems) on this machine: its own measured times, else the
+    shipped ones scaled by the calibration ratio, timed here (about a second, only when a shipped
+    time is needed) unless ``rate`` gives this machine's figure."""
+    from mechbook.book.calibrate import calibrate, slowdown
+
+    reference = costs.reference(cfg.root)
+    _, shipped_only = costs.scaled_costs(cfg.root, cfg.profile, 1.0)
+    scale = 1.0
+    if reference is not None and shipped_only & set(to_run):
+        rate = calibrate() if rate is None else rate
+        scale = slowdown(float(reference["steps_per_s"]), rate)
+    else:
+        rate = None
+    table, extrapolated = costs.scaled_costs(cfg.root, cfg.profile, scale)
+    return Estimate(table, frozenset(extrapolated & set(to_run)), scale, rate, reference)
+
+
+def _extrapolation_line(est: Estimate) -> str | None:
+    """What the plan says when some of its times are the shipped ones, not this machine's."""
+    if not est.extrapolated:
+        return None
+    n = len(est.extrapolated)
+    if est.rate is None or est.reference is None:
+        return (
+            f"  extrapolated: {n} chapter time(s) measured on another machine, not scaled "
+            "(the shipped costs name no calibration figure)"
+        )
+    return (
+        f"  extrapolated: {n} chapter time(s) measured on {est.reference.get('cpu', 'another machine')}, "
+        f"x{est.scale:.2f} for this machine (calibration {est.rate:,.0f} training steps/s here, "
+        f"{float(est.reference['steps_per_s']):,.0f} there); its own times replace them once it has run them"
+    )
+
+
 def plan_lines(
-    cfg: ExecuteConfig, planned: list[tuple[Path, bool]], groups: list[tuple[str, list[Path]]] | None = None
+    cfg: ExecuteConfig,
+    planned: list[tuple[Path, bool]],
+    groups: list[tuple[str, list[Path]]] | None = None,
+    rate: float | None = None,
 ) -> list[str]:
-    """The lines printed before the work starts: which chapters run (with their last measured
-    cost), which come from cache, and the estimated total (with several ``groups`` running at
-    once, that of the longest)."""
-    table = costs.load_costs(cfg.root)
-    known = table.get(cfg.profile, {})
+    """The lines printed before the work starts: which chapters run (with their expected cost,
+    :func:`estimate_plan`), which come from cache, and the estimated total (with several
+    ``groups`` running at once, that of the longest), saying which times are extrapolated."""
     to_run = [s.stem for s, runs in planned if runs]
+    est = estimate_plan(cfg, to_run, rate)
     lines = [
         f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
         f"{len(planned) - len(to_run)} from cache"
@@ -372,15 +468,13 @@ def plan_lines(
         if not runs:
             lines.append(f"  cached  {source}")
         else:
-            cost = known.get(source.stem)
-            lines.append(f"  run     {source}  ({'~' + format_seconds(cost) if cost is not None else 'unknown'})")
-    seconds, unknown = costs.estimate(table, cfg.profile, to_run)
+            cost = est.costs.get(source.stem)
+            shown = "unknown" if cost is None else "~" + format_seconds(cost)
+            lines.append(f"  run     {source}  ({shown}{', extrapolated' if source.stem in est.extrapolated else ''})")
+    seconds, unknown = est.seconds(to_run)
     parallel = ""
     if groups and len(groups) > 1:
-        per_part = [
-            (name, costs.estimate(table, cfg.profile, [p.stem for p in part if p.stem in to_run])[0])
-            for name, part in groups
-        ]
+        per_part = [(name, est.seconds([p.stem for p in part if p.stem in to_run])[0]) for name, part in groups]
         seconds = max(t for _, t in per_part)
         parallel = " with the parts at once (" + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_part) + ")"
     if not to_run:
@@ -394,7 +488,8 @@ def plan_lines(
         )
     else:
         lines.append(f"ETA: {format_seconds(seconds)}{parallel}")
-    return lines
+    extrapolation = _extrapolation_line(est)
+    return lines + ([extrapolation] if extrapolation else [])
 
 
 def lane_command(cfg: ExecuteConfig, name: str, sources: list[Path], results: Path) -> list[str]:
@@ -404,6 +499,8 @@ def lane_command(cfg: ExecuteConfig, name: str, sources: list[Path], results: Pa
     cmd += ["--lane", name, "--results", str(results), "--only", *[str(s.with_suffix("")) for s in sources]]
     if cfg.force:
         cmd.append("--force")
+    if cfg.cell_timeout is not None:
+        cmd += ["--cell-timeout", str(cfg.cell_timeout)]
     for knob, value in cfg.knobs:
         cmd += ["--knob", f"{knob}={json.dumps(value)}"]
     return cmd
@@ -468,7 +565,9 @@ def execute_lanes(cfg: ExecuteConfig, groups: list[tuple[str, list[Path]]]) -> l
 
 
 def execute_book(cfg: ExecuteConfig, stream: TextIO | None = None) -> list[ChapterResult]:
-    """Execute the chosen chapters in book order: first the plan (which run, which come from
+    """Execute the chosen chapters in book order: first the inputs the chapters to run need
+    (:func:`mechbook.book.environment.check_inputs`: a missing one ends the run before any
+    chapter starts), then the plan (which run, which come from
     cache, the ETA from :mod:`mechbook.book.costs`), then one line per chapter while its
     progress is relayed (to ``stream``, default stderr), then what each chapter took. The
     seconds of each chapter executed to the end refresh the costs. With ``cfg.lanes`` > 1 the
@@ -490,7 +589,13 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
     memo = digest_memo(cfg.root)
     groups = lanes_of(cfg, chosen)
     if cfg.lane is None:
-        for line in plan_lines(cfg, plan(cfg, chosen, memo), groups):
+        planned = plan(cfg, chosen, memo)
+        missing = check_inputs(pages_data(cfg.root)["needs"], [s.stem for s, runs in planned if runs])
+        for line in missing[:-1]:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        if missing:
+            raise SystemExit(missing[-1])
+        for line in plan_lines(cfg, planned, groups):
             print(line, flush=True)
     if len(groups) > 1:
         start = time.perf_counter()

@@ -177,11 +177,19 @@ def _light_page(app: Sphinx, pagename: str, templatename: str, context: dict[str
 
 def source_notebook(executed: Any) -> Any:
     """The notebook as committed, from its executed copy: outputs, execution counts, papermill's
-    injected parameters cell and its metadata removed."""
+    injected parameters cell, the staged cost note (:mod:`mechbook.book.pages`) and their
+    metadata removed."""
     import copy
 
+    from mechbook.book.pages import NOTE_MARK
+
     nb = copy.deepcopy(executed)
-    nb.cells = [c for c in nb.cells if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    nb.cells = [
+        c
+        for c in nb.cells
+        if "injected-parameters" not in c.get("metadata", {}).get("tags", [])
+        and c.get("metadata", {}).get("mechbook") != NOTE_MARK
+    ]
     for cell in nb.cells:
         cell.get("metadata", {}).pop("papermill", None)
         cell.get("metadata", {}).pop("execution", None)
