@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
@@ -143,17 +143,23 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def _released_names() -> set[str]:
+    """The released files' names, from the package's checksum file (``<hex>  <name>`` lines),
+    read without importing the loader (and so torch) into the executor."""
+    text = (resources.files("mechbook.assign_add") / "release.sha256").read_text()
+    return {line.split()[-1] for line in text.splitlines() if line.strip()}
+
+
 def release_layout(folder: Path) -> list[str]:
     """The released file names (``model_state_dict.pth``, ``checkpoint_step_N.pth``) present in
     ``folder`` or its ``checkpoints/``, found by name alone (nothing is read or hashed: a huge
     folder that is not a release costs one listing); empty when there is none."""
-    from mechbook.assign_add.release_sums import SHA256
-
+    released = _released_names()
     found = set()
     for where in (folder, folder / "checkpoints"):
         try:
             with os.scandir(where) as entries:
-                found |= {e.name for e in entries if e.name in SHA256 and e.is_file()}
+                found |= {e.name for e in entries if e.name in released and e.is_file()}
         except OSError:
             continue
     return sorted(found)
