@@ -153,6 +153,7 @@ UNKEYED: tuple[str, ...] = (
     "mechbook.notices",
     "mechbook.lifeline",
     "mechbook.arguments",
+    "mechbook.validation",
 )
 
 

@@ -142,7 +142,7 @@ def test_point_configs_set_both_seeds_per_value():
 @pytest.mark.parametrize("seeds", [(), (1, 1), (-1,), (0.5,), (True,)])
 def test_sweeps_config_refuses_bad_seeds(seeds):
     base = TrainConfig(steps=10)
-    with pytest.raises(ValueError, match="seeds"):
+    with pytest.raises((ValueError, TypeError), match="seeds"):  # a wrong type (0.5, True) is a TypeError
         SweepsConfig(base, base, (0.1, 0.9), (0.1, 0.9), seeds=seeds)
     assert SweepsConfig(base, base, (0.1, 0.9), (0.1, 0.9), seeds=(0, 1)).n_seeds == 2
 

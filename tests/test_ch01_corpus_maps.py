@@ -59,9 +59,12 @@ def test_special_tokens_survive_markdown():
 @pytest.mark.parametrize(
     "field", ["table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"]
 )
-@pytest.mark.parametrize("value", [0, -3, True])
-def test_sizes_must_be_positive_integers(field, value):
-    with pytest.raises(ValueError, match=f"{field} must be a positive integer"):
+@pytest.mark.parametrize(
+    "value, error, allowed",
+    [(0, ValueError, "at least 1"), (-3, ValueError, "at least 1"), (True, TypeError, "an int")],
+)
+def test_sizes_must_be_positive_integers(field, value, error, allowed):
+    with pytest.raises(error, match=rf"ChapterConfig\.{field} must be {allowed}, got"):
         dataclasses.replace(ch01.CONFIGS["smoke"], **{field: value})
 
 

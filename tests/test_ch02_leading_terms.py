@@ -39,7 +39,7 @@ def test_profiles_resolve_and_bad_configs_say_what_to_do():
         assert isinstance(ch02.CONFIGS[profile], ch02.ChapterConfig)
     assert ch02.resolve("smoke", runs__check_steps=6).runs.check().steps == 6
     assert ch02.resolve("cpu") == ch02.CONFIGS["cpu"]
-    with pytest.raises(ValueError, match="check_steps must be >= 4"):
+    with pytest.raises(ValueError, match="check_steps must be at least 4"):
         ch02.resolve("smoke", runs__check_steps=3)
 
 

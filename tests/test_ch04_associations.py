@@ -31,8 +31,8 @@ SAMPLE = Path(
 @pytest.mark.parametrize(
     "knobs, message",
     [
-        ({"k": 0}, "k must be a positive integer"),
-        ({"explorer_k": -1}, "explorer_k must be a positive integer"),
+        ({"k": 0}, r"ChapterConfig\.k must be at least 1, got 0"),
+        ({"explorer_k": -1}, "explorer_k must be at least 1, got -1"),
         ({"table_words": 30}, "must not exceed n_words"),
     ],
 )

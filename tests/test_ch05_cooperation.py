@@ -34,7 +34,7 @@ SAMPLE = Path(
 
 @pytest.mark.parametrize(
     "knobs, message",
-    [({"n_eval": 0}, "n_eval must be a positive integer"), ({"n_sentences": 300}, "must not exceed n_eval")],
+    [({"n_eval": 0}, "n_eval must be at least 1, got 0"), ({"n_sentences": 300}, "must not exceed n_eval")],
 )
 def test_config_ranges(knobs, message):
     with pytest.raises(ValueError, match=message):

@@ -65,9 +65,9 @@ def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():
 def test_bad_configs_say_what_to_do():
     with pytest.raises(ValueError, match="no checkpoints at steps \\[3\\]"):
         PythiaConfig(steps=(0, 3))
-    with pytest.raises(ValueError, match="one of 14m"):
+    with pytest.raises(ValueError, match="one of '14m'"):
         PythiaConfig(size="70b")
-    with pytest.raises(ValueError, match="top_k must be >= 2"):
+    with pytest.raises(ValueError, match="top_k must be at least 2"):
         StudyConfig(source="miniature", top_k=1, n_stories=10, miniature=TINY)
 
 

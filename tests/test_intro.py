@@ -92,26 +92,26 @@ def test_bad_input_is_explained():
 
 
 @pytest.mark.parametrize(
-    "knobs, message",
+    "knobs, error, message",
     [
-        ({"max_stories": -5}, "max_stories must be a positive integer or None"),
-        ({"max_stories": 0}, "max_stories must be a positive integer or None"),
-        ({"max_stories": 2.5}, "max_stories must be a positive integer or None"),
-        ({"chart_stories": 0}, "chart_stories must be a positive integer"),
-        ({"chart_stories": True}, "chart_stories must be a positive integer"),
-        ({"vocab_sizes": ()}, "non-empty tuple"),
-        ({"vocab_sizes": (500, 250)}, "strictly increasing"),
-        ({"vocab_sizes": (0, 250)}, "vocab_sizes must be a positive integer"),
-        ({"seed": -1}, "seed must be a non-negative integer"),
+        ({"max_stories": -5}, ValueError, r"max_stories must be at least 1 \(or None for every story\)"),
+        ({"max_stories": 0}, ValueError, r"max_stories must be at least 1 \(or None for every story\)"),
+        ({"max_stories": 2.5}, TypeError, "max_stories must be an int or None"),
+        ({"chart_stories": 0}, ValueError, "chart_stories must be at least 1"),
+        ({"chart_stories": True}, TypeError, "chart_stories must be an int, got bool"),
+        ({"vocab_sizes": ()}, ValueError, "not empty"),
+        ({"vocab_sizes": (500, 250)}, ValueError, "strictly increasing"),
+        ({"vocab_sizes": (0, 250)}, ValueError, r"vocab_sizes must be at least 1, got 0 \(in"),
+        ({"seed": -1}, ValueError, "seed must be at least 0"),
     ],
 )
-def test_every_knob_is_checked(knobs, message):
-    with pytest.raises(ValueError, match=message):
+def test_every_knob_is_checked(knobs, error, message):
+    with pytest.raises(error, match=message):
         dataclasses.replace(CONFIGS["smoke"], **knobs)
 
 
 def test_a_negative_max_stories_knob_is_refused_not_sliced():
-    with pytest.raises(ValueError, match="max_stories must be a positive integer or None"):
+    with pytest.raises(ValueError, match=r"max_stories must be at least 1 \(or None for every story\)"):
         intro.resolve("smoke", max_stories=-5)
 
 

@@ -95,7 +95,7 @@ def test_checkpoint_round_trip_and_clear_errors():
 
 
 def test_bad_config_and_inputs_say_what_to_do():
-    with pytest.raises(ValueError, match="d_vocab must be a positive integer"):
+    with pytest.raises(ValueError, match=r"ModelConfig\.d_vocab must be at least 2, got 0"):
         ModelConfig(0, 5)
     with pytest.raises(ValueError, match="dtype must be one of"):
         ModelConfig(5, 5, dtype="float16")

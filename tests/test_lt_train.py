@@ -89,7 +89,7 @@ def test_cached_run_equals_fresh_run(corpus, tmp_path, monkeypatch):
 
 def test_bad_train_inputs_say_what_to_do(corpus):
     tokens, stats = corpus
-    with pytest.raises(ValueError, match="lr must be positive"):
+    with pytest.raises(ValueError, match="lr must be above 0"):
         TrainConfig(lr=0, steps=3)
     with pytest.raises(ValueError, match="batch_size must be"):
         TrainConfig(lr=0.1, steps=3, batch_size=0)

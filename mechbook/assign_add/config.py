@@ -18,6 +18,7 @@ import torch
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import TaskConfig
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields, one_of
 
 POOL_SHORT = {
     "0var_train": "0t",
@@ -75,11 +76,22 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)  # the model's sizes and init seed; the paper's by default
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "eval_per_pool", "keep_every", "resume_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        check_fields(
+            self,
+            steps=POSITIVE,
+            batch_size=POSITIVE,
+            lr=above(0.0, "AdamW's learning rate; the paper's is 1e-3"),
+            betas=between(0.0, 1.0, "AdamW's moment decays", high_open=True),
+            weight_decay=at_least(0),
+            seed=SEED,
+            eval_every=POSITIVE,
+            eval_per_pool=POSITIVE,
+            eval_seed=SEED,
+            keep_every=POSITIVE,
+            keep_change=between(0.0, 1.0),
+            resume_every=POSITIVE,
+            precision=one_of(PRECISIONS),
+        )
         if self.resume_every % self.eval_every or self.keep_every % self.eval_every:
             raise ValueError(
                 f"resume_every ({self.resume_every}) and keep_every ({self.keep_every}) must be multiples "

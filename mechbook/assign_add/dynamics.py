@@ -33,6 +33,7 @@ from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.released import release_exact_scores
 from mechbook.assign_add.seeds import Dissected
 from mechbook.assign_add.task import Task
+from mechbook.validation import POSITIVE, at_least, check_fields
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class ReadSettings:
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     release_steps: Sequence[int] | None = None
     release_exact: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, case_sequences=POSITIVE, probe_sequences=POSITIVE, release_steps=at_least(0))
 
 
 def read_dynamics(dissected: Dissected, released: TrainResult, settings: ReadSettings) -> Dynamics:

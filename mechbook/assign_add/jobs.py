@@ -34,6 +34,7 @@ from mechbook.assign_add.seeds import seed_configs
 from mechbook.assign_add.sweeps import point_config
 from mechbook.assign_add.train import train_stacked
 from mechbook.progress import progress
+from mechbook.validation import at_least, check_fields
 
 CHAPTERS = (8, 11)
 """The chapters whose runs can be trained as jobs."""
@@ -155,11 +156,12 @@ class Resources:
     timeout_min: int = 60
 
     def __post_init__(self) -> None:
-        for name in ("max_parallel", "timeout_min"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.gpus_per_job < 0:
-            raise ValueError(f"--gpus-per-job must be 0 (CPU jobs) or more, got {self.gpus_per_job}")
+        check_fields(
+            self,
+            gpus_per_job=at_least(0, "--gpus-per-job; 0 for CPU jobs"),
+            max_parallel=at_least(1, "--max-parallel"),
+            timeout_min=at_least(1, "--timeout-min"),
+        )
 
 
 def slurm_parameters(p: Plan, res: Resources, cache: Path) -> dict:

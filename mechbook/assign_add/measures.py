@@ -33,6 +33,7 @@ from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.task import Task
 from mechbook.cache import cached
 from mechbook.progress import progress
+from mechbook.validation import POSITIVE, SEED, check_fields
 
 MEASURES: dict[str, str] = {
     "adder": "adder alone right (all pairs)",
@@ -51,6 +52,9 @@ class MeasureConfig:
 
     n_sequences: int = 512
     seed: int = 3
+
+    def __post_init__(self) -> None:
+        check_fields(self, n_sequences=POSITIVE, seed=SEED)
 
 
 def top2_hits(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:

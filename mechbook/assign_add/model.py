@@ -24,6 +24,8 @@ from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from mechbook.validation import POSITIVE, SEED, check_fields, one_of
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -40,11 +42,17 @@ class ModelConfig:
     init_std: float = field(init=False)
 
     def __post_init__(self) -> None:
-        for name in ("d_vocab", "d_out", "n_ctx", "d_model", "d_head", "d_mlp"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.n_layers != 2:
-            raise ValueError(f"this model has exactly 2 layers (MLP in layer 2 only), got n_layers={self.n_layers}")
+        check_fields(
+            self,
+            d_vocab=POSITIVE,
+            d_out=POSITIVE,
+            n_ctx=POSITIVE,
+            d_model=POSITIVE,
+            d_head=POSITIVE,
+            d_mlp=POSITIVE,
+            n_layers=one_of((2,), "this model has exactly 2 layers, with its MLP in layer 2 only"),
+            seed=SEED,
+        )
         object.__setattr__(self, "init_std", 0.8 / math.sqrt(self.d_model))
 
 

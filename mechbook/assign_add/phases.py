@@ -21,6 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mechbook.assign_add.task import POOL_NAMES
+from mechbook.validation import POSITIVE, between, check_fields, one_of
+
 MISPLACED_POOLS: tuple[str, ...] = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
 
 
@@ -39,6 +42,23 @@ class PhaseRules:
     plateau_max: float = 0.9
     rise: float = 0.2
     smooth: int = 3
+
+    def __post_init__(self) -> None:
+        pool, fraction = one_of(POOL_NAMES), between(0.0, 1.0)
+        check_fields(
+            self,
+            phase1_pool=pool,
+            phase1_level=fraction,
+            phase2_pool=pool,
+            jump_window=POSITIVE,
+            min_jump=fraction,
+            phase3_pools=pool,
+            plateau_len=POSITIVE,
+            plateau_tol=fraction,
+            plateau_max=fraction,
+            rise=fraction,
+            smooth=POSITIVE,
+        )
 
 
 @dataclass(frozen=True)

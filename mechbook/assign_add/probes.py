@@ -19,6 +19,7 @@ from mechbook.assign_add.task import TaskConfig
 from mechbook.cache import cached, fingerprint
 from mechbook.determinism import deterministic
 from mechbook.progress import progress
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,16 @@ class ProbeConfig:
     weight_decay: float = 1e-3
     test_fraction: float = 0.3
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(
+            self,
+            steps=POSITIVE,
+            lr=above(0),
+            weight_decay=at_least(0),
+            test_fraction=between(0.0, 1.0, low_open=True, high_open=True),
+            seed=SEED,
+        )
 
 
 @dataclass(frozen=True)

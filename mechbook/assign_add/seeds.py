@@ -30,6 +30,7 @@ from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.sweeps import final_accuracies
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import load_or_train
+from mechbook.validation import SEED, at_least, check_fields
 
 
 def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
@@ -98,8 +99,7 @@ class SeedRuns:
     pick: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.train, TrainConfig):
-            raise TypeError(f"train must be a TrainConfig, got {type(self.train).__name__}")
+        check_fields(self, seeds=SEED, pick=at_least(0, "or None for the rule's pick"))
         if len(self.seeds) < 4 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(
                 f"seeds must be at least 4 distinct seeds (claims about dynamics hold over seeds), got {self.seeds}"

@@ -34,6 +34,7 @@ from mechbook.assign_add.config import TrainConfig, TrainResult, with_overrides
 from mechbook.assign_add.pools import chance, pool_controls
 from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
+from mechbook.validation import SEED, between, check_fields
 
 KNOBS = {"r": "two_var_fraction", "f": "train_pair_fraction"}
 """Sweep name -> the TaskConfig field it changes."""
@@ -79,26 +80,21 @@ class SweepsConfig:
     # run is a k-step run
 
     def __post_init__(self) -> None:
+        fraction = between(0.0, 1.0, low_open=True, high_open=True)
+        check_fields(
+            self,
+            f_values=between(0.0, 1.0, low_open=True),
+            r_values=between(0.0, 1.0, low_open=True),
+            level=fraction,
+            seeds=SEED,
+            budgets=fraction,
+        )
         for name in ("f_values", "r_values"):
             values = getattr(self, name)
-            if (
-                len(values) < 2
-                or any(b <= a for a, b in zip(values, values[1:]))
-                or not 0 < values[0] <= values[-1] <= 1
-            ):
+            if len(values) < 2 or any(b <= a for a, b in zip(values, values[1:])):
                 raise ValueError(f"{name} must be at least two increasing fractions in (0, 1], got {values}")
-        if not 0 < self.level < 1:
-            raise ValueError(f"level must be in (0, 1), got {self.level}")
-        if self.seeds is not None and (
-            len(self.seeds) == 0
-            or len(set(self.seeds)) != len(self.seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds)
-        ):
+        if self.seeds is not None and (len(self.seeds) == 0 or len(set(self.seeds)) != len(self.seeds)):
             raise ValueError(f"seeds must be None or distinct whole numbers >= 0, e.g. (0, 1), got {self.seeds}")
-        if any(not 0 < b < 1 for b in self.budgets):
-            raise ValueError(
-                f"budgets must be fractions in (0, 1) of each sweep's steps, e.g. (0.5,), got {self.budgets}"
-            )
 
     @property
     def n_seeds(self) -> int:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mechbook.validation import POSITIVE, SEED, at_least, between, check_argument, check_fields, one_of
+
 KIND_NAMES: tuple[str, ...] = ("0-var", "1-var left", "1-var right", "2-var")
 ZERO_VAR, ONE_VAR_LEFT, ONE_VAR_RIGHT, TWO_VAR = 0, 1, 2, 3
 
@@ -92,18 +94,17 @@ class TaskConfig:
     no_left: tuple[str, ...] = ("k", "l")
 
     def __post_init__(self) -> None:
-        if self.modulus < 2:
-            raise ValueError(f"modulus must be at least 2 (the paper uses 59), got {self.modulus}")
-        if not 2 <= self.n_vars <= len(string.ascii_lowercase):
-            raise ValueError(
-                f"n_vars must be between 2 and {len(string.ascii_lowercase)} (one letter per variable), got {self.n_vars}"
-            )
-        if self.query_len != 4:
-            raise ValueError(f"the query is '+ lhs rhs =', so query_len must be 4, got {self.query_len}")
-        if self.max_assignments < 2:
-            raise ValueError(
-                f"max_assignments must be at least 2 (2-var sequences need two), got {self.max_assignments}"
-            )
+        check_fields(
+            self,
+            modulus=at_least(2, "the paper uses 59"),
+            n_vars=between(2, len(string.ascii_lowercase), "one letter per variable"),
+            seq_len=POSITIVE,
+            query_len=one_of((4,), "the query is '+ lhs rhs ='"),
+            max_assignments=at_least(2, "2-var sequences need two"),
+            train_pair_fraction=between(0.0, 1.0, low_open=True),
+            two_var_fraction=between(0.0, 1.0),
+            split_seed=SEED,
+        )
         if 2 * self.max_assignments > self.context_len:
             raise ValueError(
                 f"a context of {self.context_len} tokens (seq_len {self.seq_len} - query_len {self.query_len}) "
@@ -122,10 +123,6 @@ class TaskConfig:
                 raise ValueError(
                     f"{name} names {unknown}, which are not among the variables {self.letters[0]}..{self.letters[-1]}"
                 )
-        if not 0.0 < self.train_pair_fraction <= 1.0:
-            raise ValueError(f"train_pair_fraction must be in (0, 1], got {self.train_pair_fraction}")
-        if not 0.0 <= self.two_var_fraction <= 1.0:
-            raise ValueError(f"two_var_fraction must be in [0, 1], got {self.two_var_fraction}")
 
     @property
     def context_len(self) -> int:
@@ -182,7 +179,7 @@ class Task:
     """The task built from a :class:`TaskConfig`: split, rows, sampling, pools, rendering."""
 
     def __init__(self, cfg: TaskConfig = TaskConfig()) -> None:
-        self.cfg = cfg
+        self.cfg = check_argument(cfg, TaskConfig, "Task's cfg")
         n = cfg.modulus
         n_train = math.floor(cfg.train_pair_fraction * n * n + 1e-9)
         if n_train < 1:
@@ -362,14 +359,16 @@ class Task:
 
     def sample(self, n_or_idx: int | np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """A training batch: ``n`` rows drawn with replacement (or the rows at ``idx``), fresh contexts."""
-        if isinstance(n_or_idx, (int, np.integer)):
-            idx = rng.integers(0, len(self.train_rows), size=int(n_or_idx))
-        else:
+        if isinstance(n_or_idx, (np.ndarray, list, tuple)):
             idx = np.asarray(n_or_idx)
+        else:
+            n = check_argument(n_or_idx, int, "Task.sample's n (or an array of row indices)", POSITIVE)
+            idx = rng.integers(0, len(self.train_rows), size=int(n))
         return self.generate(self.train_rows[idx], rng)
 
     def sample_loop(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """The same as :meth:`sample` written as a per-sequence Python loop (benchmark baseline)."""
+        check_argument(n, int, "Task.sample_loop's n", POSITIVE)
         toks, labels = [], []
         for _ in range(n):
             row = self.train_rows[rng.integers(0, len(self.train_rows), size=1)]
@@ -390,6 +389,7 @@ class Task:
         """
         if name not in POOL_NAMES:
             raise ValueError(f"unknown pool {name!r}; the pools are {', '.join(POOL_NAMES)}")
+        check_argument(n, int, "Task.pool_rows's n", POSITIVE)
         nv = self.cfg.n_vars
         pairs = np.argwhere(self.heldout_pairs if name.endswith("heldout") else self.train_pairs)
         if len(pairs) == 0:
@@ -430,6 +430,8 @@ class Task:
         generator (so with r < 1 the 2-var train pool holds only kept rows); the others as
         described in :meth:`pool_rows`, with :meth:`pool_n_assign` assignments.
         """
+        check_argument(n_per_pool, int, "Task.eval_pools's n_per_pool", POSITIVE)
+        check_argument(seed, int, "Task.eval_pools's seed", SEED)
         rng = np.random.default_rng([seed, 7])
         pools = {}
         for name in POOL_NAMES:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from mechbook.leading_terms.stats import CorpusStats, corpus_stats, literal_stats
+from mechbook.validation import POSITIVE, SEED, at_least, check_fields, one_of
 
 FIELDS = ("B", "Phi", "Sigma_B", "BPhi_T", "G", "Q", "P")
 
@@ -41,6 +42,18 @@ class BenchConfig:
     repeats: int = 2
     source: str = "sample"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(
+            self,
+            vocab_size=at_least(2),
+            context=POSITIVE,
+            n_sequences=POSITIVE,
+            literal_n=POSITIVE,
+            repeats=POSITIVE,
+            source=one_of(("sample", "zipf")),
+            seed=SEED,
+        )
 
 
 QUICK = BenchConfig(vocab_size=300, context=48, n_sequences=128, literal_n=(4, 32))

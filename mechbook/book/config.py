@@ -8,9 +8,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mechbook.arguments import whole_number
 from mechbook.book.toc import ROOT
 from mechbook.profiles import PROFILES
+from mechbook.validation import at_least, check_fields
 
 #: Names the harness sets itself, refused as knobs (``--knob profile=cpu`` would run one profile
 #: while the console, the executed notebook, its cost and ``check`` file it under another), each
@@ -52,14 +52,7 @@ class ExecuteConfig:
             raise SystemExit(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
             raise SystemExit(f"--lanes must be a whole number of at least 1, got {self.lanes!r}")
-        if not isinstance(self.root, Path):
-            raise TypeError(f"root must be a pathlib.Path, got {type(self.root).__name__}")
-        if isinstance(self.only, str) or not all(isinstance(s, str) for s in self.only):
-            raise TypeError(f"only must be a tuple of notebook stems, got {self.only!r}")
-        if isinstance(self.knobs, (str, dict)) or not all(isinstance(k, tuple) and len(k) == 2 for k in self.knobs):
-            raise TypeError(f"knobs must be (name, value) pairs, got {self.knobs!r}")
-        if self.cell_timeout is not None:
-            whole_number(self.cell_timeout, "--cell-timeout (seconds; leave it out for no limit)")
+        check_fields(self, cell_timeout=at_least(1, "seconds; leave it out for no limit"))
         for name, _ in self.knobs:
             if name in HARNESS_NAMES:
                 raise SystemExit(

@@ -25,14 +25,10 @@ from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, top_k
 from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig
 from mechbook.leading_terms.maps import CorpusMaps, build_maps, maps_numbers, pair_rank_table
+from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
 CHAPTER = "01_corpus_maps"
-
-
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -52,10 +48,15 @@ class ChapterConfig:
     purity_k: int = 3
 
     def __post_init__(self) -> None:
-        if not isinstance(self.corpus, CorpusConfig):
-            raise TypeError(f"ChapterConfig.corpus must be a CorpusConfig, got {type(self.corpus).__name__}")
-        for name in ("table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"):
-            _positive(name, getattr(self, name))
+        check_fields(
+            self,
+            table_k=POSITIVE,
+            n_adjectives=POSITIVE,
+            n_per_class=POSITIVE,
+            block_per_class=POSITIVE,
+            successors_k=POSITIVE,
+            purity_k=POSITIVE,
+        )
 
 
 #: The chapter's config per profile, one per corpus of ``MAPS_PROFILES`` (larger vocabularies than

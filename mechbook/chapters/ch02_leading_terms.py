@@ -36,6 +36,7 @@ from mechbook.leading_terms.check import (
 )
 from mechbook.leading_terms.leading import KINDS, coefficient
 from mechbook.leading_terms.runs import CHECK_RUNS
+from mechbook.validation import check_fields
 
 CHAPTER = "02_leading_terms"
 TERMS = {"W_O": "W_O ∼ B", "V": "V ∼ (BΦ)ᵀ", "W": "W ∼ Q", "P": "P ∼ 𝒫"}
@@ -52,6 +53,9 @@ class ChapterConfig:
     the corpus, how many sequences, the check's and the sweep's learning rates and steps)."""
 
     runs: CheckRunsConfig
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 #: The chapter's config per profile (its runs live in :data:`mechbook.leading_terms.runs.CHECK_RUNS`).

@@ -41,6 +41,7 @@ from mechbook.leading_terms.claim import (
 from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.runs import CHECK_RUNS, CLAIM_RUNS, PAPER_BPE_VOCAB, SHARED_RUNS
 from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig, TrainResult
+from mechbook.validation import SEED, check_fields
 
 CHAPTER = "03_training"
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
@@ -58,6 +59,9 @@ class ChapterConfig:
     claim: ClaimConfig
     check: CheckRunsConfig
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self, seed=SEED)
 
     def shared_runs(self) -> RunsConfig:
         """The shared runs with this chapter's seed."""

@@ -35,6 +35,7 @@ from mechbook.leading_terms.associations import (
 )
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs
+from mechbook.validation import POSITIVE, at_least, check_fields
 
 STEM = "04_associations"
 TRAINED = tuple(TRAINED_TERMS)
@@ -61,17 +62,15 @@ class ChapterConfig:
     """Tokens per panel of the word explorer."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.runs, RunsConfig):
-            raise TypeError(f"ChapterConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
+        check_fields(
+            self,
+            k=POSITIVE,
+            n_words=at_least(2, "the mismatched-row baseline"),
+            table_words=POSITIVE,
+            table_k=POSITIVE,
+            explorer_k=POSITIVE,
+        )
         run_labels(self.runs.lrs)
-        for name in ("k", "n_words", "table_words", "table_k", "explorer_k"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
-        if self.n_words < 2:
-            raise ValueError(
-                f"ChapterConfig.n_words must be at least 2 (the mismatched-row baseline), got {self.n_words}"
-            )
         if self.table_words > self.n_words:
             raise ValueError(f"ChapterConfig.table_words ({self.table_words}) must not exceed n_words ({self.n_words})")
 

@@ -28,6 +28,7 @@ from mechbook.leading_terms.ablation import Cooperation, EvalRuns, eval_runs
 from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs
+from mechbook.validation import POSITIVE, check_fields
 
 STEM = "05_cooperation"
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
@@ -46,13 +47,8 @@ class ChapterConfig:
     """Sentences the per-position explorer offers (a handful to click through)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.runs, RunsConfig):
-            raise TypeError(f"ChapterConfig.runs must be a RunsConfig, got {type(self.runs).__name__}")
+        check_fields(self, n_eval=POSITIVE, n_sentences=POSITIVE)
         run_labels(self.runs.lrs)
-        for name in ("n_eval", "n_sentences"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ChapterConfig.{name} must be a positive integer, got {value!r}")
         if self.n_sentences > self.n_eval:
             raise ValueError(f"ChapterConfig.n_sentences ({self.n_sentences}) must not exceed n_eval ({self.n_eval})")
 

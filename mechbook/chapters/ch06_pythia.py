@@ -30,6 +30,7 @@ from mechbook.pythia.study import (
     fade_share,
     run_study,
 )
+from mechbook.validation import check_fields
 
 STEM = "06_pythia"
 WIDTH = 640  # the text column is ~680 px; charts leave room for the axis labels
@@ -57,8 +58,7 @@ class ChapterConfig:
     the miniature's recipe, the Pythia checkpoints and the seed."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.study, StudyConfig):
-            raise TypeError(f"ChapterConfig.study must be a StudyConfig, got {type(self.study).__name__}")
+        check_fields(self)
 
 
 #: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m-deduped, or a

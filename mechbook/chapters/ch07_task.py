@@ -26,18 +26,12 @@ from mechbook.assign_add.pools import (
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Claim, Evidence, Rule, fmt, record_claims
+from mechbook.validation import POSITIVE, SEED, check_fields
 
 STEM = "07_task"
 SPLIT_COLOURS = {"training pair": "#cfd8e3", "held out": "#d1495b"}
 PAIR_COLOURS = {"allowed in training": "#cfd8e3", "misplaced: held out": "#d1495b", "same variable": "#ffffff"}
 ROLE_COLOURS = {"variable": "#2e86ab", "value": "#a3d5ff", "PAD": "#eeeeee", "query": "#f6ae2d"}
-
-
-def _check_int(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a whole number (an int such as {max(minimum, 1)}), got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -50,10 +44,7 @@ class ChapterConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
 
     def __post_init__(self) -> None:
-        _check_int("n_per_pool", self.n_per_pool, 1)
-        _check_int("seed", self.seed, 0)
-        if not isinstance(self.task, TaskConfig):
-            raise TypeError(f"task must be a TaskConfig, got {type(self.task).__name__}")
+        check_fields(self, n_per_pool=POSITIVE, seed=SEED)
 
 
 #: The chapter's config per profile: the task, how many sequences each pool draws and the seed.

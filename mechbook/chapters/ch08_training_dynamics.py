@@ -47,6 +47,7 @@ from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
+from mechbook.validation import POSITIVE, at_least, check_fields
 
 CHAPTER = "08_training_dynamics"
 RUNS = ("paper's run, as released", "this rebuild")
@@ -68,14 +69,13 @@ class ChapterConfig:
     probe: ProbeConfig = field(default_factory=ProbeConfig)  # how the probe is trained
 
     def __post_init__(self) -> None:
-        if not isinstance(self.runs, SeedRuns) or not isinstance(self.measures, MeasureConfig):
-            raise TypeError("runs must be a SeedRuns and measures a MeasureConfig")
-        if self.case_sequences < 1 or self.probe_sequences < 1:
-            raise ValueError("case_sequences and probe_sequences must be at least 1")
-        if self.window < 1:
-            raise ValueError(f"window must be a positive number of steps, got {self.window}")
-        if self.release_per_pool < 1:
-            raise ValueError(f"release_per_pool must be at least 1, got {self.release_per_pool}")
+        check_fields(
+            self,
+            window=at_least(1, "steps"),
+            release_per_pool=POSITIVE,
+            case_sequences=POSITIVE,
+            probe_sequences=POSITIVE,
+        )
         check_release_steps(self.release_steps)
 
     @property

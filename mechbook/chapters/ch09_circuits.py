@@ -27,6 +27,7 @@ from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
+from mechbook.validation import POSITIVE, check_fields
 
 SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
 STEM = "09_circuits"
@@ -45,9 +46,7 @@ class ChapterConfig:
     gallery: int
 
     def __post_init__(self) -> None:
-        for name in ("per_pool", "n_patch", "gallery"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_fields(self, per_pool=POSITIVE, n_patch=POSITIVE, gallery=POSITIVE)
 
 
 CONFIGS: dict[str, ChapterConfig] = {

@@ -25,6 +25,7 @@ from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.theory import GRADIENT, LEARNED, GradientReading
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
+from mechbook.validation import POSITIVE, check_fields
 
 STEM = "10_why_it_composes"
 POOL_SEED = 5
@@ -47,8 +48,7 @@ class ChapterConfig:
     release_steps: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.per_pool < 1 or self.release_per_pool < 1:
-            raise ValueError(f"per_pool and release_per_pool must be at least 1, got {self.per_pool}")
+        check_fields(self, per_pool=POSITIVE, release_per_pool=POSITIVE)
         bad = sorted(set(self.release_steps or ()) - set(release.RELEASE_STEPS))
         if bad:
             raise ValueError(f"release_steps {bad} are not released checkpoints (1, 101, ..., 39901)")

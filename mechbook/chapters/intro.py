@@ -23,6 +23,7 @@ import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Claim, Evidence, Rule
+from mechbook.validation import POSITIVE, SEED, at_least, check_fields
 
 WORD = re.compile(r"[a-z']+")
 PAPER_VOCAB = 3000
@@ -31,14 +32,6 @@ COLUMN_WIDTH = 520
 """Plot-area width (px) of the introduction's charts: with their axes they fit the ~680 px text column."""
 COVERAGE_SIZES = (1000, PAPER_VOCAB)
 """The vocabulary sizes whose token coverage the introduction records."""
-
-
-def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
-    if allow_none and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "a positive integer or None (every story)" if allow_none else "a positive integer"
-        raise ValueError(f"ChapterConfig.{name} must be {allowed}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,17 +48,16 @@ class ChapterConfig:
     """Seed of the chart's sample."""
 
     def __post_init__(self) -> None:
-        _positive_int("max_stories", self.max_stories, allow_none=True)
-        _positive_int("chart_stories", self.chart_stories)
+        check_fields(
+            self,
+            max_stories=at_least(1, "or None for every story"),
+            chart_stories=POSITIVE,
+            vocab_sizes=POSITIVE,
+            seed=SEED,
+        )
         sizes = self.vocab_sizes
-        if not isinstance(sizes, tuple) or not sizes:
-            raise ValueError(f"ChapterConfig.vocab_sizes must be a non-empty tuple of positive integers, got {sizes!r}")
-        for v in sizes:
-            _positive_int("vocab_sizes", v)
-        if list(sizes) != sorted(set(sizes)):
-            raise ValueError(f"ChapterConfig.vocab_sizes must be strictly increasing, got {sizes!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"ChapterConfig.seed must be a non-negative integer, got {self.seed!r}")
+        if not sizes or list(sizes) != sorted(set(sizes)):
+            raise ValueError(f"ChapterConfig.vocab_sizes must be strictly increasing and not empty, got {sizes!r}")
 
 
 _SLIDER = tuple(range(250, 3001, 250))

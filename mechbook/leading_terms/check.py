@@ -16,9 +16,10 @@ from mechbook.cache import cached, fingerprint
 from mechbook.leading_terms import train
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
 from mechbook.leading_terms.leading import KINDS, bases, coefficient, loglog_slope
-from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.model import DTYPES, ModelConfig
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import TrainConfig
+from mechbook.validation import POSITIVE, above, at_least, check_fields, one_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class CheckConfig:
     steps: int = 20
     n_layers: int = 3
     dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        check_fields(self, lrs=above(0), steps=at_least(0), n_layers=POSITIVE, dtype=one_of(sorted(DTYPES)))
 
 
 def autograd_check(tokens: np.ndarray, stats: Any, vocab_size: int, cfg: CheckConfig) -> pd.DataFrame:
@@ -84,10 +88,15 @@ class CheckRunsConfig:
     n_layers: int = 3
 
     def __post_init__(self) -> None:
-        if self.n_sequences < 1:
-            raise ValueError(f"n_sequences must be >= 1, got {self.n_sequences}")
-        if self.check_steps < 4:
-            raise ValueError(f"check_steps must be >= 4 (W and P are zero until step 3), got {self.check_steps}")
+        check_fields(
+            self,
+            n_sequences=POSITIVE,
+            check_lrs=above(0),
+            check_steps=at_least(4, "W and P are zero until step 3"),
+            sweep_lrs=above(0),
+            sweep_steps=at_least(0),
+            n_layers=POSITIVE,
+        )
 
     def check(self) -> CheckConfig:
         """The step-by-step check's :class:`CheckConfig`."""

@@ -39,6 +39,7 @@ from mechbook.leading_terms.train import (
     load_or_train,
     load_training_corpus,
 )
+from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields
 
 THRESHOLD = 0.99
 """The paper's cosine: V and W "> 0.99" with their leading terms."""
@@ -63,14 +64,15 @@ class SettingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.n_sequences < 2:
-            raise ValueError(f"SettingConfig.n_sequences must be at least 2, got {self.n_sequences}")
-        if self.context < 1:
-            raise ValueError(f"SettingConfig.context must be positive, got {self.context}")
-        if any(b < 1 for b in self.batch_sizes):
-            raise ValueError(f"SettingConfig.batch_sizes must be positive, got {self.batch_sizes}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"SettingConfig.max_steps must be positive or None (no cap), got {self.max_steps}")
+        check_fields(
+            self,
+            n_sequences=at_least(2),
+            context=POSITIVE,
+            batch_sizes=POSITIVE,
+            max_steps=at_least(1, "or None for no cap"),
+            lr=above(0),
+            seed=SEED,
+        )
 
     @property
     def series(self) -> tuple[int | None, ...]:
@@ -99,8 +101,16 @@ class ClaimConfig:
     lr: float = 0.005
 
     def __post_init__(self) -> None:
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"ClaimConfig.max_steps must be positive or None (no cap), got {self.max_steps}")
+        check_fields(
+            self,
+            batch_size=POSITIVE,
+            max_steps=at_least(1, "or None for no cap"),
+            log_every=POSITIVE,
+            bpe_sizes=POSITIVE,
+            paper_epochs=above(0),
+            paper_batch=POSITIVE,
+            lr=above(0),
+        )
         if self.bpe_corpus.tokenizer != "bpe_cased":
             raise ValueError(
                 f"ClaimConfig.bpe_corpus must use tokenizer 'bpe_cased', got {self.bpe_corpus.tokenizer!r}"

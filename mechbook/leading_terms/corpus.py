@@ -24,6 +24,7 @@ from mechbook.leading_terms.tokenize import (
     Tokenizer,
     make_sequences,
 )
+from mechbook.validation import POSITIVE, at_least, check_fields, one_of
 
 TOKENIZERS = {"natural": NaturalTokenizer, "bpe": BPETokenizer, "bpe_cased": CasedBPETokenizer}
 
@@ -47,12 +48,14 @@ class CorpusConfig:
     split: str = "valid"
 
     def __post_init__(self) -> None:
-        if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {self.tokenizer!r}")
-        if self.policy not in tokenize.POLICIES:
-            raise ValueError(f"policy must be one of {tokenize.POLICIES}, got {self.policy!r}")
-        if self.n_stories is not None and self.n_stories < 1:
-            raise ValueError(f"n_stories must be >= 1 or None (all stories), got {self.n_stories}")
+        check_fields(
+            self,
+            vocab_size=POSITIVE,
+            context=POSITIVE,
+            policy=one_of(tokenize.POLICIES),
+            n_stories=at_least(1, "or None for all stories"),
+            tokenizer=one_of(sorted(TOKENIZERS)),
+        )
 
 
 CORPUS_PROFILES: dict[str, CorpusConfig] = {

@@ -31,6 +31,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from mechbook.device import default_device
+from mechbook.validation import POSITIVE, at_least, check_fields, one_of
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -46,14 +47,7 @@ class ModelConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        for name in ("d_vocab", "n_ctx", "n_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        if self.d_vocab < 2:
-            raise ValueError(f"ModelConfig.d_vocab must be at least 2, got {self.d_vocab}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"ModelConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        check_fields(self, d_vocab=at_least(2), n_ctx=POSITIVE, n_layers=POSITIVE, dtype=one_of(sorted(DTYPES)))
 
     @property
     def torch_dtype(self) -> torch.dtype:

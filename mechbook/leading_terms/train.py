@@ -34,6 +34,7 @@ from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.progress import progress
+from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,14 @@ class TrainConfig:
     keep: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.lr > 0:
-            raise ValueError(f"TrainConfig.lr must be positive, got {self.lr}")
-        if not isinstance(self.steps, int) or self.steps < 0:
-            raise ValueError(f"TrainConfig.steps must be a non-negative integer, got {self.steps!r}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, int) or self.batch_size < 1):
-            raise ValueError(
-                f"TrainConfig.batch_size must be a positive integer or None (full batch), got {self.batch_size!r}"
-            )
-        if not isinstance(self.log_every, int) or self.log_every < 1:
-            raise ValueError(f"TrainConfig.log_every must be a positive integer, got {self.log_every!r}")
+        check_fields(
+            self,
+            lr=above(0),
+            steps=at_least(0),
+            batch_size=at_least(1, "or None for the full batch"),
+            seed=SEED,
+            log_every=POSITIVE,
+        )
         if any(not 0 <= k <= self.steps for k in self.keep):
             raise ValueError(f"TrainConfig.keep must list steps in [0, {self.steps}], got {self.keep}")
 
@@ -237,6 +236,17 @@ def resolve_steps(steps: int | None, epochs: float | None, n_sequences: int, bat
     return steps_for_epochs(epochs, n_sequences, batch_size or n_sequences)
 
 
+#: The bounds of :class:`RunConfig`'s and :class:`RunsConfig`'s fields (``lr`` is each of ``lrs``).
+RUN_BOUNDS = {
+    "batch_size": at_least(1, "or None for the full batch"),
+    "log_every": POSITIVE,
+    "steps": at_least(0, "or None to give epochs"),
+    "epochs": above(0, "or None to give steps"),
+    "n_layers": POSITIVE,
+    "seed": SEED,
+}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run of chapters 3-5: its corpus, layers and SGD settings. Give ``steps`` or ``epochs``
@@ -252,6 +262,7 @@ class RunConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_fields(self, lr=above(0), **RUN_BOUNDS)
         if (self.steps is None) == (self.epochs is None):
             raise ValueError(
                 f"RunConfig needs exactly one of steps and epochs, got steps={self.steps}, epochs={self.epochs}"
@@ -287,6 +298,9 @@ class RunsConfig:
     epochs: float | None = None
     n_layers: int = 3
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self, lrs=above(0), **RUN_BOUNDS)
 
     def run(self, lr: float) -> RunConfig:
         """The run of learning rate ``lr``."""

@@ -23,6 +23,7 @@ from mechbook.data import data_fingerprint
 from mechbook.determinism import deterministic
 from mechbook.progress import progress
 from mechbook.pythia.checkpoints import scaled_schedule
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields
 
 EOS = "<|endoftext|>"
 
@@ -51,6 +52,22 @@ class MiniatureConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_fields(
+            self,
+            bpe_vocab=at_least(257, "the 256 bytes and at least one merge"),
+            context=POSITIVE,
+            d_model=POSITIVE,
+            n_layers=POSITIVE,
+            n_heads=POSITIVE,
+            d_mlp=POSITIVE,
+            steps=POSITIVE,
+            batch_size=POSITIVE,
+            lr=above(0),
+            warmup_frac=between(0.0, 1.0, high_open=True),
+            weight_decay=at_least(0),
+            n_linear=POSITIVE,
+            seed=SEED,
+        )
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads}")
         if self.steps % self.n_linear:

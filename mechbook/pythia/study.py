@@ -23,6 +23,7 @@ import pandas as pd
 from mechbook.pythia.analysis import LAYER_LEVEL, layer_mean, summarise
 from mechbook.pythia.features import LeadingFeatures
 from mechbook.pythia.miniature import MiniatureConfig
+from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields, one_of
 
 CONTROLS: tuple[str, ...] = ("random_init", "shuffled_tokens", "offset", "linear")
 """The four controls of :func:`mechbook.pythia.sources.controls`."""
@@ -49,15 +50,12 @@ class PythiaConfig:
     def __post_init__(self) -> None:
         from mechbook.pythia.checkpoints import PYTHIA_SIZES, pythia_steps
 
-        if self.size not in PYTHIA_SIZES:
-            raise ValueError(f"pythia size must be one of {', '.join(PYTHIA_SIZES)}, got {self.size!r}")
+        check_fields(self, size=one_of(PYTHIA_SIZES), n_texts=POSITIVE, context=POSITIVE)
         unknown = sorted(set(self.steps) - set(pythia_steps()))
         if unknown:
             raise ValueError(
                 f"Pythia has no checkpoints at steps {unknown}; use 0, 1, 2, 4, ..., 512, 1000, 2000, ..., 143000"
             )
-        if self.n_texts < 1 or self.context < 1:
-            raise ValueError(f"n_texts and context must be >= 1, got {self.n_texts} and {self.context}")
 
 
 @dataclass(frozen=True)
@@ -80,10 +78,7 @@ class StudyConfig:
     """The study's one seed: the miniature's initialisation and batches, and every control."""
 
     def __post_init__(self) -> None:
-        if self.top_k < 2:
-            raise ValueError(f"top_k must be >= 2 tokens, got {self.top_k}")
-        if self.n_stories < 1:
-            raise ValueError(f"n_stories must be >= 1, got {self.n_stories}")
+        check_fields(self, top_k=at_least(2, "tokens"), n_stories=POSITIVE, hub_deadline=above(0), seed=SEED)
 
     @property
     def miniature_run(self) -> MiniatureConfig:
