@@ -47,6 +47,7 @@ def _denied(path, *args, **kwargs):
 
 
 def test_cache_export_to_an_unwritable_target_is_one_line(env, monkeypatch, capsys):
+    cache.cached("t/one", {"k": 1}, lambda: torch.ones(2))  # something to export
     monkeypatch.setattr(cache_bundle, "atomic_write_bytes", _denied)
     target = env / "locked" / "bundle.tar"
     assert main(["cache", "export", str(target)]) == 1
