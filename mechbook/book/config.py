@@ -59,7 +59,7 @@ class ExecuteConfig:
         if isinstance(self.knobs, (str, dict)) or not all(isinstance(k, tuple) and len(k) == 2 for k in self.knobs):
             raise TypeError(f"knobs must be (name, value) pairs, got {self.knobs!r}")
         if self.cell_timeout is not None:
-            whole_number(self.cell_timeout, "--cell-timeout (seconds; leave it out for no limit)")
+            whole_number(self.cell_timeout, "cell_timeout (--cell-timeout SECONDS; None or left out: no limit)")
         for name, _ in self.knobs:
             if name in HARNESS_NAMES:
                 raise SystemExit(
