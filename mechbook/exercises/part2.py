@@ -107,8 +107,8 @@ def tiny_task(modulus: int = 7, n_vars: int = 4, fraction: float = 0.7, seed: in
             max_assignments=2,
             train_pair_fraction=fraction,
             split_seed=seed,
-            no_right=letters[:1],
-            no_left=letters[-1:],
+            no_right=(letters[0],),
+            no_left=(letters[-1],),
         )
     )
 
