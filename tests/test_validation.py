@@ -199,7 +199,7 @@ def _instances():
         (_smoke(ch + "ch08_training_dynamics"), "window", 1.5, 0),
         (_smoke(ch + "ch09_circuits"), "gallery", "1", 0),
         (_smoke(ch + "ch10_why_it_composes"), "per_pool", 1.5, 0),
-        (AATrain(), "lr", "abc", 0.0),
+        (AATrain(), "lr", "abc", -1.0),
         (AATrain(), "steps", 1e3, 0),
     ]
 

@@ -18,7 +18,7 @@ import torch
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import TaskConfig
-from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields, one_of
+from mechbook.validation import POSITIVE, SEED, at_least, between, check_fields, one_of
 
 POOL_SHORT = {
     "0var_train": "0t",
@@ -80,7 +80,7 @@ class TrainConfig:
             self,
             steps=POSITIVE,
             batch_size=POSITIVE,
-            lr=above(0.0, "AdamW's learning rate; the paper's is 1e-3"),
+            lr=at_least(0.0, "AdamW's learning rate; the paper's is 1e-3; 0 trains nothing"),
             betas=between(0.0, 1.0, "AdamW's moment decays", high_open=True),
             weight_decay=at_least(0),
             seed=SEED,
