@@ -77,13 +77,19 @@ def test_closed_form_claims_on_both_sides(setup):
 
 def test_departure_prose_and_claim_branches(setup):
     cfg, d = setup
-    attention = _with(d, sweep=sweep_frame({"P": 0.004, "W": 0.001}))
+    attention = _with(d, sweep=sweep_frame({"P": 0.004, "W": 0.003}))
     text = ch02.departure_prose(attention, cfg)
     assert "**P alone**, at **η·s = 3**" in text and "**Holds.**" in text
     first_v = _with(d, sweep=sweep_frame({"V": 0.004, "P": 0.001}))
     assert "**V alone**" in ch02.departure_prose(first_v, cfg) and "**Does not hold.**" in ch02.departure_prose(
         first_v, cfg
     )
+    # P first is not enough: W must leave before V and W_O too (chapter 2's full-batch sweep: P, V, W, W_O)
+    p_then_v = _with(d, sweep=sweep_frame({"P": 0.004, "V": 0.003, "W": 0.002}))
+    text = ch02.departure_prose(p_then_v, cfg)
+    assert "**P alone**" in text and "**Does not hold.**" in text
+    assert "η = 1: P 3, V 4, W 6, W_O never" in text
+    assert ch02.evidence(p_then_v, cfg)["ch02.attention_leaves_first"].values == [0.0]
     never = _with(d, sweep=sweep_frame({}))
     text = ch02.departure_prose(never, cfg)
     assert "No matrix falls below" in text and "**Untested here.**" in text and "diverged" in text

@@ -45,6 +45,20 @@ def test_first_departure_is_the_first_eta_s_below_the_line_over_every_layer():
     assert check.first_departure(sweep_frame({})) is None and check.departures(sweep_frame({})) == []
 
 
+def test_departure_steps_are_each_terms_first_step_below_the_line():
+    sweep = sweep_frame({"P": 0.004, "V": 0.003, "W": 0.002})
+    order = check.departure_steps(sweep)
+    # literal: a kind with drop d falls below 0.99 at the first step with d * lr * step > 0.01
+    for lr in (0.5, 1.0):
+        for kind, d in (("P", 0.004), ("V", 0.003), ("W", 0.002)):
+            expected = next((s for s in range(8) if 1.0 - d * lr * s < 0.99), None)
+            assert order.loc[lr, kind] == expected if expected is not None else np.isnan(order.loc[lr, kind])
+        assert np.isnan(order.loc[lr, "W_O"])
+    assert np.isnan(order.loc[0.5, "W"]) and order.loc[1.0, "W"] == 6
+    assert list(order.columns) == ["W_O", "V", "W", "P"]
+    assert check.departure_steps(sweep_frame({})).isna().all().all()
+
+
 def test_cosines_at_reads_the_nearest_step_of_rates_that_reach_it():
     sweep = sweep_frame({"V": 0.01}, lrs=(0.5, 1.0), steps=8)  # η·s up to 3.5 and 7
     at = check.cosines_at(sweep, 5.0)

@@ -204,6 +204,16 @@ def departures(sweep: pd.DataFrame, threshold: float = 0.99) -> list[Departure]:
     return out
 
 
+def departure_steps(sweep: pd.DataFrame, threshold: float = 0.99) -> pd.DataFrame:
+    """Per learning rate of the sweep (rows) and kind of matrix (columns, in :data:`KINDS` order), the
+    first logged step at which that kind (lowest cosine over the layers) is below ``threshold``;
+    NaN where it never is. Chapter 2 reads the order in which the terms leave from it."""
+    low = lowest_over_layers(sweep)
+    below = low[low["cosine"] < threshold]
+    first = below.groupby(["lr", "kind"])["step"].min().unstack("kind")
+    return first.reindex(index=sorted(low["lr"].unique()), columns=list(KINDS)).astype(float)
+
+
 def first_departure(sweep: pd.DataFrame, threshold: float = 0.99) -> Departure | None:
     """The departure of :func:`departures` at the smallest η·s (ties: the smaller learning rate);
     None when no matrix falls below ``threshold``."""
