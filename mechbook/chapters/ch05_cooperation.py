@@ -100,7 +100,7 @@ CLAIMS: tuple[Claim, ...] = (
         "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), at the "
         "larger learning rate",
         Rule("<", 0.0),
-        paper="W ≈ (η⁴s⁴/8) Q/(NT): attention departs from uniform only at fourth order",
+        paper="W ≈ (η⁴s⁴/8) Q (Q averaged over the NT positions, as in chapter 2): attention departs from uniform only at fourth order",
         section="ch05-ablation",
     ),
     Claim(
