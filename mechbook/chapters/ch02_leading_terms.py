@@ -21,12 +21,12 @@ from mechbook import claims
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.check import (
-    departure_steps,
     CheckRuns,
     CheckRunsConfig,
     check_runs,
     check_summary,
     compared,
+    departure_steps,
     departures,
     first_departure,
     has_learned,
@@ -169,7 +169,6 @@ def attention_first(order: pd.DataFrame) -> pd.Series:
 def evidence(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Evidence]:
     """Each claim's :class:`~mechbook.claims.Evidence`, by claim id."""
     n = numbers(data, cfg)
-    first = first_departure(data.sweep, BREAK_COSINE)
     eta_dev = max(abs(n[f"slope_eta_{k}"] - EXPONENTS[k]) for k in KINDS)
     s_above = min(n[f"slope_s_{k}"] - EXPONENTS[k] for k in ("V", "W", "P"))
     ev = {
