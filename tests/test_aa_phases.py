@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook.assign_add.baselines import pool_baselines
 from mechbook.assign_add.phases import MISPLACED_POOLS, PhaseRules, detect_phases, sharpest_rise
-from mechbook.assign_add.task import POOL_NAMES
+from mechbook.assign_add.task import POOL_NAMES, Task
 
 
 def sigmoid(steps, mid, width):
@@ -106,9 +107,50 @@ def test_plateau_that_never_rises_is_reported_as_such():
 def test_a_small_rise_is_not_a_binding_phase():
     h = synthetic()
     ones = h.pool == "1var_train"
-    h.loc[ones, "accuracy"] = 0.02 + 0.05 * h.loc[ones, "step"] / h.step.max()
+    h.loc[ones, "accuracy"] = 0.3 + 0.5 * h.loc[ones, "step"] / h.step.max()  # past phase2_end, slowly
     ph = detect_phases(h)
     assert ph.phase2 is None and ph.phase2_jump < 0.1 and ph.phase3 is None
+    h.loc[ones, "accuracy"] = 0.02 + 0.05 * h.loc[ones, "step"] / h.step.max()  # never past it
+    ph = detect_phases(h)
+    assert ph.phase2 is None and ph.phase2_jump is None and ph.phase3 is None
+
+
+def with_1var_train(h: pd.DataFrame, curve) -> pd.DataFrame:
+    ones = h.pool == "1var_train"
+    h.loc[ones, "accuracy"] = curve(h.loc[ones, "step"].to_numpy())
+    return h
+
+
+def test_addition_co_rise_up_to_the_any_value_control_is_not_binding():
+    """Like the cpu rebuild's seed 0: 1-var accuracy rises 0.28 -> 0.43 as addition forms (more than
+    ``min_jump`` within the window), then creeps to 0.59 over 20,000 steps: it never binds."""
+    h = with_1var_train(synthetic(), lambda s: np.interp(s, [0, 400, 900, 20000], [0.02, 0.28, 0.43, 0.59]))
+    ph = detect_phases(h)
+    assert ph.phase2 is None and ph.phase3 is None
+    assert sharpest_rise(*curve_of(h, "1var_train"), 500)[1] > PhaseRules().min_jump  # the old rule's false jump
+
+
+def test_a_binding_jump_smaller_than_the_co_rise_is_still_found():
+    """The co-rise (0.3 within 500 steps) beats the later binding jump (0.2, 0.7 -> 0.9) but ends below
+    ``phase2_end``: phase 2 is the later jump."""
+    h = with_1var_train(
+        synthetic(), lambda s: np.interp(s, [0, 300, 700, 3900, 4100, 20000], [0.02, 0.1, 0.4, 0.7, 0.9, 0.95])
+    )
+    ph = detect_phases(h)
+    assert 3900 < ph.phase2 <= 4100 and 0.2 <= ph.phase2_jump < 0.3
+
+
+def test_phase2_end_sits_above_the_any_value_control():
+    """The rule's constant is the computed control plus ``min_jump``: a change of the task that moves
+    the control fails here."""
+    rules = PhaseRules()
+    control = pool_baselines(Task()).control(rules.phase2_pool)
+    assert control + rules.min_jump <= rules.phase2_end < control + rules.min_jump + 0.05
+
+
+def curve_of(h: pd.DataFrame, pool: str) -> tuple[np.ndarray, np.ndarray]:
+    part = h[h.pool == pool].sort_values("step")
+    return part.step.to_numpy(), part.accuracy.to_numpy()
 
 
 def test_no_addition_means_no_phase1():
@@ -126,6 +168,12 @@ def test_sharpest_rise_jump_is_limited_to_the_window():
     spans = [acc[j] - acc[i] for i in range(21) for j in range(i + 1, 21) if steps[j] - steps[i] <= 500]
     assert jump == pytest.approx(max(spans))
     assert jump < 0.5
+    assert sharpest_rise(steps, acc, window=500, end_at_least=1.01) == (None, None)
+    high_step, high_jump = sharpest_rise(steps, acc, window=500, end_at_least=0.9)
+    ends = [
+        acc[j] - acc[i] for i in range(21) for j in range(i + 1, 21) if steps[j] - steps[i] <= 500 and acc[j] >= 0.9
+    ]
+    assert high_jump == pytest.approx(max(ends)) and high_step >= 1400
 
 
 def test_a_sharp_jump_beats_an_earlier_slow_climb_of_steeper_single_steps():

@@ -6,7 +6,10 @@ the phase-2 step). Rules, never hard-coded steps:
    accuracy co-rises while addition is learned, in the released run by 0.33 in the first 500
    steps, more than its binding jump gains in any 500 steps): the span of at most
    ``jump_window`` steps over which it rises most, dated by the steepest evaluation interval in
-   that span; a rise smaller than ``min_jump`` does not count as a phase (a run too short to bind).
+   that span; a rise smaller than ``min_jump`` does not count as a phase (a run too short to bind),
+   nor does a span that ends below ``phase2_end``: up to the any-value control (0.43 on
+   ``1var_train``, a model that adds right with any context value) 1-var accuracy needs no binding,
+   and a run whose only rise is addition's co-rise up to there has not bound.
 3. *Refinement*: after phase 2, a misplaced-variable pool whose (smoothed) accuracy stays within
    ``2 * plateau_tol`` for at least ``plateau_len`` steps below ``plateau_max`` (a plateau), then
    rises more than ``rise`` above the plateau level; phase 3 is the first step past that level
@@ -36,6 +39,9 @@ class PhaseRules:
     phase2_pool: str = "1var_train"
     jump_window: int = 500
     min_jump: float = 0.1
+    # the binding rise ends at least this high: the any-value control of ``1var_train`` (0.43,
+    # chapter 8's baseline) plus ``min_jump``, rounded up (tests/test_aa_phases.py holds it there)
+    phase2_end: float = 0.55
     phase3_pools: tuple[str, ...] = MISPLACED_POOLS
     plateau_len: int = 1000
     plateau_tol: float = 0.05
@@ -52,6 +58,7 @@ class PhaseRules:
             phase2_pool=pool,
             jump_window=POSITIVE,
             min_jump=fraction,
+            phase2_end=fraction,
             phase3_pools=pool,
             plateau_len=POSITIVE,
             plateau_tol=fraction,
@@ -98,9 +105,12 @@ def first_crossing(steps: np.ndarray, acc: np.ndarray, level: float) -> int | No
     return int(steps[hit[0]]) if hit.size else None
 
 
-def sharpest_rise(steps: np.ndarray, acc: np.ndarray, window: int) -> tuple[int | None, float | None]:
+def sharpest_rise(
+    steps: np.ndarray, acc: np.ndarray, window: int, end_at_least: float = -np.inf
+) -> tuple[int | None, float | None]:
     """``(step, jump)``: the largest rise ``jump = acc[j] - acc[i]`` over any span of at most
-    ``window`` steps, and the evaluation that ends the steepest interval inside that span.
+    ``window`` steps that ends at ``acc[j] >= end_at_least``, and the evaluation that ends the
+    steepest interval inside that span; ``(None, None)`` when no span ends that high.
 
     Measuring the rise over a window (not one interval) tells a genuine jump from a slow climb of
     the same speed, e.g. the early co-rise of 1-var accuracy while addition is being learned."""
@@ -111,9 +121,11 @@ def sharpest_rise(steps: np.ndarray, acc: np.ndarray, window: int) -> tuple[int 
         for j in range(i + 1, len(acc)):
             if steps[j] - steps[i] > window and j > i + 1:
                 break
-            if acc[j] - acc[i] > best[0]:
+            if acc[j] >= end_at_least and acc[j] - acc[i] > best[0]:
                 best = (acc[j] - acc[i], i, j)
     jump, i, j = best
+    if not np.isfinite(jump):
+        return None, None
     k = i + 1 + int(np.argmax(np.diff(acc[i : j + 1])))
     return int(steps[k]), float(jump)
 
@@ -160,7 +172,7 @@ def detect_phases(history: pd.DataFrame, rules: PhaseRules = PhaseRules()) -> Ph
     steps2, acc2 = _curve(history, rules.phase2_pool)
     if phase1 is not None:
         steps2, acc2 = steps2[steps2 >= phase1], acc2[steps2 >= phase1]
-    phase2, jump = sharpest_rise(steps2, acc2, rules.jump_window)
+    phase2, jump = sharpest_rise(steps2, acc2, rules.jump_window, rules.phase2_end)
     if jump is not None and jump < rules.min_jump:
         phase2 = None
     best: tuple[int, str, tuple[int, int, float]] | None = None
