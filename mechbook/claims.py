@@ -319,10 +319,55 @@ class Evidence:
         if verdict == "untested":
             why = (self.untested or "no value was measured in this profile").rstrip(". ")
             return f"**Untested here.** {who}: {statement}. Not measured: {why}."
-        word = {"reproduced": "Reproduced", "partly": "Partly reproduced", "not reproduced": "Not reproduced"}[verdict]
-        if c.source == "book":
-            word = {"reproduced": "Holds", "partly": "Holds in part", "not reproduced": "Does not hold"}[verdict]
-        return f"**{word}.** {who}: {statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} (rule {c.rule.text(c.spec)})."
+        word = self.word()
+        word = word[:1].upper() + word[1:]
+        counted = any(v is not None and not _is_number(v) for v in self.values)  # the summary counts the seeds
+        where = f" {self.where()}" if verdict == "partly" and not counted else ""
+        return (
+            f"**{word}.** {who}: {statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} "
+            f"(rule {c.rule.text(c.spec)}).{where}"
+        )
+
+    def word(self) -> str:
+        """The verdict in the words of the claim's source, lower case: "reproduced", "partly
+        reproduced", "not reproduced" for the paper's claims, "holds", "holds in part", "does not
+        hold" for the book's readings, "untested"."""
+        if self.verdict == "untested":
+            return "untested"
+        if self.claim.source == "book":
+            return {"reproduced": "holds", "partly": "holds in part", "not reproduced": "does not hold"}[self.verdict]
+        return {"reproduced": "reproduced", "partly": "partly reproduced", "not reproduced": "not reproduced"}[
+            self.verdict
+        ]
+
+    def where(self) -> str:
+        """Where the rule holds, per side: on how many of the rebuild's seeds (a seed without a
+        value fails) and on the released run. Said after a ``partly`` verdict, so that it never
+        hides a side on which the claim fails everywhere."""
+        sides = []
+        if self.values:
+            n = len(self.values)
+            k = sum(bool(self.claim.rule.holds(v)) for v in self.values if v is not None)
+            if n == 1:
+                sides.append("holds on this rebuild" if k else "fails on this rebuild")
+            else:
+                sides.append(
+                    "holds on every seed of this rebuild"
+                    if k == n
+                    else "fails on every seed of this rebuild"
+                    if k == 0
+                    else f"holds on {k} of {n} seeds of this rebuild"
+                )
+        if self.release is not None:
+            sides.append(
+                "holds on the released run" if self.claim.rule.holds(self.release) else "fails on the released run"
+            )
+        if sides and not any(side.startswith("holds") for side in sides):
+            values = [v for v in self._all() if v is not None]
+            near = sum(bool(self.claim.rule.partly_holds(v)) for v in values)
+            everywhere = " and ".join(side.removeprefix("fails ") for side in sides)
+            return f"It fails {everywhere}; {near} of the {len(values)} values reach its partly threshold."
+        return f"It {' and '.join(sides)}." if sides else ""
 
     def as_record(self) -> dict[str, Any]:
         """JSON-ready: everything the ledger needs, read back by :func:`read_claims`."""

@@ -143,8 +143,31 @@ def test_sentence_states_the_verdict_with_its_numbers(source, rebuild, release, 
         f"Top-2 attention share after the jump: this rebuild median {values[1]:.2f} ({values[0]:.2f} to "
         f"{values[2]:.2f} over 3 seeds); the released run {release:.2f} (rule ≥ 0.90)."
     )
-    assert text == f"{word} Layer 1's top-2 share from `=` rises across the binding jump. {numbers}"
+    where = " It holds on 2 of 3 seeds of this rebuild and holds on the released run." if "part" in word.lower() else ""
+    assert text == f"{word} Layer 1's top-2 share from `=` rises across the binding jump. {numbers}{where}"
     assert text.count("..") == 0
+
+
+def test_a_partly_verdict_says_where_the_claim_fails_everywhere():
+    """The referee's case: every rebuild seed fails and the released run holds. The verdict is
+    partly, and the sentence says the rebuild side fails on every seed."""
+    claim = _claim()
+    ev = claim.evidence({0: 0.5, 1: 0.4, 2: None}, release=0.96)
+    assert ev.verdict == "partly"
+    assert ev.sentence().endswith("It fails on every seed of this rebuild and holds on the released run.")
+    assert claim.evidence({0: 0.5}, release=0.96).where() == "It fails on this rebuild and holds on the released run."
+    assert claim.evidence({0: 0.95, 1: 0.99}, release=0.5).where() == (
+        "It holds on every seed of this rebuild and fails on the released run."
+    )
+    assert claim.evidence({0: 0.95, 1: 0.5}).where() == "It holds on 1 of 2 seeds of this rebuild."
+    nowhere = _claim(Rule(">=", 0.9, partly=0.5)).evidence({0: 0.6, 1: 0.3}, release=0.7)
+    assert nowhere.verdict == "partly" and nowhere.where() == (
+        "It fails on every seed of this rebuild and on the released run; 2 of the 3 values reach its partly threshold."
+    )
+    flag = _claim(Rule("==", True)).evidence({0: True, 1: False}, release=True)
+    assert flag.sentence().endswith("(rule = yes).")  # "holds for 1 of 2 seeds" already says where
+    assert nowhere.word() == "partly reproduced" and claim.evidence(untested="x").word() == "untested"
+    assert "It " not in claim.evidence({0: 0.95}, release=0.96).sentence().split("(rule")[1]  # reproduced: no clause
 
 
 def test_summary_names_seeds_without_a_value_and_non_numeric_values():
