@@ -294,3 +294,16 @@ def test_fourier_neurons_filter_known_maps():
     assert list(found.live["neuron"]) == [0, 1, 2, 3] and list(found.good["neuron"]) == [0, 1, 2]
     assert found.keys == [5, 11] and list(found.frequencies["k"]) == [11, 5] and found.best_fve > 0.999
     assert fourier.fourier_neurons(np.zeros((2, 59, 59))).best_fve is None
+    ranked = sorted(found.live["fve"], reverse=True)
+    assert [found.ranked_fve(k) for k in (1, 4, 5)] == [ranked[0], ranked[3], 0.0]  # four live neurons
+    assert found.ranked_fve(4) < 0.9 <= found.ranked_fve(3)  # the noisy neuron is the fourth best
+    with pytest.raises(ValueError, match="counts from 1"):
+        found.ranked_fve(0)
+
+
+def test_key_frequencies_over_the_best_random_set():
+    ab = fourier.Ablation(0.014, 9, 1.5e-11, 10.7, (0.3, 0.00488), ((1,), (2,)), (3.2,), (11,))
+    assert ab.key_over_random == pytest.approx(1.5e-11 / 0.00488)
+    assert fourier.Ablation(0.1, 0).key_over_random is None
+    assert fourier.Ablation(0.1, 2, 0.0, 5.0, (0.0,), ((1,),)).key_over_random == 0.0
+    assert fourier.Ablation(0.1, 2, 0.01, 5.0, (0.0,), ((1,),)).key_over_random == float("inf")

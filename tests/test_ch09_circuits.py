@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from mechbook import claims
 from mechbook.assign_add import fourier, release
-from mechbook.assign_add.circuit_readings import POOL_SEED, CircuitReadings, read_circuits
+from mechbook.assign_add.circuit_readings import POOL_SEED, CircuitReadings, answer_accuracy, read_circuits
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
@@ -102,6 +103,7 @@ def readings(scale: float = 1.0, **changes) -> CircuitReadings:
             "patched_as_source_run": 0.8,
             "control_unchanged": 1.0,
         },
+        answer_accuracy=0.5,
     )
     return CircuitReadings(**{**base, **changes})
 
@@ -142,13 +144,35 @@ def test_claims_are_unique_and_each_has_a_measure():
 def test_evidence_reads_each_claim_from_its_reading():
     ev = ch09.evidence({0: readings(), 7: readings(2.0)}, readings(3.0))
     assert dict(ev["ch09.value_reads_variable"].rebuild) == {0: pytest.approx(0.7), 7: pytest.approx(1.4)}
-    assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.8)] * 2
+    assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.95)] * 2
+    assert ev["ch09.one_adder_specific"].values == [pytest.approx(0.15)] * 2
+    assert ev["ch09.key_frequencies_suffice"].release == pytest.approx(0.15 / 2.0)
+    assert ev["ch09.probe_answer"].values == [pytest.approx(0.45 - 0.5), pytest.approx(0.9 - 0.5)]
+    assert ev["ch09.fourier_neurons"].values == [0.0, 0.0]  # three neurons: no tenth best
     assert ev["ch09.ov2_attention_output"].release == pytest.approx(0.3)
     assert ev["ch09.previous_token_positional"].release == pytest.approx(6.0 / 8.0)
     assert ev["ch09.random_frequencies_fail"].release == 2.0 and ev["ch09.nonkey_frequencies_fail"].release == 4.0
     assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
     assert ev["ch09.most_common_frequency"].rebuild == () and ev["ch09.most_common_frequency"].release == 11
     assert ev["ch09.eq_reads_needed"].verdict == "partly"
+
+
+def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):
+    pools = Task().eval_pools(8, seed=0)
+    names = ("0var_train", "1var_train")
+    right = [int(model(torch.as_tensor(t[None]))[0, -1].argmax()) == int(y) for p in names for t, y in zip(*pools[p])]
+    assert answer_accuracy(model, pools, names) == pytest.approx(sum(right) / len(right))
+
+
+def test_the_ablation_prose_draws_the_random_sets_conclusion():
+    def prose(random_best: float, nonkey_best: float) -> str:
+        ab = fourier.Ablation(0.014, 9, 1.5e-11, 10.7, (random_best, 5.0), ((1, 2), (3, 4)), (nonkey_best,), (11, 2))
+        return ch09.ablation_prose(readings(ablation=ab), "The released model", 59)
+
+    released = prose(0.00488, 3.22)  # the released model's numbers
+    assert "also leaves a low loss" in released and "no set without key frequencies does (3.22 at best)" in released
+    assert "sets without any of them leave a low loss too" in prose(0.00488, 0.01)
+    assert "singles them out" in prose(2.5, 3.22) and "also leaves" not in prose(2.5, 3.22)
 
 
 def test_claims_without_key_frequencies_are_untested():
@@ -247,6 +271,16 @@ def test_short_prose():
         == "The adder alone answers **99.9%** of the 3,481 pairs correctly (95.0% with the residual kept)."
     )
     assert "'=' top two keys on the needed positions (layer 2): **0.800**" in ch09.roles_prose(readings())
+
+
+def test_model_prose_names_the_seeds_the_claims_read():
+    final = pd.DataFrame({"1var_train": [1.0], "2var_heldout": [0.98]})
+    run = SimpleNamespace(accuracy=lambda: final, config=SimpleNamespace(steps=20_000, seed=4))
+    text = ch09.model_prose(run, [42, 0, 1, 3, 4], [42, 1, 4])
+    assert "the final models of the 3 of 5 seed runs that bound" in text
+    assert "Seeds 0, 3 had not bound by step 20,000 (chapter 8 counts them against the phase claims)" in text
+    assert "had not bound" not in ch09.model_prose(run, [42, 4], [42, 4])
+    assert "released final model alone" in ch09.model_prose(run, [42, 4], [])
 
 
 # --------------------------------------------------------------------------- charts, tables

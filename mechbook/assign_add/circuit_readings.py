@@ -46,6 +46,7 @@ class CircuitReadings:
     embedding: fourier.EmbeddingSummary
     probes: pd.DataFrame
     effect: dict[str, float]
+    answer_accuracy: float
 
     def numbers(self) -> dict[str, object]:
         """The headline numbers (chapter 9's records, ``book/thresholds/09_circuits.yml``)."""
@@ -83,6 +84,7 @@ class CircuitReadings:
             "probe_variable_identity_after_layer1": probes.probe_accuracy(table, "variable identity", "after layer 1"),
             "probe_operand_value_after_layer2": probes.probe_accuracy(table, "operand's value", "after layer 2"),
             "probe_answer_at_eq": probes.probe_accuracy(table, "answer", "after layer 2"),
+            "model_answer_at_eq": self.answer_accuracy,
             "patching_to_source": self.effect["patched_to_source"],
             "patching_as_source_run": self.effect["patched_as_source_run"],
             "patching_control_unchanged": self.effect["control_unchanged"],
@@ -119,7 +121,19 @@ def read_circuits(
         embedding=fourier.embedding_summary(pca),
         probes=probes.pooled_probe_table(model, cfg, pools, probe),
         effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, n_patch, seed=PATCH_SEED)),
+        answer_accuracy=answer_accuracy(model, pools, probes.PROBE_POOLS),
     )
+
+
+@torch.no_grad()
+def answer_accuracy(
+    model: torch.nn.Module, pools: dict[str, tuple[np.ndarray, np.ndarray]], names: Sequence[str]
+) -> float:
+    """The model's own accuracy at '=' (its unembedding's argmax) on the sequences of the pools
+    ``names``: what the answer probe at '=' is compared with (chapter 9)."""
+    tokens = torch.as_tensor(np.concatenate([pools[p][0] for p in names]))
+    labels = torch.as_tensor(np.concatenate([pools[p][1] for p in names]))
+    return float((model(tokens, last_only=True).argmax(-1) == labels).float().mean())
 
 
 def read_seed_runs(

@@ -172,6 +172,15 @@ class FourierNeurons:
         """The best live neuron's FVE (None without a live neuron)."""
         return float(self.live["fve"].max()) if len(self.live) else None
 
+    def ranked_fve(self, rank: int) -> float:
+        """The FVE of the ``rank``-th best live neuron (1: the best): at least this much is explained
+        by every one of the layer's ``rank`` best (chapter 9). 0.0 when fewer than ``rank`` neurons
+        are live: a neuron that does not vary carries no frequency."""
+        if rank < 1:
+            raise ValueError(f"rank counts from 1 (the best neuron), got {rank}")
+        fve = self.live["fve"].sort_values(ascending=False)
+        return float(fve.iloc[rank - 1]) if len(fve) >= rank else 0.0
+
 
 def fourier_neurons(maps: np.ndarray) -> FourierNeurons:
     """Each neuron's best frequency and its FVE; live = spread above :data:`LIVE_STD` of the
@@ -285,6 +294,17 @@ class Ablation:
     def random_lowest(self) -> float | None:
         """The lowest restricted loss over the random draws from all frequencies."""
         return min(self.random_restricted) if self.random_restricted else None
+
+    @property
+    def key_over_random(self) -> float | None:
+        """The restricted loss on the key frequencies over :attr:`random_lowest`: below 1, the key
+        frequencies do better than every random set of as many (None without both; ``inf`` when the
+        best random set's loss is 0 and the key ones' is not)."""
+        if self.restricted is None or self.random_lowest is None:
+            return None
+        if self.random_lowest == 0:
+            return 0.0 if self.restricted == 0 else float("inf")
+        return self.restricted / self.random_lowest
 
     @property
     def random_lowest_overlap(self) -> int | None:

@@ -1,7 +1,8 @@
 """Benchmark of Part II's training step: ``python -m mechbook bench assign-add [--quick] [--compile]``.
 
-At the paper's configuration (d_model 128, d_mlp 512, batch 512) and at the cpu profile's
-(:data:`mechbook.assign_add.runs.CPU_RUN`), on one thread under
+At the paper's configuration (d_model 128, d_mlp 512, batch 512; chapters 8-10's cpu profile
+trains it) and at the quarter-width run of chapter 11's cpu sweeps
+(:data:`mechbook.assign_add.runs.QUARTER_RUN`), on one thread under
 :func:`~mechbook.determinism.deterministic` (how every training run computes):
 
 1. ms per step of the baseline (the training loop's step with the direct products of
@@ -40,7 +41,7 @@ import torch.nn.functional as F
 from mechbook.assign_add.config import TrainConfig, native_bf16
 from mechbook.assign_add.lookup import lookup_logits
 from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
-from mechbook.assign_add.runs import CPU_RUN, PAPER_RUN
+from mechbook.assign_add.runs import PAPER_RUN, QUARTER_RUN
 from mechbook.assign_add.task import Task
 from mechbook.assign_add.train import adamw, make_step
 from mechbook.determinism import deterministic
@@ -223,7 +224,7 @@ def main(argv: list[str]) -> int:
     if args.quick:
         args.steps, args.rounds = 1, 2
     bf16 = native_bf16("cpu")
-    configs = {"paper": PAPER_RUN, "cpu": CPU_RUN}
+    configs = {"paper": PAPER_RUN, "quarter": QUARTER_RUN}
     with deterministic():
         results = [bench_config(name, cfg, args, bf16) for name, cfg in configs.items()]
 

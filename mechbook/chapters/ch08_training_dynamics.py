@@ -51,6 +51,9 @@ from mechbook.validation import POSITIVE, at_least, check_fields
 
 CHAPTER = "08_training_dynamics"
 RUNS = ("paper's run, as released", "this rebuild")
+BOOKKEEPING = ("keep_every", "keep_change", "resume_every")
+"""The :class:`~mechbook.assign_add.config.TrainConfig` fields that decide what a run saves (which
+checkpoints, how far back a stopped run resumes), never what it learns."""
 """The two runs' names in the side-by-side tables, charts and sentences."""
 
 
@@ -165,7 +168,7 @@ CLAIMS: tuple[Claim, ...] = (
         "phase1_step",
         "paper",
         "Modular addition on constants is learned by about step 500 (0-var training accuracy reaches 0.9)",
-        "step of phase 1 (first evaluation with 0var_train ≥ 0.9)",
+        "step of phase 1 (first evaluation with 0var_train ≥ 0.9; a run without one: its last step)",
         Rule("<=", 600, partly=1500),
         "ch08-release",
         paper="~500",
@@ -175,7 +178,8 @@ CLAIMS: tuple[Claim, ...] = (
         "phase2_window",
         "paper",
         "Variable binding comes in a sharp jump between steps 5,300 and 5,400",
-        "steps from the binding jump (phase-2 rule) to the window 5,300-5,400 (0 inside it)",
+        "steps from the binding jump (phase-2 rule) to the window 5,300-5,400 (0 inside it; a run that has not "
+        "bound: from its last step, the least it can be)",
         Rule("<=", 100, partly=1000),
         "ch08-release",
         paper="5,300-5,400",
@@ -185,7 +189,8 @@ CLAIMS: tuple[Claim, ...] = (
         "phase3_window",
         "paper",
         "A refinement lifts the misplaced pools off their plateau between steps 14,500 and 16,000",
-        "steps from phase 3 (refinement rule) to the window 14,500-16,000 (0 inside it)",
+        "steps from phase 3 (refinement rule) to the window 14,500-16,000 (0 inside it; a run without it: from "
+        "its last step, the least it can be)",
         Rule("<=", 100, partly=2000),
         "ch08-release",
         paper="14,500-16,000",
@@ -195,7 +200,7 @@ CLAIMS: tuple[Claim, ...] = (
         "addition_first",
         "paper",
         "Modular addition is learned before variable binding",
-        "phase 1 detected before phase 2",
+        "phase 1 detected before phase 2 (a phase 2 not reached comes after the run's last step)",
         Rule("==", True),
         "ch08-phases",
         paper="addition first, then binding",
@@ -331,8 +336,16 @@ def outside(step: int | None, window: tuple[int, int]) -> int | None:
     return max(lo - step, step - hi, 0)
 
 
-def _before_after(phases: Phases) -> bool:
-    return phases.phase1 is not None and phases.phase2 is not None and phases.phase1 < phases.phase2
+def dated(step: int | None, last: int) -> int:
+    """A phase's step, or ``last`` (the run's last step) for a phase the run has not reached: that
+    phase comes after ``last``, so its distance to a window before ``last`` is at least the one
+    from ``last``, and it comes after every phase the run did reach (chapter 8's timing claims)."""
+    return last if step is None else step
+
+
+def _before_after(phases: Phases, last: int) -> bool:
+    """Phase 1 came, and before phase 2 (a phase 2 not reached by ``last`` comes after it)."""
+    return phases.phase1 is not None and phases.phase1 < dated(phases.phase2, last)
 
 
 def _at(reading: JumpReading | None, where: str, measure: str) -> float | None:
@@ -361,10 +374,11 @@ def _release_union(d: Dynamics) -> float:
 def evidence(d: Dynamics) -> dict[str, Evidence]:
     """Every claim's :class:`~mechbook.claims.Evidence`, over every seed of the stack and on the
     released run. The phase dates are the paper's run's, so the rebuild's seeds count only when they
-    train the paper's configuration (otherwise the released run alone decides them)."""
+    train the paper's configuration, for at most its steps (:func:`on_the_papers_dates`; otherwise
+    the released run alone decides them)."""
     summary = d.dissected.summary.set_index("seed")
     seeds = d.seeds
-    paper_config = differences_from_paper(d.rebuild.run.config).empty
+    paper_config = on_the_papers_dates(d.rebuild.run.config)
     rel = d.release
 
     def per_seed(f: Callable) -> dict[int, object]:
@@ -375,6 +389,8 @@ def evidence(d: Dynamics) -> dict[str, Evidence]:
         apply to a seed without one (that seed counts against ``binding_jump_rise`` instead)."""
         return {r.seed: f(r) for r in seeds if r.jump is not None}
 
+    last = d.rebuild.run.config.steps
+
     def timing(f: Callable[[Phases], object]) -> dict[int, object] | None:
         return per_seed(lambda r: f(r.phases)) if paper_config else None
 
@@ -383,16 +399,19 @@ def evidence(d: Dynamics) -> dict[str, Evidence]:
 
     jump_rise = {r.seed: r.phases.phase2_jump or 0.0 for r in seeds}
     values = {
-        "phase1_step": (timing(lambda p: p.phase1), rel.phases.phase1),
+        "phase1_step": (timing(lambda p: dated(p.phase1, last)), rel.phases.phase1),
         "phase2_window": (
-            timing(lambda p: outside(p.phase2, PAPER_WINDOWS["phase2"])),
+            timing(lambda p: outside(dated(p.phase2, last), PAPER_WINDOWS["phase2"])),
             outside(rel.phases.phase2, PAPER_WINDOWS["phase2"]),
         ),
         "phase3_window": (
-            timing(lambda p: outside(p.phase3, PAPER_WINDOWS["phase3"])),
+            timing(lambda p: outside(dated(p.phase3, last), PAPER_WINDOWS["phase3"])),
             outside(rel.phases.phase3, PAPER_WINDOWS["phase3"]),
         ),
-        "addition_first": (per_seed(lambda r: _before_after(r.phases)), _before_after(rel.phases)),
+        "addition_first": (
+            per_seed(lambda r: _before_after(r.phases, last)),
+            _before_after(rel.phases, rel.run.config.steps),
+        ),
         "binding_jump_rise": (jump_rise, rel.phases.phase2_jump),
         "l1_top2_before": (
             jumped(lambda r: _at(r.jump, "before", "l1_operands_top2")),
@@ -469,16 +488,27 @@ def _flat(obj: object, prefix: str = "") -> dict[str, object]:
 
 
 def differences_from_paper(train: TrainConfig) -> pd.DataFrame:
-    """Every setting of ``train`` that differs from the paper's run (``TRAIN_PROFILES["paper"]``,
-    the released run's configuration), the seeds left out: ``setting``, ``the paper``,
-    ``this run``; empty when the run is the paper's."""
+    """Every setting of ``train`` that changes what it learns and differs from the paper's run
+    (``TRAIN_PROFILES["paper"]``, the released run's configuration): ``setting``, ``the paper``,
+    ``this run``. The seeds are left out, and so are the fields of
+    :data:`BOOKKEEPING` (what a run saves, never what it learns).
+    Empty when the run is the paper's."""
     paper, ours = _flat(TRAIN_PROFILES["paper"]), _flat(train)
     rows = [
         {"setting": name, "the paper": str(paper[name]), "this run": str(ours[name])}
         for name in paper
-        if paper[name] != ours[name] and not name.endswith("seed")
+        if paper[name] != ours[name] and not name.endswith("seed") and name not in BOOKKEEPING
     ]
     return pd.DataFrame(rows, columns=["setting", "the paper", "this run"])
+
+
+def on_the_papers_dates(train: TrainConfig) -> bool:
+    """Whether ``train`` is the paper's run up to its own length: it differs from the paper in at
+    most the number of steps, and trains no longer. The paper's learning rate has no schedule, so
+    such a run's first steps are the paper's run's for the same seed, and its phase dates can be
+    held to the paper's (a phase after its last step counts as missed). Chapter 8's timing claims
+    read this."""
+    return set(differences_from_paper(train)["setting"]) <= {"steps"} and train.steps <= TRAIN_PROFILES["paper"].steps
 
 
 def setup_prose(train: TrainConfig) -> str:
@@ -620,7 +650,8 @@ def rules_table(rules: PhaseRules) -> pd.DataFrame:
             {
                 "rule": "phase 2",
                 "setting": f"largest rise of {rules.phase2_pool} within {rules.jump_window} steps "
-                f"(at least {rules.min_jump}), dated by its steepest interval",
+                f"(at least {rules.min_jump}, ending at {rules.phase2_end} or above: past the any-value control), "
+                "dated by its steepest interval",
             },
             {
                 "rule": "phase 3",
@@ -814,9 +845,17 @@ def release_prose(release: RunReadings, exact: dict[str, float] | None, n_heldou
 
 
 def timing_prose(train: TrainConfig) -> str:
-    """Why the rebuild's steps are or are not held to the paper's dates."""
+    """Why the rebuild's steps are or are not held to the paper's dates (:func:`on_the_papers_dates`)."""
+    paper_steps = TRAIN_PROFILES["paper"].steps
     if differences_from_paper(train).empty:
         return "This rebuild trains the paper's configuration, so its seeds are held to the paper's dates too."
+    if on_the_papers_dates(train):
+        return (
+            f"This rebuild trains the paper's configuration for {train.steps:,} of its {paper_steps:,} steps. "
+            "Its learning rate has no schedule, so these steps are the first steps of the paper's run for each "
+            "seed: the seeds are held to the paper's dates too, and a phase still to come at the last step "
+            "counts as missed."
+        )
     return (
         "This rebuild trains another configuration (the settings above), so its steps are not held to the "
         "paper's dates: the released run alone decides those three claims."
@@ -1084,6 +1123,38 @@ def seeds_prose(dissected: Dissected) -> str:
     )
 
 
+def _over(values: pd.Series, spec: str = ".2f") -> str:
+    """``median m (lo-hi)`` of ``values``."""
+    return f"median {values.median():{spec}} ({values.min():{spec}}-{values.max():{spec}})"
+
+
+def seed_outcomes_prose(d: Dynamics) -> str:
+    """What every seed of the stack ends with, against the released run's last checkpoint: the
+    2-var union (paper-weighted), the three misplaced pools, and which seeds' phase-3 plateau is made
+    of the b-right cases alone (the paper's account of its plateau)."""
+    summary = d.dissected.summary
+    n, steps = len(summary), d.dissected.run.config.steps
+    last = d.release.run.accuracy().iloc[-1]
+    pools = ("1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
+    misplaced = "; ".join(
+        f"`{pool}` {_over(summary[f'final_{pool}'])} (released run {float(last[pool]):.2f})" for pool in pools
+    )
+    with_plateau = {s: p.b_right_only for s, p in d.seed_plateaus.items()}
+    b_right = [s for s, v in with_plateau.items() if v]
+    rel = {True: "it is", False: "it is not", None: "no plateau is found"}[d.release.plateau.b_right_only]
+    plateau = (
+        f"A phase-3 plateau is found in {len(with_plateau)} of {n} seeds; it is made of the b-right cases alone in "
+        f"{len(b_right)} of them"
+        + (f" ({'seed' if len(b_right) == 1 else 'seeds'} {', '.join(map(str, sorted(b_right)))})" if b_right else "")
+        + f". On the released run {rel}."
+    )
+    return (
+        f"At step {steps:,}, over the {n} seeds: the 2-var union (paper-weighted) "
+        f"{_over(summary['final_2var_union'])}, the released run {_release_union(d):.2f} at step "
+        f"{int(d.release.run.accuracy().index.max()):,}. The misplaced pools: {misplaced}. {plateau}"
+    )
+
+
 # ---------------------------------------------------------------- one example across the jump
 
 
@@ -1160,9 +1231,11 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
         "on some runs held-out pairs trail the training pairs, so the rule is not learned everywhere",
         "held-out pairs trail the training pairs: part of what is learned is a table",
     )
+    unbound = sum(s.phases.phase2 is None for s in d.seeds)
+    pending = f" (in {unbound} of them binding has not come by the last step)" if unbound and first.values else ""
     bullets = [
         f"Addition on constants comes before binding in {sum(bool(v) for v in first.values)} of "
-        f"{len(first.values)} seeds{released}. At the end, 0-var training accuracy minus held-out accuracy is "
+        f"{len(first.values)} seeds{pending}{released}. At the end, 0-var training accuracy minus held-out accuracy is "
         f"{follows.summary()} on the rebuild"
         + ("" if follows.release is None else f" and {follows.release:.3f} on the released run")
         + f": {rule}."

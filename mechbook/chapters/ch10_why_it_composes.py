@@ -8,7 +8,7 @@ released run before its jump.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import altair as alt
@@ -93,6 +93,14 @@ CLAIMS: tuple[Claim, ...] = (
         paper="an associative-memory (identity) block on the variable subspace",
     ),
     _claim(
+        "identity_rows_before_jump",
+        "book",
+        "Just before the binding jump most rows of the gradient block have their maximum on the diagonal",
+        "share of the rows of -U(∂L/∂M)Uᵀ at M = 0 whose maximum is on the diagonal",
+        Rule(">", 0.5, partly=0.25),
+        "blocks",
+    ),
+    _claim(
         "gradient_resembles_learned",
         "book",
         "The gradient block before the jump resembles the block learned by the end",
@@ -139,6 +147,7 @@ BY_ID: dict[str, Claim] = {c.id: c for c in CLAIMS}
 MEASURES: dict[str, Callable[[GradientReading], float]] = {
     "ch10.gradient_form": lambda r: r.form,
     "ch10.gradient_identity": lambda r: r.ratio,
+    "ch10.identity_rows_before_jump": lambda r: float(r.stats.loc[GRADIENT, "rows_diag_max"]),
     "ch10.gradient_resembles_learned": lambda r: r.learned,
     "ch10.zero_var_weaker": lambda r: r.ratio - r.zero_ratio,
     "ch10.context_identity": lambda r: float(r.split_stats.loc["context", "ratio"]),
@@ -373,35 +382,55 @@ def premise_prose(r: GradientReading) -> str:
 
 
 # ------------------------------------------------------------------------------ over seeds
-def seeds_table(seeds: dict[int, GradientReading]) -> pd.DataFrame:
-    """Per seed: its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
+def seeds_table(seeds: dict[int, GradientReading], bound: Collection[int]) -> pd.DataFrame:
+    """Per seed: whether it bound (a seed in ``bound``; the others are read at their last step and
+    not counted), its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
     whether the gradient-form claim's rule holds there."""
     rule = BY_ID["ch10.gradient_form"].rule
     return pd.DataFrame(
         [
-            {"seed": s, "step": r.step, "ratio": r.ratio, "similarity": r.form, "form": bool(rule.holds(r.form))}
+            {
+                "seed": s,
+                "bound": s in bound,
+                "step": r.step,
+                "ratio": r.ratio,
+                "similarity": r.form,
+                "form": bool(rule.holds(r.form)),
+            }
             for s, r in seeds.items()
         ]
     )
 
 
-def seeds_prose(ev: dict[str, Evidence], dissected: int) -> str:
-    """How the dissected seed's correlation compares with every seed's, and what the one rule says."""
+def seeds_prose(ev: dict[str, Evidence], dissected: int, seeds: Sequence[int]) -> str:
+    """How the dissected seed's correlation compares with that of every seed that bound (the
+    claim's values), of the stack's ``seeds``, and what the one rule says."""
     e = ev["ch10.gradient_form"]
     values = dict(e.rebuild)
+    unbound = [s for s in seeds if s not in values]
+    left = (
+        f" Seed{'s' if len(unbound) > 1 else ''} {', '.join(map(str, unbound))} had not bound by the last step: "
+        "with no jump there is no checkpoint before it, so the table shows "
+        f"{'their' if len(unbound) > 1 else 'its'} last step, not counted."
+        if unbound
+        else ""
+    )
+    if not values:
+        return f"No seed of the {len(seeds)} bound, so the claim is read on the released run alone.{left}"
     held = sum(bool(e.claim.rule.holds(v)) for v in values.values())
     verdict = (
         "so the predicted form is a property of these runs"
         if held == len(values)
         else "so on one run the argument can look right or wrong: it is not a property of these runs at this scale"
         if held
-        else "so the predicted form does not appear before the jump in any of them"
+        else f"so by the rule the predicted form appears before the jump in none of them (the closest reaches "
+        f"{max(values.values()):.3f})"
     )
     mine = f"; seed {dissected}, the one above, has {values[dissected]:.2f}" if dissected in values else ""
     return (
-        f"Over the {len(values)} seeds, each read at its own last checkpoint before its jump, the gradient's "
-        f"correlation with the predicted (UUᵀ)² is {e.summary()}{mine}. It reaches {e.claim.rule.threshold} in "
-        f"{held} of {len(values)}, {verdict}."
+        f"Over the {len(values)} seeds that bound, each read at its own last checkpoint before its jump, the "
+        f"gradient's correlation with the predicted (UUᵀ)² is {e.summary()}{mine}. It reaches "
+        f"{e.claim.rule.threshold} in {held} of {len(values)}, {verdict}.{left}"
     )
 
 
@@ -439,27 +468,42 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
     )
 
 
-def closing_prose(rebuild: GradientReading, released: GradientReading) -> str:
-    """Where a prediction fails, what the numbers say about why: the longest variable direction
-    against the shortest, and whether the query keys' term outweighs the context keys' (the words
-    from the split's numbers, both runs)."""
-
-    def one(r: GradientReading, who: str) -> str:
-        ctx, qry = r.split_stats.loc["context", "diag_mean"], r.split_stats.loc["query", "diag_mean"]
-        weigh = claims.compare(abs(qry), abs(ctx), ".3g", claims.Words("outweighs", "does not outweigh", "matches"))
-        return (
-            f"{who}, the longest variable direction is {r.spread_checkpoint['norm_ratio']:.1f}× the shortest, and the "
-            f"query keys' diagonal term ({qry:.3g}) {weigh} the context keys' ({ctx:.3g})"
-        )
-
-    return (
-        "Where a prediction fails, the blocks above show why. "
-        + one(rebuild, "On the rebuild")
-        + "; "
-        + one(released, "on the released run")
-        + ". Both are properties of the model at the chosen checkpoint, which is why the chapter computes the "
-        "gradient from the real model instead of from the idealised picture."
+def closing_prose(ev: dict[str, Evidence], first_identity: int | None, phase2: int | None) -> str:
+    """The argument's verdict, claim by claim (form, identity shape and diagonal rows just before
+    the jump), then its direction in time on the run above: whether the gradient block's rows first
+    have their maximum on the diagonal before the binding jump, as an argument in which that
+    gradient drives the jump needs, or only after it (the words from the steps)."""
+    form, shape, rows = (ev[f"ch10.{k}"] for k in ("gradient_form", "gradient_identity", "identity_rows_before_jump"))
+    released = "" if rows.release is None else f", the released run {claims.fmt(rows.release, rows.claim.spec)}"
+    verdicts = (
+        f"The reconstructed argument, claim by claim: the predicted form is {form.word()}, the identity shape "
+        f"just before the jump {shape.word()}, and the gradient's diagonal as the maximum of most rows just before "
+        f"the jump {rows.word()} ({rows.summary()} on the rebuild{released})."
     )
+    if first_identity is None:
+        timing = (
+            "On the run above the gradient block never has its diagonal as the maximum of most rows at a kept "
+            "checkpoint, so the gradient never points at the identity block the model learns."
+        )
+    elif phase2 is None:
+        timing = (
+            f"On the run above the gradient block first has its diagonal as the maximum of most rows at step "
+            f"{first_identity:,}; no binding jump is detected to set it against."
+        )
+    else:
+        when = claims.order(first_identity, phase2)
+        reading = (
+            "the gradient points at the identity before binding starts, the order the argument needs"
+            if first_identity < phase2
+            else "the identity appears in the gradient only once binding is under way, so on this run the "
+            "uniform-attention gradient follows the jump rather than leading it, and the argument does not say what "
+            "starts it"
+        )
+        timing = (
+            f"On the run above the gradient block first has its diagonal as the maximum of most rows at step "
+            f"{first_identity:,}, {when} the binding jump at step {phase2:,}: {reading}."
+        )
+    return f"{verdicts} {timing}"
 
 
 def record_all(
@@ -474,6 +518,16 @@ def record_all(
     evidence (``claim.*``); returns the records."""
     form = [r.form for r in seeds.values()]
     ev = evidence(seeds, released)
+    over_seeds = (
+        {
+            "seeds_predicted_form_holding": sum(bool(BY_ID["ch10.gradient_form"].rule.holds(v)) for v in form),
+            "seeds_gradient_vs_predicted_min": min(form),
+            "seeds_gradient_vs_predicted_max": max(form),
+            "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
+        }
+        if seeds
+        else {}
+    )
     numbers = {
         **rebuild.numbers(),
         "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
@@ -481,9 +535,6 @@ def record_all(
         "theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](rebuild))) for c in CLAIMS),
         **{f"release_{n}": v for n, v in released.numbers().items()},
         "release_theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](released))) for c in CLAIMS),
-        "seeds_predicted_form_holding": sum(bool(BY_ID["ch10.gradient_form"].rule.holds(v)) for v in form),
-        "seeds_gradient_vs_predicted_min": min(form),
-        "seeds_gradient_vs_predicted_max": max(form),
-        "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
+        **over_seeds,
     }
     return {**common.record_all(numbers), **claims.record_claims(ev.values())}

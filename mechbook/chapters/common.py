@@ -1,9 +1,14 @@
-"""Helpers every chapter module may use: recording a chapter's headline numbers in one call."""
+"""Helpers every chapter module may use: recording a chapter's headline numbers in one call, showing
+a numbered figure, and the seeds of chapter 8's stack that bound (chapters 9 and 10 read those)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+import pandas as pd
+
+T = TypeVar("T")
 
 
 def record_all(numbers: Mapping[str, Any]) -> dict[str, Any]:
@@ -29,3 +34,18 @@ def figure(name: str, chart: Any) -> None:
         from IPython.display import display
 
         display(chart)
+
+
+def bound_seeds(summary: pd.DataFrame) -> list[int]:
+    """The seeds of a seed summary (:func:`~mechbook.assign_add.seeds.seed_summary`) whose binding
+    jump chapter 8's phase-2 rule found, in the summary's order."""
+    return [int(s) for s in summary.loc[summary["phase2"].notna(), "seed"]]
+
+
+def of_bound_seeds(readings: Mapping[int, T], summary: pd.DataFrame) -> dict[int, T]:
+    """``readings`` (by seed) of the seeds that bound (:func:`bound_seeds`). Chapters 9 and 10 judge
+    their claims on these alone: the paper's circuit and its gradient argument describe a model that
+    binds, and a seed that has not bound by its last step has no binding circuit, nor a checkpoint
+    before its jump, to read (chapter 8 counts it against its phase claims instead)."""
+    bound = set(bound_seeds(summary))
+    return {s: r for s, r in readings.items() if s in bound}
