@@ -32,7 +32,7 @@ def test_every_chapter_has_what_it_trains_and_a_profile_line_for_the_note_to_fol
 def test_chapter_8_says_what_it_trains_how_long_it_took_where_and_who_opens_its_runs():
     shipped = json.loads((ROOT / "mechbook" / "book" / "costs.json").read_text())
     note = pages.cost_note(ROOT, "cpu", "08_training_dynamics")
-    assert "trains six seeds of 8,000 steps" in note
+    assert "trains six seeds of the paper's model for 20,000 steps" in note
     assert f"It took {format_seconds(shipped['cpu']['08_training_dynamics'])} on the machine" in note
     assert shipped["measured_on"]["cpu"] in note
     assert "Chapter 9 and chapter 10 open its runs" in note
