@@ -139,3 +139,64 @@ def test_each_run_of_a_stack_keeps_its_own_checkpoints_as_if_trained_alone():
                 assert torch.equal(got.checkpoints[step][name], w)
     (plain,) = train_stacked(runs[:1], device="cpu")
     assert list(plain.checkpoints) == [runs[0].steps]
+
+
+def _train_losses(result) -> dict[int, float]:
+    train_rows = result.history[result.history["pool"] == "train"]
+    return dict(zip(train_rows["step"], train_rows["loss"]))
+
+
+def _stop_loss_between_runs() -> tuple[float, list]:
+    """A stop loss that the best run's first evaluation meets and some other run's does not, and the
+    runs trained without it."""
+    full = train_stacked(RUNS, device="cpu")
+    first = sorted(_train_losses(r)[BASE.eval_every] for r in full)
+    assert first[0] < first[-1]
+    return (first[0] + first[1]) / 2 if first[0] < first[1] else first[0], full
+
+
+def test_a_run_stops_where_it_fits_and_equals_the_run_of_that_many_steps():
+    """With ``stop_loss`` each run of a stack leaves at the first evaluation whose training loss
+    meets it; its history is the full run's up to there, its weights bit for bit those of the run
+    trained alone for that many steps, and the runs still training are unchanged by its leaving."""
+    stop, full = _stop_loss_between_runs()
+    stopped = train_stacked([dataclasses.replace(c, stop_loss=stop) for c in RUNS], device="cpu", chunk=5)
+    ends = []
+    for cfg, whole, got in zip(RUNS, full, stopped):
+        losses = _train_losses(whole)
+        end = next((s for s in sorted(losses) if losses[s] <= stop), cfg.steps)
+        ends.append(end)
+        assert int(got.history["step"].max()) == end
+        assert got.history.equals(whole.history[whole.history["step"] <= end].reset_index(drop=True))
+        short = train(dataclasses.replace(cfg, steps=end), device="cpu")
+        for name, w in short.final_state.items():
+            assert torch.equal(got.final_state[name], w), name
+        assert list(got.checkpoints) == [end]
+    assert min(ends) < max(ends)
+
+
+def test_a_stopped_stack_resumes_to_the_same_bits(tmp_path, monkeypatch):
+    """A stack interrupted after one of its runs stopped resumes with the runs still training."""
+    from mechbook.assign_add import train as train_mod
+
+    stop, _ = _stop_loss_between_runs()
+    runs = [dataclasses.replace(c, stop_loss=stop) for c in RUNS]
+    straight = train_stacked(runs, device="cpu", keep=True)
+    assert min(int(r.history["step"].max()) for r in straight) < BASE.steps
+
+    calls = []
+
+    def interrupt(done: int) -> None:
+        calls.append(done)
+        if len(calls) == BASE.eval_every + 1:  # just after the resume point at the first evaluation
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_stacked(runs, device="cpu", keep=True, resume_dir=tmp_path, on_step=interrupt)
+    assert train_mod._resume_file(tmp_path / "state.pt")["live"] != list(range(len(runs)))
+    resumed = train_stacked(runs, device="cpu", keep=True, resume_dir=tmp_path)
+    for a, b in zip(straight, resumed):
+        assert a.history.equals(b.history)
+        assert sorted(a.checkpoints) == sorted(b.checkpoints)
+        for name in a.final_state:
+            assert torch.equal(a.final_state[name], b.final_state[name])

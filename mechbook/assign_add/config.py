@@ -18,7 +18,7 @@ import torch
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import TaskConfig
-from mechbook.validation import POSITIVE, SEED, at_least, between, check_fields, one_of
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields, one_of
 
 POOL_SHORT = {
     "0var_train": "0t",
@@ -72,6 +72,10 @@ class TrainConfig:
     # minutes a process on a small CPU and the eager step is the one tests/test_determinism.py
     # checks bit for bit
     compile: bool = False
+    # stop at the first evaluation whose training cross-entropy (mean over the batches since the
+    # previous evaluation, nats) is at most this: chapter 11's sweep points train until they fit
+    # their training data, with ``steps`` as the cap; None (the paper's) trains all ``steps``
+    stop_loss: float | None = None
     task: TaskConfig = field(default_factory=TaskConfig)  # the task and its split; the paper's by default
     model: ModelConfig = field(default_factory=ModelConfig)  # the model's sizes and init seed; the paper's by default
 
@@ -91,7 +95,9 @@ class TrainConfig:
             keep_change=between(0.0, 1.0),
             resume_every=POSITIVE,
             precision=one_of(PRECISIONS),
+            stop_loss=above(0.0, "a training loss in nats, e.g. 0.1; None trains every step"),
         )
+
         if self.resume_every % self.eval_every or self.keep_every % self.eval_every:
             raise ValueError(
                 f"resume_every ({self.resume_every}) and keep_every ({self.keep_every}) must be multiples "

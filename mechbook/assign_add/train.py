@@ -85,6 +85,7 @@ SHARED_FIELDS = (
     "resume_every",
     "precision",
     "compile",
+    "stop_loss",
 )
 """TrainConfig fields every stacked run must share (the model's shape too, all but its seed)."""
 
@@ -182,6 +183,13 @@ class _Streams:
         self.pending, self.pending_n = (self._submit(following), following) if self.pool and following else (None, 0)
         return np.stack([o[0] for o in out], axis=1), np.stack([o[1] for o in out], axis=1)
 
+    def keep(self, positions: Sequence[int]) -> None:
+        """Go on with the streams at ``positions`` only (the runs that have not stopped)."""
+        self.cfgs = [self.cfgs[i] for i in positions]
+        self.states = [self.states[i] for i in positions]
+        if self.pending is not None:
+            self.pending = [self.pending[i] for i in positions]
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
@@ -264,14 +272,17 @@ def train_stacked(
 ) -> list[TrainResult]:
     """Train every config of ``cfgs`` for their shared ``steps`` at once; one :class:`TrainResult`
     per config, in order. The one training loop of Part II: a run trained alone
-    (:func:`train`) is a stack of one.
+    (:func:`train`) is a stack of one. With their shared ``stop_loss``, a run stops at the first
+    evaluation whose training loss is at most it (chapter 11's sweep points) and leaves the stack;
+    the others go on as a smaller stack, to the same bits as without it on a CPU, and a stopped
+    run is the run of ``steps`` = its stop step.
 
     Each result has the history (nine pools every ``eval_every`` steps, scored in float32, and the
     ``train`` rows: mean accuracy and loss of the batches since the previous evaluation) and its
     final weights. ``checkpoints`` holds the final step only (a sweep reads final accuracies), or
     with ``keep`` the steps of :func:`~mechbook.assign_add.config.keep_steps` (every
-    ``keep_every`` and densely where a pool moved), as float16. ``on_step`` is called with the
-    number of steps done after each step. With ``resume_dir``, the state is saved there every
+    ``keep_every`` and densely where a pool moved), as float16. ``on_step`` is called after each
+    step with the steps done over all runs of the stack (a stopped run's count stays at its stop). With ``resume_dir``, the state is saved there every
     ``resume_every`` steps and a stack that finds a saved state continues from it, to the same bits.
     """
     check_stackable(cfgs)
@@ -291,8 +302,35 @@ def train_stacked(
     sizes = [len(pools[0][n][1]) for n in pool_names]
     streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
     rows: list[list[dict]] = [[] for _ in cfgs]
-    saved: dict[int, list[dict[str, torch.Tensor]]] = {}
+    saved: dict[int, list[dict[str, torch.Tensor] | None]] = {}  # step -> per run (None: stopped before)
     step, elapsed = 0, 0.0
+    live = list(range(K))  # the runs still training; the stacked tensors hold these, in order
+    finals: dict[int, dict[str, torch.Tensor]] = {}  # run -> float32 weights where it stopped
+    ended: dict[int, int] = {}  # run -> the step it stopped at
+    columns: torch.Tensor | None = None  # the live runs' columns of the chunk being trained
+    acc_sum = torch.zeros(K, device=device)  # per live run: training accuracy and loss since the last evaluation
+    loss_sum = torch.zeros(K, device=device)
+
+    def narrow(positions: list[int]) -> None:
+        """Go on with the live runs at ``positions``: their slices of the parameters, of AdamW's
+        state, of the evaluation pools and of the streams (elementwise state, so each run's
+        numbers are unchanged)."""
+        nonlocal params, opt, step_fn, eval_x, eval_y, acc_sum, loss_sum, live, columns
+        index = torch.tensor(positions, device=device)
+        kept = {n: p.detach().index_select(0, index).clone().requires_grad_() for n, p in params.items()}
+        new_opt = adamw(kept, cfg0, device)
+        for n, p in params.items():
+            new_opt.state[kept[n]] = {
+                key: v.index_select(0, index).clone() if v.shape == p.shape else v.clone()
+                for key, v in opt.state.get(p, {}).items()
+            }
+        params, opt = kept, new_opt
+        step_fn = make_step(params, opt, dtype, cfg0.compile)
+        eval_x, eval_y = eval_x.index_select(0, index), eval_y.index_select(0, index)
+        acc_sum, loss_sum = acc_sum.index_select(0, index), loss_sum.index_select(0, index)
+        streams.keep(positions)
+        live = [live[i] for i in positions]
+        columns = index if columns is None else columns.index_select(0, index)
 
     # resume: continue from the saved state of these configs, if every checkpoint it names is there
     resume = Path(resume_dir) if resume_dir is not None else None
@@ -303,6 +341,9 @@ def train_stacked(
             raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
         found = {s: _resume_file(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
         if state is not None and all(v is not None for v in found.values()):
+            if state["live"] != live:
+                narrow(state["live"])
+            finals, ended = state["finals"], state["ended"]
             with torch.no_grad():
                 for n, p in params.items():
                     p.copy_(state["params"][n])
@@ -321,17 +362,19 @@ def train_stacked(
         loss = F.cross_entropy(logits.flatten(0, 1), eval_y.flatten(), reduction="none").view_as(correct)
         accs = [c.split(sizes, dim=-1) for c in correct.cpu()]
         losses = [c.split(sizes, dim=-1) for c in loss.cpu()]
-        for k in range(K):
-            for name, a, l in zip(pool_names, accs[k], losses[k]):
+        for i, k in enumerate(live):
+            for name, a, l in zip(pool_names, accs[i], losses[i]):
                 rows[k].append({"step": step, "pool": name, "accuracy": float(a.mean()), "loss": float(l.mean())})
             if train_acc is not None and train_loss is not None:
                 rows[k].append(
-                    {"step": step, "pool": "train", "accuracy": float(train_acc[k]), "loss": float(train_loss[k])}
+                    {"step": step, "pool": "train", "accuracy": float(train_acc[i]), "loss": float(train_loss[i])}
                 )
         if keep:
-            saved[step] = [
-                {n: p[k].detach().to("cpu", torch.float16).clone() for n, p in params.items()} for k in range(K)
-            ]
+            weights = {
+                k: {n: p[i].detach().to("cpu", torch.float16).clone() for n, p in params.items()}
+                for i, k in enumerate(live)
+            }
+            saved[step] = [weights.get(k) for k in range(K)]
             if resume is not None:
                 save_verified(resume / f"ckpt_{step}.pt", torch_dumps(saved[step]))
 
@@ -345,38 +388,53 @@ def train_stacked(
         log_eval(None, None)
     bar = progress(total=steps, initial=step, desc=f"{desc} ({cfg0.precision})")
     start = time.perf_counter()
-    acc_sum = torch.zeros(K, device=device)
-    loss_sum = torch.zeros(K, device=device)
+    run_steps = sum(ended.values()) + step * len(live)
     try:
-        while step < steps:
+        while live and step < steps:
             # the next chunk of batches (the one after it is drawn meanwhile when workers > 1)
             n = chunk_after(step)
             xs, ys = streams.next(n, chunk_after(step + n))
             xs = torch.as_tensor(xs, device=device).long()
             ys = torch.as_tensor(ys, device=device).long()
+            columns = None
             for x, y in zip(xs, ys):
+                if columns is not None:
+                    x, y = x.index_select(0, columns), y.index_select(0, columns)
                 # forward, backward, AdamW: the hot loop, no host sync
                 losses, accs = step_fn(x, y)
                 step += 1
+                run_steps += len(live)
                 loss_sum += losses
                 acc_sum += accs
                 # evaluation: the nine pools, the train rows since the last one, the bar's accuracies
                 if step % cfg0.eval_every == 0 or step == steps:
                     seen = (step - 1) % cfg0.eval_every + 1
                     train_loss = (loss_sum / seen).cpu()
-                    diverged = [k for k in range(K) if not torch.isfinite(train_loss[k])]
+                    diverged = [i for i in range(len(live)) if not torch.isfinite(train_loss[i])]
                     if diverged:
-                        raise NonFiniteLoss(cfgs[diverged[0]], step, float(train_loss[diverged[0]]))
+                        raise NonFiniteLoss(cfgs[live[diverged[0]]], step, float(train_loss[diverged[0]]))
                     log_eval((acc_sum / seen).cpu(), train_loss)
                     acc_sum.zero_()
                     loss_sum.zero_()
-                    last = [r for r in rows[0][-10:] if r["pool"] in POOL_SHORT]
+                    last = [r for r in rows[live[0]][-10:] if r["pool"] in POOL_SHORT]
                     bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
+                    # a run that fits its training data stops here (stop_loss); the rest go on
+                    fit = [cfg0.stop_loss is not None and float(v) <= cfg0.stop_loss for v in train_loss]
+                    for i in [i for i, f in enumerate(fit) if f or step == steps]:
+                        finals[live[i]] = {n: p[i].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
+                        ended[live[i]] = step
+                    if all(fit):
+                        live = []
+                    elif any(fit) and step < steps:
+                        narrow([i for i, f in enumerate(fit) if not f])
                 # resume point: everything needed to continue to the same bits
-                if resume is not None and step % cfg0.resume_every == 0 and step < steps:
+                if resume is not None and step % cfg0.resume_every == 0 and step < steps and live:
                     state = {
                         "config": tag,
                         "step": step,
+                        "live": live,
+                        "finals": finals,
+                        "ended": ended,
                         "params": {n: p.detach().cpu() for n, p in params.items()},
                         "optim": opt.state_dict(),
                         "rng": streams.states,
@@ -387,7 +445,9 @@ def train_stacked(
                     save_verified(resume / "state.pt", torch_dumps(state))
                 bar.update(1)
                 if on_step is not None:
-                    on_step(step)
+                    on_step(run_steps)
+                if not live:
+                    break
     finally:
         streams.close()
         bar.close()
@@ -395,16 +455,16 @@ def train_stacked(
     # results: float32 final weights, the kept float16 checkpoints, the history, per run
     results = []
     for k, cfg in enumerate(cfgs):
-        final = {n: p[k].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
+        final = finals[k]
         history = pd.DataFrame(rows[k])
         kept = {s: saved[s][k] for s in keep_steps(history, cfg)} if keep else {}
         results.append(
             TrainResult(
                 history=history,
-                checkpoints=kept or {steps: {n: v.to(torch.float16) for n, v in final.items()}},
+                checkpoints=kept or {ended[k]: {n: v.to(torch.float16) for n, v in final.items()}},
                 final_state=final,
                 config=cfg,
-                train_seconds=seconds / K,
+                train_seconds=seconds * ended[k] / max(1, sum(ended.values())),
             )
         )
     return results
@@ -423,8 +483,8 @@ def _init_worker(done) -> None:
 
 
 def _train_group(index: int, cfgs: list[TrainConfig], device: str, keep: bool) -> list[TrainResult]:
-    def tick(step: int) -> None:
-        _DONE[index] = step
+    def tick(run_steps: int) -> None:
+        _DONE[index] = run_steps
 
     return train_stacked(cfgs, device, workers=1, keep=keep, on_step=tick)
 
@@ -465,7 +525,6 @@ def train_groups(
         ]
     ctx = multiprocessing.get_context("spawn")
     done = ctx.Array("q", len(groups), lock=False)
-    sizes = [len(g) for g in groups]
     bar = progress(
         total=cfgs[0].steps * len(cfgs), desc=f"{desc} ({len(groups)} stacks on {processes} cores)", unit="run-step"
     )
@@ -473,8 +532,8 @@ def train_groups(
         futures = [pool.submit(_train_group, i, g, device, keep) for i, g in enumerate(groups)]
         try:
             while wait(futures, timeout=0.5).not_done:
-                bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
-            bar.update(sum(d * k for d, k in zip(done, sizes)) - bar.n)
+                bar.update(sum(done) - bar.n)
+            bar.update(sum(done) - bar.n)
         finally:
             bar.close()
         return [r for f in futures for r in f.result()]
