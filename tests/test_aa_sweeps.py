@@ -157,6 +157,7 @@ def frame(values, seeds, scores, losses, chance=1 / 59):
                     "knob": "f",
                     "value": v,
                     "seed": s,
+                    "steps": 400 + 100 * i if losses[i][j] <= LOSS_BOUND else 800,
                     "score": scores[i][j],
                     "train_loss": losses[i][j],
                     "converged": losses[i][j] <= LOSS_BOUND,
@@ -182,6 +183,7 @@ def test_read_sweep_reads_each_seed_and_the_median():
     assert reading.spread == (min(reading.reached), max(reading.reached))
     assert reading.scores == pytest.approx((0.15, 0.725, 1.0)) and reading.controls == (0.03, 0.03, 0.03)
     assert reading.unconverged == ((0.1, 7, 2.0),) and reading.max_loss == 2.0
+    assert reading.ends == (800, 400, 500, 500, 600, 600)
     held = read_sweep(runs, 0.9, "2var_heldout")
     assert math.isnan(held.threshold) and held.spread is None and held.controls == (0.04, 0.04, 0.04)
 

@@ -34,6 +34,7 @@ def runs(knob: str, values: list[float], scores: list[float], losses: list[float
                     "knob": knob,
                     "value": v,
                     "seed": seed,
+                    "steps": 10 if loss <= LOSS_BOUND else 20,
                     "score": s,
                     "train_loss": loss,
                     "converged": loss <= LOSS_BOUND,
@@ -78,8 +79,10 @@ def make_sweeps(
 def test_steps_and_seed_reach_both_sweeps():
     cfg = ch11.resolve("cpu", steps=500, seed=9)
     assert (cfg.f_train.steps, cfg.r_train.steps, cfg.f_train.seed, cfg.r_train.seed) == (500, 500, 9, 9)
-    assert (cfg.f_train.model.seed, cfg.r_train.model.seed) == (9, 9) and cfg.seeds is None
+    assert (cfg.f_train.model.seed, cfg.r_train.model.seed) == (9, 9) and cfg.seeds == (9, 10)
     assert cfg.f_train.model.d_model == ch11.CONFIGS["cpu"].f_train.model.d_model
+    paper = ch11.resolve("paper", seed=9)
+    assert paper.seeds is None and paper.f_train.seed == 9
     smoke = ch11.resolve("smoke", seed=3)
     assert smoke.seeds == (3, 4) and ch11.CONFIGS["smoke"].seeds == (0, 1)
     assert ch11.ChapterConfig is SweepsConfig
@@ -137,8 +140,9 @@ def test_the_convergence_claim_on_each_side(loss, verdict):
     text = ch11.thresholds_prose(make_sweeps(f, runs("r", [0.1, 0.5], [0.5, 1.0])), found)
     if loss > LOSS_BOUND:
         assert f"1 of 2 f runs end above the loss bound {LOSS_BOUND}" in text and "f = 0.5 (seed 0: 0.93)" in text
+        assert "The f runs were read at steps 10 to 20 (median 15)." in text
     else:
-        assert "Every f run ends at a training loss" in text
+        assert "The f runs were read at step 10; every f run ends at a training loss" in text
 
 
 @pytest.mark.parametrize("low, verdict", [(None, "reproduced"), (0.4, "not reproduced")])

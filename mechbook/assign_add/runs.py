@@ -18,7 +18,7 @@ import numpy as np
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.seeds import SeedRuns
-from mechbook.assign_add.sweeps import SweepsConfig
+from mechbook.assign_add.sweeps import LOSS_BOUND, SweepsConfig
 
 SMOKE_RUN = TrainConfig(
     steps=300,  # enough for the adder to start (phase 1), not for binding: smoke checks the machinery
@@ -46,11 +46,11 @@ QUARTER_RUN = TrainConfig(
     eval_per_pool=256,  # sequences per pool per evaluation
     keep_every=500,  # checkpoints at every 500 steps (plus those at every phase change)
     resume_every=500,  # a stopped run resumes from at most 500 steps back
-    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),  # a quarter of the paper's width
+    model=ModelConfig(d_model=64, d_head=64, d_mlp=256),  # half the paper's widths: a quarter of its matrix weights
 )
-"""Chapter 11's cpu sweep run: a quarter of the paper's width, so that 12 sweep points fit the cold
-cpu build (each paper-sized point costs about five of these); the ledger says which of chapter
-11's claims this size leaves confounded."""
+"""Chapter 11's cpu sweep run: a quarter of the paper's matrix weights (half its widths), so that 12 sweep points of two seeds
+fit the cold cpu build (each paper-sized point costs about five of these); chapter 11's set-up
+says which of its claims this size leaves confounded."""
 
 PAPER_RUN = TrainConfig()  # the paper's configuration: every TrainConfig default is the paper's value
 
@@ -86,19 +86,21 @@ def _grid(lo: float, hi: float, n: int) -> tuple[float, ...]:
 
 SWEEPS: dict[str, SweepsConfig] = {
     "smoke": SweepsConfig(
-        f_train=_SMOKE_SWEEP_RUN,
-        r_train=_SMOKE_SWEEP_RUN,
+        f_train=dataclasses.replace(_SMOKE_SWEEP_RUN, stop_loss=LOSS_BOUND),  # as cpu's: stop where it fits
+        r_train=dataclasses.replace(_SMOKE_SWEEP_RUN, stop_loss=LOSS_BOUND),
         f_values=(0.3, 0.9),  # two points: the machinery, not a threshold
         r_values=(0.1, 0.9),
         seeds=(0, 1),  # two seeds a point, so smoke exercises the threshold's spread over seeds
     ),
     "cpu": SweepsConfig(
-        f_train=QUARTER_RUN,  # each f point is one quarter-width run
-        r_train=dataclasses.replace(QUARTER_RUN, steps=16_000),  # 2-var generalisation needs twice as long
+        # each point a QUARTER_RUN that stops where it fits its training data (the loss bound
+        # that defines convergence), at most 8,000 steps for f and 16,000 for r (2-var generalisation
+        # needs about twice as long)
+        f_train=dataclasses.replace(QUARTER_RUN, stop_loss=LOSS_BOUND),
+        r_train=dataclasses.replace(QUARTER_RUN, steps=16_000, stop_loss=LOSS_BOUND),
         f_values=(0.1, 0.2, 0.3, 0.45, 0.7, 0.95),  # six points, dense near the paper's f* ~ 0.25
         r_values=(0.05, 0.1, 0.2, 0.35, 0.6, 0.9),  # six points, dense near the paper's r* ~ 0.2
-        # seeds: None, one run a point (the run's seed, 42): a second seed would double the sweeps'
-        # 26 minutes of the cold cpu build, so the cpu thresholds carry no spread over seeds
+        seeds=(42, 43),  # two seeds a point (the paper's and the next), so each threshold has a spread
     ),
     "paper": SweepsConfig(
         f_train=PAPER_RUN,  # the paper's run (SOURCE.md of the released run: the sweep script's grid)
@@ -106,10 +108,12 @@ SWEEPS: dict[str, SweepsConfig] = {
         f_values=_grid(0.06, 0.99, 20),  # the authors' f grid: 20 points
         r_values=_grid(0.01, 0.99, 20),  # the authors' r grid: 20 points
         # seeds: None, one run a point with seed 42, as the authors' sweep script runs them; each run
-        # is 40,000 steps (the released main run) where that script's default is 30,000
+        # is 40,000 steps (the released main run) where that script's default is 30,000, and none
+        # stops early (stop_loss None), as there, so the 30,000-step budget reads every run
         budgets=(0.75,),  # the thresholds read again at 30,000 steps: the authors' sweep length, from the same runs
     ),
 }
 """Chapter 11's sweeps per profile. ``paper`` is the 20 + 20 full-size runs (a GPU job: each
-sweep trains as one stack of 20 models); ``cpu`` six points a sweep at the cpu run's size, one
-seed a point; ``smoke`` two points and two seeds a point."""
+sweep trains as one stack of 20 models); ``cpu`` six points a sweep at half the paper's
+width, two seeds a point, each run stopping where it fits its data; ``smoke`` two points and two
+seeds a point."""

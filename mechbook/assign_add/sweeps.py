@@ -174,7 +174,8 @@ def score_runs(
     cfgs: Sequence[TrainConfig], results: Sequence[TrainResult], knob: str, at_step: int | None = None
 ) -> pd.DataFrame:
     """Score trained sweep runs (``cfgs`` and their ``results``, in :func:`point_configs` order),
-    at their last step or, with ``at_step``, as they stood at that evaluated step.
+    at their last step or, with ``at_step``, as they stood at that evaluated step (a run that stopped
+    before it, having fit its training data, as it stopped: what a sweep capped at ``at_step`` gives).
     One row per run: ``knob``, ``steps`` (the step read), ``value``, ``seed``, ``score``, ``train_loss`` (final training
     cross-entropy), ``converged`` (``train_loss <= LOSS_BOUND``), ``chance`` (``1 / N``),
     ``control`` (the best constant answer's score on the same pools), for ``r`` also
@@ -188,7 +189,8 @@ def score_runs(
             task = Task(cfg.task)
             controls[value] = (task, pool_controls(task, cfg.eval_per_pool, cfg.eval_seed))
         task, control = controls[value]
-        history = result.history if at_step is None else history_until(result.history, at_step)
+        last = int(result.history["step"].max())
+        history = result.history if at_step is None else history_until(result.history, min(at_step, last))
         accs = final_accuracies(history)
         loss = final_train_loss(history)
         row = {
@@ -285,7 +287,8 @@ class SweepReading:
     """One sweep read on one score column (chapter 11): ``knob`` (``"f"`` or ``"r"``), ``column``
     of the runs frame scored, ``level``, ``chance`` (``1 / N``), per value (increasing) the mean
     score over seeds and the mean constant-answer control, per seed the threshold (NaN: not
-    reached), per run ``(value, seed, final training loss)`` against ``loss_bound``, and the
+    reached), per run ``(value, seed, final training loss)`` against ``loss_bound`` and the step
+    it was read at (``ends``: where it stopped, having fit its data, or the step cap), and the
     largest dip of the mean scores (:func:`largest_dip`)."""
 
     knob: str
@@ -298,6 +301,7 @@ class SweepReading:
     thresholds: tuple[tuple[int, float], ...]
     losses: tuple[tuple[float, int, float], ...]
     loss_bound: float
+    ends: tuple[int, ...]
     dip: Dip | None
 
     @property
@@ -365,6 +369,7 @@ def read_sweep(runs: pd.DataFrame, level: float, column: str = "score", loss_bou
             (float(v), int(s), float(loss)) for v, s, loss in zip(runs["value"], runs["seed"], runs["train_loss"])
         ),
         loss_bound=loss_bound,
+        ends=tuple(int(s) for s in runs["steps"]),
         dip=largest_dip(values, scores, chance_level),
     )
 

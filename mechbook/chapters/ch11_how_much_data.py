@@ -17,6 +17,7 @@ import pandas as pd
 import mechbook
 from mechbook import viz
 from mechbook.assign_add.config import TrainConfig
+from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.sweeps import (
     AUTHORS_SWEEP_STEPS,
@@ -210,11 +211,13 @@ def evidences(sw: Sweeps) -> dict[str, Evidence]:
 
 
 def _run_prose(name: str, t: TrainConfig) -> str:
-    """One sweep's run size in words."""
-    return (
-        f"{name}: {t.steps:,} steps of batch {t.batch_size}, d_model = {t.model.d_model}, "
-        f"d_mlp = {t.model.d_mlp}, lr {t.lr:g}"
+    """One sweep's run size and length in words."""
+    length = (
+        f"{t.steps:,} steps"
+        if t.stop_loss is None
+        else f"trained until its training loss is at most {t.stop_loss:g} nats (at most {t.steps:,} steps)"
     )
+    return f"{name}: batch {t.batch_size}, d_model = {t.model.d_model}, d_mlp = {t.model.d_mlp}, lr {t.lr:g}, {length}"
 
 
 def setup_prose(cfg: ChapterConfig) -> str:
@@ -227,16 +230,38 @@ def setup_prose(cfg: ChapterConfig) -> str:
         else f"{cfg.n_seeds} seeds a point ({', '.join(str(s) for s in cfg.seeds)})"
     )
     steps = sorted({cfg.f_train.steps, cfg.r_train.steps})
+    length = (
+        f"these runs take {' and '.join(f'{s:,}' for s in steps)}"
+        if cfg.f_train.stop_loss is None and cfg.r_train.stop_loss is None
+        else f"these runs stop where they fit their training data, at most {' and '.join(f'{s:,}' for s in steps)}"
+    )
     return (
         _run_prose("Each f point", cfg.f_train) + ";  \n" + _run_prose("each r point", cfg.r_train) + ".  \n"
         f"{len(cfg.f_values)} values of f and {len(cfg.r_values)} of r, {seeds}: {n_points * cfg.n_seeds} training "
         "runs; the runs of one sweep differ only in their knob and seed, so they train together as one stacked "
         "model (each run's own data, initialisation and optimiser state), each cached under its own entry.  \n"
         f"The authors' sweep script trains every point for {AUTHORS_SWEEP_STEPS:,} steps with one seed (42); "
-        f"these runs take {' and '.join(f'{s:,}' for s in steps)}. Each score reads a run's last evaluation, "
+        f"{length}. Each score reads a run's last evaluation, "
         f"{cfg.f_train.eval_per_pool:,} sampled sequences a pool (the union's parts weighted by their enumerated "
         "sizes), where that script scores the exactly enumerated pools: every held-out pair for f, the whole "
-        "union for r (chapter 7)."
+        "union for r (chapter 7)." + _size_prose(cfg)
+    )
+
+
+def _size_prose(cfg: ChapterConfig) -> str:
+    """What the sweeps' model size leaves confounded, when it is not the paper's (empty when it is)."""
+    paper, model = ModelConfig(), cfg.f_train.model
+    if (
+        (model.d_model, model.d_mlp)
+        == (paper.d_model, paper.d_mlp)
+        == (cfg.r_train.model.d_model, cfg.r_train.model.d_mlp)
+    ):
+        return ""
+    return (
+        f"  \nThe sweeps' model is d_model = {model.d_model} against the paper's {paper.d_model} (chapter 8 trains the "
+        "paper's): where a threshold lies, its distance from the paper's and whether it moves with training length "
+        "may be the smaller model's and not the data's, so the threshold claims are confounded with the model size "
+        "here; the paper profile's full-size sweeps decide them."
     )
 
 
@@ -268,13 +293,19 @@ def _crossing_prose(reading: SweepReading, name: str) -> str:
 
 
 def _convergence_prose(reading: SweepReading, name: str) -> str:
-    """Which runs of a sweep end above the loss bound."""
+    """Where the runs of a sweep stopped, and which end above the loss bound."""
     late = reading.unconverged
+    ends = sorted(reading.ends)
+    where = (
+        f"The {name} runs were read at step {ends[0]:,}"
+        if ends[0] == ends[-1]
+        else f"The {name} runs were read at steps {ends[0]:,} to {ends[-1]:,} (median {statistics.median(ends):,g})"
+    )
     if not late:
-        return f"Every {name} run ends at a training loss ≤ {LOSS_BOUND}."
+        return f"{where}; every {name} run ends at a training loss ≤ {LOSS_BOUND}."
     listed = ", ".join(f"{name} = {v:g} (seed {s}: {fmt(loss, '.2f')})" for v, s, loss in late)
     return (
-        f"{len(late)} of {len(reading.losses)} {name} runs end above the loss bound {LOSS_BOUND}, so they had not "
+        f"{where}. {len(late)} of {len(reading.losses)} {name} runs end above the loss bound {LOSS_BOUND}, so they had not "
         f"fit their training data and their scores are not the converged model's: {listed}."
     )
 
