@@ -278,7 +278,7 @@ def test_model_prose_names_the_seeds_the_claims_read():
     run = SimpleNamespace(accuracy=lambda: final, config=SimpleNamespace(steps=20_000, seed=4))
     text = ch09.model_prose(run, [42, 0, 1, 3, 4], [42, 1, 4])
     assert "the final models of the 3 of 5 seed runs that bound" in text
-    assert "Seeds 0, 3 had not bound by step 20,000 (chapter 8 counts them against the phase claims)" in text
+    assert "Seeds 0 and 3 had not bound by step 20,000 (chapter 8 counts them against the phase claims)" in text
     assert "had not bound" not in ch09.model_prose(run, [42, 4], [42, 4])
     assert "released final model alone" in ch09.model_prose(run, [42, 4], [])
 

@@ -155,6 +155,8 @@ def test_closing_prose_reads_the_claims_and_the_order_in_time():
     assert "before the binding jump at step 3,200" in early and "the order the argument needs" in early
     assert "never has its diagonal" in ch10.closing_prose(ev, None, 3200)
     assert "no binding jump is detected" in ch10.closing_prose(ev, 2500, None)
+    unbound = ch10.closing_prose(ch10.evidence({}, None), None, None)
+    assert "(no seed of the rebuild bound" in unbound and "not measured" not in unbound
     assert "show why" not in text
 
 
@@ -185,9 +187,9 @@ def test_seeds_prose_reads_the_claims_evidence():
     assert "reaches 0.9 in 2 of 3" in text and "median 0.93 (0.86 to 0.95 over 3 seeds)" in text
     assert "had not bound" not in text
     with_unbound = ch10.seeds_prose(ev, 1, [0, 1, 2, 5, 6])
-    assert "reaches 0.9 in 2 of 3" in with_unbound and "Seeds 5, 6 had not bound by the last step" in with_unbound
+    assert "reaches 0.9 in 2 of 3" in with_unbound and "Seeds 5 and 6 had not bound by the last step" in with_unbound
     none = ch10.seeds_prose(ch10.evidence({}, None), 1, [5])
-    assert none.startswith("No seed of the 1 bound") and "Seed 5 had not bound" in none
+    assert none.startswith("The one seed did not bind") and "Seed 5 had not bound" in none
 
 
 def test_the_claims_read_the_seeds_that_bound():

@@ -323,15 +323,16 @@ def model_prose(result: TrainResult, seeds: Sequence[int], bound: Sequence[int])
     unbound = [s for s in seeds if s not in set(bound)]
     if not bound:
         over = (
-            f"No seed of the stack's {len(seeds)} has bound by step {result.config.steps:,}, so there is no "
+            f"{'The one seed' if len(seeds) == 1 else f'None of the {len(seeds)} seeds'} of the stack has bound by step "
+            f"{result.config.steps:,}, so there is no "
             "binding circuit to read on the rebuild: each claim below is read on the authors' released final "
             "model alone (the rebuild's numbers are shown, not judged)."
         )
     else:
         left = (
-            f" Seed{'s' if len(unbound) > 1 else ''} {', '.join(map(str, unbound))} had not bound by step "
-            f"{result.config.steps:,} (chapter 8 counts {'them' if len(unbound) > 1 else 'it'} against the phase "
-            "claims): no binding circuit to read, so not counted here."
+            f" {common.not_bound(unbound, f'by step {result.config.steps:,}')} (chapter 8 counts "
+            f"{'them' if len(unbound) > 1 else 'it'} against the phase claims): no binding circuit to read, so not "
+            "counted here."
             if unbound
             else ""
         )

@@ -409,14 +409,14 @@ def seeds_prose(ev: dict[str, Evidence], dissected: int, seeds: Sequence[int]) -
     values = dict(e.rebuild)
     unbound = [s for s in seeds if s not in values]
     left = (
-        f" Seed{'s' if len(unbound) > 1 else ''} {', '.join(map(str, unbound))} had not bound by the last step: "
-        "with no jump there is no checkpoint before it, so the table shows "
+        f" {common.not_bound(unbound, 'by the last step')}: with no jump there is no checkpoint before it, so the table shows "
         f"{'their' if len(unbound) > 1 else 'its'} last step, not counted."
         if unbound
         else ""
     )
     if not values:
-        return f"No seed of the {len(seeds)} bound, so the claim is read on the released run alone.{left}"
+        who = "The one seed did not bind" if len(seeds) == 1 else f"None of the {len(seeds)} seeds bound"
+        return f"{who}, so the claim is read on the released run alone.{left}"
     held = sum(bool(e.claim.rule.holds(v)) for v in values.values())
     verdict = (
         "so the predicted form is a property of these runs"
@@ -474,16 +474,20 @@ def closing_prose(ev: dict[str, Evidence], first_identity: int | None, phase2: i
     have their maximum on the diagonal before the binding jump, as an argument in which that
     gradient drives the jump needs, or only after it (the words from the steps)."""
     form, shape, rows = (ev[f"ch10.{k}"] for k in ("gradient_form", "gradient_identity", "identity_rows_before_jump"))
-    released = "" if rows.release is None else f", the released run {claims.fmt(rows.release, rows.claim.spec)}"
+    released = None if rows.release is None else f"the released run {claims.fmt(rows.release, rows.claim.spec)}"
+    where = ", ".join(
+        ([f"{rows.summary()} on the rebuild"] if rows.values else ["no seed of the rebuild bound"])
+        + ([released] if released else [])
+    )
     verdicts = (
         f"The reconstructed argument, claim by claim: the predicted form is {form.word()}, the identity shape "
         f"just before the jump {shape.word()}, and the gradient's diagonal as the maximum of most rows just before "
-        f"the jump {rows.word()} ({rows.summary()} on the rebuild{released})."
+        f"the jump {rows.word()} ({where})."
     )
     if first_identity is None:
         timing = (
             "On the run above the gradient block never has its diagonal as the maximum of most rows at a kept "
-            "checkpoint, so the gradient never points at the identity block the model learns."
+            "checkpoint: on this run the gradient never points at an identity block."
         )
     elif phase2 is None:
         timing = (

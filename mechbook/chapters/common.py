@@ -3,7 +3,7 @@ a numbered figure, and the seeds of chapter 8's stack that bound (chapters 9 and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -40,6 +40,16 @@ def bound_seeds(summary: pd.DataFrame) -> list[int]:
     """The seeds of a seed summary (:func:`~mechbook.assign_add.seeds.seed_summary`) whose binding
     jump chapter 8's phase-2 rule found, in the summary's order."""
     return [int(s) for s in summary.loc[summary["phase2"].notna(), "seed"]]
+
+
+def not_bound(unbound: Sequence[int], when: str) -> str:
+    """The sentence chapters 9 and 10 name the seeds they leave out with: "Seed 3 had not bound
+    {when}" or "Seeds 0 and 3 had not bound {when}" (empty when none)."""
+    if not unbound:
+        return ""
+    names = [str(s) for s in unbound]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"Seed{'s' if len(names) > 1 else ''} {listed} had not bound {when}"
 
 
 def of_bound_seeds(readings: Mapping[int, T], summary: pd.DataFrame) -> dict[int, T]:
