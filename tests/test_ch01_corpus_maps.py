@@ -236,3 +236,33 @@ def test_corpus_prose_branches_on_the_policy(maps):
     assert ch01.profile_prose(
         dataclasses.replace(CFG, corpus=dataclasses.replace(CFG.corpus, n_stories=None))
     ).startswith("All the stories")
+
+
+def test_no_scene_pair_in_the_vocabulary_leaves_the_pair_claims_untested_and_says_why():
+    """A corpus too small to hold any scene pair: no ranks to compare, so the two pair claims are
+    untested with the reason, and the prose says there is nothing to read (no NaN reaches a word)."""
+    n = {
+        **_numbers(),
+        "phi_pair_median_rank": None,
+        "b_pair_median_rank": None,
+        "n_context_pairs": 0,
+        "vocab_size": 144,
+    }
+    ev = ch01.evidence(n)
+    for cid in ("ch01.scene_pairs", "ch01.phi_not_b"):
+        assert ev[cid].verdict == "untested" and "no scene pair" in ev[cid].sentence()
+    assert ev["ch01.upon_after_once"].verdict != "untested"
+
+
+def test_the_context_prose_without_pairs_reads_no_rank(maps):
+    n = {**ch01.numbers(maps, CFG), "phi_pair_median_rank": None, "b_pair_median_rank": None, "n_context_pairs": 0}
+    text = ch01.context_prose(maps, n)
+    assert text.startswith("None of these pairs has both its words") and "nan" not in text.lower()
+
+
+def test_a_vocabulary_too_small_for_the_tables_is_refused_in_one_line(maps, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    need = max(len(maps.words_of(c)) for c in ("noun", "verb", "adjective")) + 1
+    with pytest.raises(ValueError, match=rf"too small for chapter 1: .* need {need} words of each class") as info:
+        ch01.build(dataclasses.replace(CFG, block_per_class=need))
+    assert "\n" not in str(info.value) and "use a larger corpus" in str(info.value)

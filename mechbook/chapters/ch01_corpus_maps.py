@@ -156,15 +156,25 @@ _CLAIM = {c.id: c for c in CLAIMS}
 def evidence(n: dict[str, Any]) -> dict[str, Evidence]:
     """Each claim's :class:`~mechbook.claims.Evidence` from the chapter's numbers
     (:func:`~mechbook.leading_terms.maps.maps_numbers`), by claim id."""
+    phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
     values = {
         "ch01.drop_keeps_little": n["drop_kept_fraction"],
         "ch01.upon_after_once": n["b_rank_upon_after_once"],
         "ch01.adjective_nouns": n["b_adj_noun_share"] / n["b_adj_noun_chance"],
-        "ch01.scene_pairs": n["phi_pair_median_rank"],
-        "ch01.phi_not_b": n["b_pair_median_rank"] / n["phi_pair_median_rank"],
+        "ch01.scene_pairs": phi,
+        "ch01.phi_not_b": None if phi is None else b / phi,
         "ch01.word_classes": n["sigma_class_purity"] / n["sigma_class_chance"],
     }
-    return {cid: _CLAIM[cid].evidence(value) for cid, value in values.items()}
+    no_pairs = None
+    if phi is None:
+        no_pairs = (
+            f"no scene pair of the chapter has both its words in this vocabulary of {n['vocab_size']} tokens "
+            "(a larger corpus or vocabulary has them)"
+        )
+    return {
+        cid: _CLAIM[cid].evidence(untested=no_pairs) if value is None and no_pairs else _CLAIM[cid].evidence(value)
+        for cid, value in values.items()
+    }
 
 
 def profile_prose(cfg: ChapterConfig) -> str:
@@ -178,8 +188,19 @@ def profile_prose(cfg: ChapterConfig) -> str:
 
 
 def build(cfg: ChapterConfig) -> CorpusMaps:
-    """The chapter's corpus and its three maps (:func:`~mechbook.leading_terms.maps.build_maps`, cached)."""
-    return build_maps(cfg.corpus)
+    """The chapter's corpus and its three maps (:func:`~mechbook.leading_terms.maps.build_maps`,
+    cached); refused, in one line, when its vocabulary is too small for the chapter's tables."""
+    m = build_maps(cfg.corpus)
+    have = {c: len(m.words_of(c)) for c in ("noun", "verb", "adjective")}
+    short = {c: k for c, k in have.items() if k < cfg.block_per_class}
+    if short or not m.entities:
+        lacking = [f"{k} {c}s" for c, k in short.items()] + ([] if m.entities else ["no entity of a scene pair"])
+        raise ValueError(
+            f"the corpus is too small for chapter 1: its {m.tokenizer.vocab_size}-token vocabulary holds only "
+            f"{' and '.join(lacking)} of the chapter's lexicon, where its tables need {cfg.block_per_class} words of "
+            "each class and the scene pairs' entities: use a larger corpus (the 5,000-story sample has them)"
+        )
+    return m
 
 
 def numbers(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
@@ -273,6 +294,10 @@ def pair_table(m: CorpusMaps) -> pd.DataFrame:
 def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     """Median rank of the pairs in Φ and in B, *pond*'s rank for *fish*, and the two claims' verdicts."""
     phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
+    ev = evidence(n)
+    verdicts = f"\n\n{ev['ch01.scene_pairs'].sentence()}\n\n{ev['ch01.phi_not_b'].sentence()}"
+    if phi is None:
+        return f"None of these pairs has both its words among the {m.n_readable} readable tokens.{verdicts}"
     where = claims.compare(
         b, phi, ".0f", claims.Words("higher in $\\Phi$ than in $B$", "higher in $B$ than in $\\Phi$", "alike in both")
     )
@@ -282,8 +307,7 @@ def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     )
     if n["phi_rank_pond_for_fish"] is not None:
         text += f" For *fish*, *pond* ranks **{n['phi_rank_pond_for_fish']}** in $\\Phi$."
-    ev = evidence(n)
-    return text + f"\n\n{ev['ch01.scene_pairs'].sentence()}\n\n{ev['ch01.phi_not_b'].sentence()}"
+    return text + verdicts
 
 
 def sigma_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:

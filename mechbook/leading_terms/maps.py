@@ -94,7 +94,8 @@ def maps_numbers(m: CorpusMaps, successors_k: int = 3, purity_k: int = 3) -> dic
     """What the maps hold, in numbers: corpus sizes, the ``<unk>`` share and what the drop policy
     keeps; the rank of *upon* after *once* in B; the share of lexicon nouns among the
     ``successors_k`` strongest readable successors of the lexicon's adjectives (and its chance
-    level, the nouns' share of the readable tokens); the median pair rank in Φ and in B; the rank
+    level, the nouns' share of the readable tokens); the median pair rank in Φ and in B (None when no
+    pair has both words in the vocabulary); the rank
     of *pond* for *fish* in Φ (None when either word is outside the vocabulary); and the share of
     Σ̃_B's (and raw Σ_B's) ``purity_k`` nearest lexicon neighbours of a word's own class, with its
     chance level. Chapter 1 records these and decides its claims on them."""
@@ -115,8 +116,8 @@ def maps_numbers(m: CorpusMaps, successors_k: int = 3, purity_k: int = 3) -> dic
         "b_rank_upon_after_once": rank_of(m.stats.B, tok, "once", "upon"),
         "b_adj_noun_share": float(successors["token"].isin(WORD_CLASSES["noun"]).mean()),
         "b_adj_noun_chance": len(m.words_of("noun")) / m.n_readable,
-        "phi_pair_median_rank": float(ranks["rank in Φ"].median()),
-        "b_pair_median_rank": float(ranks["rank in B"].median()),
+        "phi_pair_median_rank": float(ranks["rank in Φ"].median()) if len(ranks) else None,
+        "b_pair_median_rank": float(ranks["rank in B"].median()) if len(ranks) else None,
         "n_context_pairs": len(ranks),
         "phi_rank_pond_for_fish": (
             rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True) if fish_pond else None
