@@ -163,7 +163,7 @@ def attention_first(order: pd.DataFrame) -> pd.Series:
     """Per learning rate of ``order`` (:func:`~mechbook.leading_terms.check.departure_steps`):
     whether both W and P leave before both W_O and V, a term that never leaves counting as last."""
     steps = order.fillna(np.inf)
-    return (steps[["W", "P"]].max(axis=1) < steps[["W_O", "V"]].min(axis=1)) & order[["W", "P"]].notna().all(axis=1)
+    return steps[["W", "P"]].max(axis=1) < steps[["W_O", "V"]].min(axis=1)
 
 
 def evidence(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Evidence]:
