@@ -184,7 +184,8 @@ class Claim:
     with units ("step of the binding jump (chapter 8's rule)"); ``paper`` the paper's number as the
     paper gives it (None for the book's own readings); ``section`` the MyST label of the section
     that shows it (the ledger links there; prefix labels ``chNN-``); ``spec`` the format its
-    values print with (:func:`fmt`)."""
+    values print with (:func:`fmt`); ``basis`` ``"specification"`` for a check that the task as
+    built is the paper's specification (chapter 7's), not a result, which the ledger counts apart."""
 
     id: str
     chapter: str
@@ -195,12 +196,15 @@ class Claim:
     paper: str | None = None
     section: str | None = None
     spec: str = ".3g"
+    basis: Literal["result", "specification"] = "result"
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("_", "").replace(".", "").isalnum():
             raise ValueError(f"claim id {self.id!r} must be letters, digits, '_' or '.'")
         if self.source not in ("paper", "book"):
             raise ValueError(f"source must be 'paper' or 'book', got {self.source!r}")
+        if self.basis not in ("result", "specification"):
+            raise ValueError(f"claim {self.id}: basis must be 'result' or 'specification', got {self.basis!r}")
         if self.source == "paper" and not self.paper:
             raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
         prefix = id_prefix(self.chapter)
@@ -388,6 +392,8 @@ class Evidence:
             "release_text": None if self.release is None else c.rule.shown(self.release, c.spec),
             "untested": self.untested,
             "verdict": self.verdict,
+            "basis": c.basis,
+            "where": "" if self.verdict == "untested" else self.where(),
         }
 
 

@@ -119,16 +119,25 @@ def test_the_page_lists_every_claim_by_part_and_chapter(repo):
     jump = next(line for line in page.splitlines() if "binding jump comes" in line)
     assert jump.startswith("| The binding jump comes near step 5,300. Step of the binding jump, rule ≤ 6,000")
     assert "Shown in {ref}`ch08-jump`" in jump
-    assert "| about 5,300 | median 5,401 (4,000 to 8,000 over 3 seeds) | 5,401 | partly |" in jump
+    assert (
+        "| about 5,300 | rebuild and released run | median 5,401 (4,000 to 8,000 over 3 seeds) | 5,401 | partly: holds "
+        "on 2 of 3 seeds of this rebuild and holds on the released run |"
+    ) in jump
     share = next(line for line in page.splitlines() if "operands" in line)
     assert "Layer 1 \\| attends" in share, "a pipe in a statement is escaped, not a new column"
     assert "Shown in {doc}`/book/p2/08_fake`" in share, "without a section the row links to its chapter"
-    assert "| (the book's reading) | median 0.95 (0.95 to 0.96 over 2 seeds) | 0.96 | reproduced |" in share
+    assert (
+        "| (the book's reading) | rebuild and released run | median 0.95 (0.95 to 0.96 over 2 seeds) | 0.96 | "
+        "reproduced: holds on every seed of this rebuild and holds on the released run |"
+    ) in share
     never = next(line for line in page.splitlines() if "forgot" in line)
-    assert never.endswith("| — | — | untested: the chapter did not record it in this profile |")
+    assert never.endswith("| — | — | — | untested: the chapter did not record it in this profile |")
     overlap = next(line for line in page.splitlines() if "G matches" in line)
-    assert overlap.endswith("| 98% | — | — | untested: the chapter was not executed in profile smoke |")
-    assert "In all: 1 reproduced, 1 partly and 2 untested, of 4 claims." in page
+    assert overlap.endswith("| 98% | — | — | — | untested: the chapter was not executed in profile smoke |")
+    assert (
+        "In all: The papers' claims: 1 partly and 1 untested, of 2 claims. The book's readings: 1 reproduced and "
+        "1 untested, of 2 claims." in page
+    )
     assert page.index("operands") > page.index("binding jump comes"), "paper claims come before the book's readings"
 
 
@@ -224,3 +233,21 @@ def test_every_claims_section_is_a_label_above_a_heading_of_its_own_chapter():
         assert every == headed, f"{source}: labels not above a heading: {sorted(every - headed)}"
         for claim in ledger.declared_claims(nb, source.stem):
             assert claim.section is None or claim.section in headed, (source, claim.id, claim.section)
+
+
+def test_each_row_names_its_basis_and_the_tallies_keep_specification_checks_apart():
+    spec = Claim("ch07.split", "07_task", "paper", "1,045 pairs are held out", "pairs", Rule("==", 1045), paper="1,045")
+    spec = Claim(**{**spec.__dict__, "basis": "specification"})
+    rows = [
+        spec.evidence(1045).as_record(),
+        JUMP.evidence(release=5401).as_record(),
+        JUMP.evidence({0: 9500, 1: 9100}).as_record(),
+    ]
+    cells = [ledger._row(e, Path("book/p2/07_task.ipynb")).split(" | ") for e in rows]
+    assert [c[2] for c in cells] == ["specification check", "released run only", "rebuild"]
+    assert cells[2][-1].startswith("not reproduced: fails on every seed of this rebuild")
+    tally = ledger._tallies(rows)
+    assert tally.startswith("The papers' claims: 1 reproduced and 1 not reproduced, of 2 claims.")
+    assert tally.endswith("Checks of the task's specification: 1 reproduced, of 1 claim.")
+    with pytest.raises(ValueError, match="basis must be"):
+        Claim(**{**spec.__dict__, "basis": "guess"})

@@ -161,6 +161,29 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def _tallies(entries: Iterable[Mapping[str, Any]]) -> str:
+    """The tally of the papers' claims, then of the book's readings and of the specification
+    checks, each apart: ``"The papers' claims: 3 reproduced and 1 partly, of 4 claims. The book's
+    readings: ..."``."""
+    entries = list(entries)
+    groups = {
+        "The papers' claims": [e for e in entries if e.get("basis") != "specification" and e["source"] == "paper"],
+        "The book's readings": [e for e in entries if e.get("basis") != "specification" and e["source"] == "book"],
+        "Checks of the task's specification": [e for e in entries if e.get("basis") == "specification"],
+    }
+    return " ".join(f"{name}: {_tally(group)}" for name, group in groups.items() if group) or "no claims."
+
+
+def _basis(entry: Mapping[str, Any]) -> str:
+    """What a row was decided on: a specification check, the rebuild, the released run, or both."""
+    if entry.get("basis") == "specification":
+        return "specification check"
+    sides = (["rebuild"] if entry["values"] else []) + (["released run"] if entry.get("release") is not None else [])
+    if sides == ["released run"]:
+        return "released run only"
+    return " and ".join(sides) or "—"
+
+
 def _tally(entries: Iterable[Mapping[str, Any]]) -> str:
     """``"3 reproduced, 1 partly and 2 untested, of 6 claims."``"""
     counts = Counter(e["verdict"] for e in entries)
@@ -179,14 +202,19 @@ def _row(entry: Mapping[str, Any], source: Path) -> str:
     rebuild = entry["summary"] if entry["values"] else "—"
     release = entry.get("release_text") or "—"
     verdict = entry["verdict"]
+    where = (entry.get("where") or "").removeprefix("It ").rstrip(".")
     if verdict == "untested":
         verdict = f"untested: {(entry.get('untested') or 'no value was measured').rstrip('. ')}"
-    return "| " + " | ".join(_cell(x) for x in (claim, paper, rebuild, release, verdict)) + " |"
+    elif where and (verdict == "partly" or len(entry["values"]) > 1):
+        verdict = f"{verdict}: {where}"
+    return "| " + " | ".join(_cell(x) for x in (claim, paper, _basis(entry), rebuild, release, verdict)) + " |"
 
 
 def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str:
-    """The ledger page: per part and chapter, a table claim | paper | rebuild | released run |
-    verdict, each claim linking to the section that shows it (else its chapter)."""
+    """The ledger page: per part and chapter, a table claim | paper | basis | rebuild | released
+    run | verdict (with where the rule holds, over seeds), each claim linking to the section that
+    shows it (else its chapter); the tallies count the papers' claims apart from the book's
+    readings and the specification checks."""
     everything = [e for _, chapters in parts for ch in chapters for e in ch.entries()]
     lines = [
         "(appendix-ledger)=",
@@ -198,12 +226,14 @@ def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str
         "come near, not reproduced when none does). This page is computed when the site is built, "
         f"from the `claim.*` records of the chapters executed in the `{profile}` profile; a claim a "
         "chapter declares but did not record in this profile is listed as untested, with why. The "
-        "rebuild column gives one value, or the median and range over seeds.",
+        "rebuild column gives one value, or the median and range over seeds; the verdict says on how "
+        "many seeds the rule holds. The basis says what a row was decided on: the rebuild, the released run "
+        "only, or a check that the task as built is the paper's specification (not a result).",
         "",
-        f"In all: {_tally(everything)}",
+        f"In all: {_tallies(everything)}",
     ]
     for caption, chapters in parts:
-        lines += ["", f"## {caption}", "", _tally(e for ch in chapters for e in ch.entries())]
+        lines += ["", f"## {caption}", "", _tallies(e for ch in chapters for e in ch.entries())]
         for chapter in chapters:
             entries = chapter.entries()
             lines += ["", f"### {chapter.title}", ""]
@@ -211,8 +241,8 @@ def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str
                 lines.append(f"{{doc}}`/{chapter.source.with_suffix('')}` declares no claims.")
                 continue
             lines += [
-                "| claim | paper | rebuild | released run | verdict |",
-                "|---|---|---|---|---|",
+                "| claim | paper | basis | rebuild | released run | verdict |",
+                "|---|---|---|---|---|---|",
                 *(_row(e, chapter.source) for e in entries),
             ]
     return "\n".join(lines) + "\n"

@@ -70,6 +70,7 @@ CLAIMS: tuple[Claim, ...] = (
         Rule("==", 1045),
         paper="1,045 of 3,481 held out",
         section="ch07-split",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -81,6 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
         "residues no training pair sums to, plus numbers never a left or never a right training operand",
         Rule("==", 0),
         section="ch07-split",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -93,6 +95,7 @@ CLAIMS: tuple[Claim, ...] = (
         Rule("==", 92),
         paper="92 allowed ordered pairs",
         section="ch07-positions",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -104,6 +107,7 @@ CLAIMS: tuple[Claim, ...] = (
         Rule("==", 24),
         paper="about 24%",
         section="ch07-rows",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -116,6 +120,7 @@ CLAIMS: tuple[Claim, ...] = (
         Rule("==", 4),
         paper="v1 ∈ {k, l}, v2 ∈ {a, b}",
         section="ch07-pools",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -128,6 +133,7 @@ CLAIMS: tuple[Claim, ...] = (
         Rule("==", 193_580),
         paper="the exactly enumerated union of the authors' sweep script",
         section="ch07-pools",
+        basis="specification",
         spec=",d",
     ),
     Claim(
@@ -138,6 +144,7 @@ CLAIMS: tuple[Claim, ...] = (
         "sequences whose label differs from the literal reading",
         Rule("==", 0),
         section="ch07-pools",
+        basis="specification",
         spec=",d",
     ),
 )
