@@ -148,7 +148,7 @@ def test_smoke_bounds_pass_the_maps_and_reject_a_shuffled_corpus(maps):
     assert any(p.startswith("b_rank_upon_after_once") for p in problems), problems
 
 
-def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_ratio=2.5):
+def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_ratio=2.5, other_over_phi=100.0):
     """Chapter 1's numbers with each claim's value set (chance levels fixed)."""
     return {
         "drop_kept_fraction": drop,
@@ -157,6 +157,7 @@ def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_r
         "b_adj_noun_chance": 0.1,
         "phi_pair_median_rank": phi,
         "b_pair_median_rank": b_over_phi * phi,
+        "phi_pair_mismatched_median_rank": other_over_phi * phi,
         "sigma_class_purity": class_ratio * 0.3,
         "sigma_class_chance": 0.3,
         "phi_rank_pond_for_fish": None,
@@ -173,6 +174,7 @@ def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_r
         ("phi", 4.0, 50.0, 20.0),
         ("b_over_phi", 5.0, 1.0, 2.0),
         ("class_ratio", 2.2, 1.0, 1.5),
+        ("other_over_phi", 3.0, 1.0, 2.0),
     ],
 )
 def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
@@ -183,6 +185,7 @@ def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
         "phi": "ch01.scene_pairs",
         "b_over_phi": "ch01.phi_not_b",
         "class_ratio": "ch01.word_classes",
+        "other_over_phi": "ch01.pairs_not_frequency",
     }[knob]
     claim = next(c for c in ch01.CLAIMS if c.id == cid)
     good, bad = ch01.evidence(_numbers(**{knob: holds}))[cid], ch01.evidence(_numbers(**{knob: fails}))[cid]
@@ -266,3 +269,24 @@ def test_a_vocabulary_too_small_for_the_tables_is_refused_in_one_line(maps, monk
     with pytest.raises(ValueError, match=rf"too small for chapter 1: .* need {need} words of each class") as info:
         ch01.build(dataclasses.replace(CFG, block_per_class=need))
     assert "\n" not in str(info.value) and "use a larger corpus" in str(info.value)
+
+
+def test_the_mismatched_row_control_against_a_literal_count(maps):
+    """Each pair's control is the median rank of its surrounding in the other entities' rows of Φ,
+    recounted here from the matrix: readable tokens only, the row word itself left out."""
+    from mechbook.leading_terms.associations import mismatched_pair_ranks, readable_exclusions
+
+    tok, phi = maps.tokenizer, maps.stats.Phi
+    banned = set(readable_exclusions(tok))
+    table = mismatched_pair_ranks(phi, tok)
+    assert len(table) > 0
+    pairs = set(zip(table["row"], table["column"]))
+    rows = list(dict.fromkeys(table["row"]))
+    for a, b, got in table.itertuples(index=False):
+        ranks = []
+        for o in (o for o in rows if o not in (a, b) and (o, b) not in pairs):
+            i = tok.token_to_id[o]
+            scores = [(phi[i, j], j) for t, j in tok.token_to_id.items() if t not in banned and t != o]
+            ordered = [j for _, j in sorted(scores, key=lambda x: (-x[0], x[1]))]
+            ranks.append(ordered.index(tok.token_to_id[b]) + 1)
+        assert got == float(np.median(ranks))

@@ -136,6 +136,18 @@ CLAIMS: tuple[Claim, ...] = (
         spec=".1f",
     ),
     Claim(
+        "ch01.pairs_not_frequency",
+        CHAPTER,
+        "book",
+        "The pairs' ranks in Φ are the pairs' own: in the other entities' rows the same surroundings rank far "
+        "lower, so their frequency alone does not put them at the top",
+        "median rank of the surroundings in the other entities' rows of Φ (the mismatched-row control) over "
+        "their median rank in their own entity's row",
+        Rule(">=", 3, partly=1.5),
+        section="ch01-context",
+        spec=".1f",
+    ),
+    Claim(
         "ch01.word_classes",
         CHAPTER,
         "paper",
@@ -163,6 +175,9 @@ def evidence(n: dict[str, Any]) -> dict[str, Evidence]:
         "ch01.adjective_nouns": n["b_adj_noun_share"] / n["b_adj_noun_chance"],
         "ch01.scene_pairs": phi,
         "ch01.phi_not_b": None if phi is None else b / phi,
+        "ch01.pairs_not_frequency": None
+        if phi is None or n["phi_pair_mismatched_median_rank"] is None
+        else n["phi_pair_mismatched_median_rank"] / phi,
         "ch01.word_classes": n["sigma_class_purity"] / n["sigma_class_chance"],
     }
     no_pairs = None
@@ -295,7 +310,9 @@ def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     """Median rank of the pairs in Φ and in B, *pond*'s rank for *fish*, and the two claims' verdicts."""
     phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
     ev = evidence(n)
-    verdicts = f"\n\n{ev['ch01.scene_pairs'].sentence()}\n\n{ev['ch01.phi_not_b'].sentence()}"
+    verdicts = "".join(
+        f"\n\n{ev[c].sentence()}" for c in ("ch01.scene_pairs", "ch01.pairs_not_frequency", "ch01.phi_not_b")
+    )
     if phi is None:
         return f"None of these pairs has both its words among the {m.n_readable} readable tokens.{verdicts}"
     where = claims.compare(
@@ -305,6 +322,12 @@ def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
         f"Over these {n['n_context_pairs']} pairs the median rank is **{phi:.0f}** in $\\Phi$ "
         f"and **{b:.0f}** in $B$, out of {m.n_readable} readable tokens: the pairs rank {where}."
     )
+    other = n["phi_pair_mismatched_median_rank"]
+    if other is not None:
+        text += (
+            f" In the other entities' rows of $\\Phi$ the same surroundings rank at a median of **{other:.0f}** "
+            f"(a word drawn at random: {(m.n_readable + 1) / 2:.0f})."
+        )
     if n["phi_rank_pond_for_fish"] is not None:
         text += f" For *fish*, *pond* ranks **{n['phi_rank_pond_for_fish']}** in $\\Phi$."
     return text + verdicts

@@ -446,6 +446,25 @@ def pair_ranks(
     return pd.DataFrame.from_records(records, columns=["row", "column", *maps])
 
 
+def mismatched_pair_ranks(
+    matrix: np.ndarray, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]] = CONTEXT_PAIRS
+) -> pd.DataFrame:
+    """The mismatched-row control of :func:`pair_ranks` (chapter 1): for each pair, the median rank
+    of its second word in the rows of the pairs' other first words (those not paired with it), among
+    readable tokens. A surrounding that ranks high only because it is frequent ranks as high in
+    another entity's row. Columns: ``row``, ``column``, ``rank in other rows``."""
+    exclude = readable_exclusions(tokenizer)
+    present = [(a, b) for a, b in pairs if a in tokenizer.token_to_id and b in tokenizer.token_to_id]
+    rows = list(dict.fromkeys(a for a, _ in present))
+    records = []
+    for a, b in present:
+        others = [o for o in rows if o != a and o != b and (o, b) not in present]
+        if others:
+            ranks = [rank_of(matrix, tokenizer, o, b, exclude=exclude, exclude_self=True) for o in others]
+            records.append({"row": a, "column": b, "rank in other rows": float(np.median(ranks))})
+    return pd.DataFrame.from_records(records, columns=["row", "column", "rank in other rows"])
+
+
 def trained_maps(state: dict) -> dict[str, np.ndarray]:
     """The trained maps chapter 4 reads from one run's final weights, as float64 arrays: ``W_O``,
     ``V W_O`` (layer 0's value matrix times W_O, the product taken in the weights' dtype) and ``W``

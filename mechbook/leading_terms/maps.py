@@ -23,6 +23,7 @@ from mechbook.leading_terms.associations import (
     class_purity,
     cosine_normalise,
     labelled_words,
+    mismatched_pair_ranks,
     pair_ranks,
     rank_of,
     readable_exclusions,
@@ -95,13 +96,15 @@ def maps_numbers(m: CorpusMaps, successors_k: int = 3, purity_k: int = 3) -> dic
     keeps; the rank of *upon* after *once* in B; the share of lexicon nouns among the
     ``successors_k`` strongest readable successors of the lexicon's adjectives (and its chance
     level, the nouns' share of the readable tokens); the median pair rank in Φ and in B (None when no
-    pair has both words in the vocabulary); the rank
+    pair has both words in the vocabulary) and in Φ's rows of the other entities (the
+    mismatched-row control, :func:`~mechbook.leading_terms.associations.mismatched_pair_ranks`); the rank
     of *pond* for *fish* in Φ (None when either word is outside the vocabulary); and the share of
     Σ̃_B's (and raw Σ_B's) ``purity_k`` nearest lexicon neighbours of a word's own class, with its
     chance level. Chapter 1 records these and decides its claims on them."""
     tok, s = m.tokenizer, m.survivors
     successors = top_k(m.stats.B, tok, k=successors_k, rows=m.words_of("adjective"), exclude=m.readable, positive=True)
     ranks = pair_rank_table(m)
+    mismatched = mismatched_pair_ranks(m.stats.Phi, tok)
     purity, chance = class_purity(m.sigma_cos, tok, k=purity_k)
     purity_raw, _ = class_purity(m.stats.Sigma_B, tok, k=purity_k)
     fish_pond = "fish" in tok.token_to_id and "pond" in tok.token_to_id
@@ -119,6 +122,9 @@ def maps_numbers(m: CorpusMaps, successors_k: int = 3, purity_k: int = 3) -> dic
         "phi_pair_median_rank": float(ranks["rank in Φ"].median()) if len(ranks) else None,
         "b_pair_median_rank": float(ranks["rank in B"].median()) if len(ranks) else None,
         "n_context_pairs": len(ranks),
+        "phi_pair_mismatched_median_rank": float(mismatched["rank in other rows"].median())
+        if len(mismatched)
+        else None,
         "phi_rank_pond_for_fish": (
             rank_of(m.stats.Phi, tok, "fish", "pond", exclude=m.readable, exclude_self=True) if fish_pond else None
         ),
