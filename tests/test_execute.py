@@ -339,6 +339,22 @@ def test_cache_key_covers_data_contents_and_library_versions(tmp_path, monkeypat
     assert cache_key(nb_path, params, repo) != k_new
 
 
+def test_with_the_release_variable_unset_the_key_digests_the_folder_the_loader_reads(tmp_path, monkeypatch):
+    repo = _tiny_repo(tmp_path)
+    nb_path = repo / "book" / "p" / "01_ok.ipynb"
+    beside = tmp_path / "beside"
+    monkeypatch.delenv("MECHBOOK_AA_RELEASE", raising=False)
+    monkeypatch.setattr(environment, "unset_release_folder", lambda: beside)
+    params = {"profile": "smoke"}
+    absent = cache_key(nb_path, params, repo)
+    (beside / "checkpoints").mkdir(parents=True)
+    (beside / "checkpoints" / "checkpoint_step_1.pth").write_bytes(b"\x00" * 8)
+    present = cache_key(nb_path, params, repo)
+    assert present != absent, "a release the loader would now find re-executes the chapters"
+    monkeypatch.setenv("MECHBOOK_AA_RELEASE", str(beside))
+    assert cache_key(nb_path, params, repo) == present, "the same files, named or found, give the same key"
+
+
 def test_data_digests_are_memoised_by_path_size_and_mtime(tmp_path, monkeypatch):
     data = tmp_path / "d.txt"
     data.write_bytes(b"abc")

@@ -130,9 +130,14 @@ def release_folder() -> Path:
     :func:`available_steps`) and the tests that need the release skip by it."""
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR]).expanduser()
-    if SHARED_COPY.is_dir():
-        return SHARED_COPY
-    return _cache_dir()
+    return unset_release_folder()
+
+
+def unset_release_folder() -> Path:
+    """The folder :func:`release_folder` reads when ``$MECHBOOK_AA_RELEASE`` is unset:
+    :data:`SHARED_COPY` if it is there, else the user cache that downloads go to (the executor's
+    key digests what it holds, so a release that appears there re-executes the chapters)."""
+    return SHARED_COPY if SHARED_COPY.is_dir() else _cache_dir()
 
 
 def _folders(folder: str | Path | None) -> list[Path]:

@@ -20,6 +20,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+from mechbook.assign_add.release import unset_release_folder
 from mechbook.cache import sha256_file
 
 #: Variables holding paths; relative ones are made absolute against the caller's directory.
@@ -178,7 +179,8 @@ def release_digest(memo: DigestMemo, folder: Path) -> str:
 
 def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What of the environment decides a chapter's outputs: for :data:`RELEASE_ENV` the digest of
-    the released files it holds (:func:`release_digest`), for the other
+    the released files it holds (:func:`release_digest`; unset, of the folder the loader reads
+    then), for the other
     variables of :data:`DATA_ENV` the digest of what they name (not the path: the same bytes
     elsewhere give the same key), the values of :data:`VALUE_ENV`, and :func:`versions`."""
     env = os.environ if environ is None else environ
@@ -186,10 +188,11 @@ def key_environment(memo: DigestMemo, environ: Mapping[str, str] | None = None) 
     data = {}
     for name in DATA_ENV:
         value = absolute.get(name)
-        if not value:
+        if name == RELEASE_ENV:  # only the released files, never what else the folder holds
+            folder = Path(value) if value else unset_release_folder()  # unset: where the loader looks
+            data[name] = release_digest(memo, folder) if folder.is_dir() else None
+        elif not value:
             data[name] = None
-        elif name == RELEASE_ENV:  # only the released files, never what else the folder holds
-            data[name] = release_digest(memo, Path(value))
         else:
             data[name] = memo.tree(Path(value))
     return {
