@@ -216,6 +216,7 @@ class Claim:
         rebuild: Mapping[int | None, Any] | Sequence[Any] | Any = None,
         release: Any = None,
         untested: str | None = None,
+        run: str | None = None,
     ) -> Evidence:
         """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}`` (or a pandas Series
         indexed by seed), a sequence of values (seeds unknown; a list, tuple or 1-D array) or one
@@ -240,7 +241,7 @@ class Claim:
         release = _plain(release)
         if untested is not None and (pairs or release is not None):
             raise ValueError(f"claim {self.id}: untested= says no value was measured, but values were given")
-        return Evidence(self, pairs, release, untested)
+        return Evidence(self, pairs, release, untested, run)
 
 
 @dataclass(frozen=True)
@@ -249,12 +250,15 @@ class Evidence:
 
     ``rebuild`` holds ``(seed, value)`` pairs (seed None where the run is not seeded; value None
     where that seed gave none, which counts against the claim); ``release`` the released run's
-    value (None where there is none); ``untested`` why the claim could not be measured here."""
+    value (None where there is none); ``untested`` why the claim could not be measured here; ``run``
+    which of the rebuild's runs the value was read on, in words, where a chapter has several and
+    decides on one (chapters 3-5: the run that has trained)."""
 
     claim: Claim
     rebuild: tuple[tuple[int | None, Any], ...] = ()
     release: Any = None
     untested: str | None = None
+    run: str | None = None
 
     @property
     def values(self) -> list[Any]:
@@ -327,9 +331,10 @@ class Evidence:
         word = word[:1].upper() + word[1:]
         counted = any(v is not None and not _is_number(v) for v in self.values)  # the summary counts the seeds
         where = f" {self.where()}" if verdict == "partly" and not counted else ""
+        on = f" Decided on {self.run}." if self.run else ""
         return (
             f"**{word}.** {who}: {statement}. {c.measure[:1].upper() + c.measure[1:]}: {measured} "
-            f"(rule {c.rule.text(c.spec)}).{where}"
+            f"(rule {c.rule.text(c.spec)}).{where}{on}"
         )
 
     def word(self) -> str:
@@ -393,6 +398,7 @@ class Evidence:
             "untested": self.untested,
             "verdict": self.verdict,
             "basis": c.basis,
+            "run": self.run,
             "where": "" if self.verdict == "untested" else self.where(),
         }
 

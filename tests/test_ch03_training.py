@@ -53,7 +53,7 @@ def setting_run(batch, cos, no_unk, eta_s=27.915) -> SettingRun:
 
 
 def reading(
-    claim=0.85, full=0.85, no_unk=0.86, small=0.8, reached=27.915, setting_eta_s=27.915, ch2=0.88, loss=5.2
+    claim=0.85, full=0.85, no_unk=0.86, small=0.8, reached=27.915, setting_eta_s=27.915, ch2=0.88, loss=4.5
 ) -> ClaimReading:
     """A reading with the claim runs at ``claim``, the full batch at ``full`` (``no_unk`` without
     ``<unk>``), the series' mini-batch at ``small``, chapter 2's smallest rate at ``ch2``."""
@@ -287,3 +287,17 @@ def test_series_sentence_never_contradicts_the_cosines_it_prints(small, full):
     a, b = float(part.split(",")[0]), float(part.split("full ")[1].split(" ")[0])
     verb = part.split("the full one it ")[1].split(")")[0]
     assert verb == ("rises" if b > a else "falls" if b < a else "stays the same")
+
+
+def test_the_100_epoch_claim_reads_only_the_claim_runs_that_trained():
+    """A claim run whose loss fell under TRAINED_NATS is named and left out, not folded into the minimum."""
+    r = reading(claim=0.995)
+    r.cosines["natural"] = cosines(0.9)
+    r.losses["natural"] = math.log(256) - 0.04
+    ev = ch03.claim_evidence(r)["ch03.cosine_100_epochs"]
+    assert ev.values == [pytest.approx(0.995)] and ev.verdict == "reproduced"
+    assert "the natural run fell 0.040, under 0.5, and is left out" in ev.sentence()
+    assert "the cased BPE run (its loss fell 1.05 nats)" in ev.sentence()
+    r.losses["bpe_cased"] = math.log(256) - 0.01
+    none = ch03.claim_evidence(r)["ch03.cosine_100_epochs"]
+    assert none.verdict == "untested" and "no claim run has trained" in none.sentence()

@@ -124,8 +124,12 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
     readings = ch04.overlaps(cfg, a)
     paper_lr, large_lr = a.lrs
     q = readings[paper_lr]["W"]
-    prose = ch04.overlap_prose(readings, cfg.k)
+    drops = {paper_lr: 0.05, large_lr: 2.0}
+    prose = ch04.overlap_prose(readings, drops, cfg.k)
     assert f"overlap@{cfg.k} {q.matched:.2f}, against {q.chance:.2f} for a random ranking" in prose
+    assert f"At $\\eta = {large_lr}$, whose loss fell **2.000** nats below $\\log |V|$ (the claims are decided" in prose
+    assert f"Decided on the η = {large_lr:g} run (its loss fell 2.00 nats below log |V|)." in prose
+    assert "its overlaps restate that closeness" in prose, "the paper-rate run, which fell 0.05 nats"
     assert (
         prose.count("**Reproduced.**") + prose.count("**Partly reproduced.**") + prose.count("**Not reproduced.**") == 3
     )
@@ -153,10 +157,28 @@ def test_a_shared_profile_is_not_a_reading(corpus):
     raw rankings, but no more than another word's row does: the claims fail on the excess."""
     cfg, _ = corpus
     a = _assoc(corpus, lambda m, lr: np.broadcast_to(m.mean(axis=0), m.shape).copy())
-    ev = ch04.evidences(ch04.overlaps(cfg, a))
+    ev = ch04.evidences(ch04.overlaps(cfg, a), {a.lrs[0]: 0.05, a.lrs[1]: 2.0})
     assert ev["ch04.vw_o_ranks_g"].values[0] == pytest.approx(0.0, abs=1e-12)
     assert ev["ch04.vw_o_ranks_g"].verdict == "not reproduced"
     assert ev["ch04.vw_o_ranks_g_centred"].verdict == "not reproduced"
+
+
+def test_the_claims_are_decided_on_the_run_that_trained_or_untested(corpus):
+    """The run that fell furthest decides, if it fell TRAINED_NATS or more; otherwise every claim is
+    untested with both drops (a run whose matrices are still their leading terms restates chapter 3)."""
+    cfg, _ = corpus
+    a = _assoc(corpus, lambda m, lr: m * (1 + lr))
+    readings = ch04.overlaps(cfg, a)
+    paper_lr, large_lr = a.lrs
+    on_large = ch04.evidences(readings, {paper_lr: 0.05, large_lr: 2.0})
+    on_paper = ch04.evidences(readings, {paper_lr: 0.9, large_lr: 0.6})
+    for cid, (raw, _) in zip(ch04.CLAIM_OF, ch04.CLAIM_OF.values()):
+        assert on_large[raw].values == [readings[large_lr][cid].excess] and f"η = {large_lr:g}" in on_large[raw].run
+        assert on_paper[raw].values == [readings[paper_lr][cid].excess]
+    neither = ch04.evidences(readings, {paper_lr: 0.05, large_lr: 0.3})
+    assert {e.verdict for e in neither.values()} == {"untested"}
+    assert "0.050 and 0.300 nats, under 0.5" in neither["ch04.w_ranks_q"].sentence()
+    assert "**Untested here.**" in ch04.overlap_prose(readings, {paper_lr: 0.05, large_lr: 0.3}, cfg.k)
 
 
 @pytest.mark.parametrize("claim", ch04.CLAIMS, ids=lambda c: c.id)

@@ -119,8 +119,9 @@ def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     assert ch05.ablation_summary(table).shape == (len(table) // 2, 4)
 
 
-def test_records_and_sentences_of_a_leading_term_model(corpus):
+def test_records_and_sentences_of_a_leading_term_model(corpus, monkeypatch):
     c = _coop(corpus, _leading(corpus))
+    monkeypatch.setattr(ch05, "run_drops", lambda runs: {c.lrs[0]: 0.05, c.lrs[1]: 2.0})
     exps, means = ch05.experiments(c), ch05.path_means(c)
     table = ch05.ablation(exps)
     numbers = ch05.headline(c, exps, means)
@@ -130,7 +131,7 @@ def test_records_and_sentences_of_a_leading_term_model(corpus):
     assert numbers["worst_single_large_lr"] == "W_O"  # the bigram term carries the most
     assert numbers["loss_full_large_lr"] < numbers["loss_no_leading_large_lr"]
     assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_prose(c)
-    text = ch05.ablation_prose(table, exps)
+    text = ch05.ablation_prose(table, exps, {c.lrs[0]: 0.05, c.lrs[1]: 2.0})
     assert f"reaches **{numbers['loss_full_paper_lr']:.4f}**" in text and "leading term of W_O" in text
     assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(c, means)
     frame = ch05.sentence_paths(c, 1, c.lrs[1])
@@ -146,22 +147,29 @@ def test_smoke_bounds_reject_an_untrained_model(corpus):
         assert any(p.startswith(name) for p in problems), problems
 
 
-def test_every_section_reads_its_experiments_and_records_every_claim(corpus):
+def test_every_section_reads_its_experiments_and_records_every_claim(corpus, monkeypatch):
     c = _coop(corpus, _leading(corpus))
     exps, means = ch05.experiments(c), ch05.path_means(c)
+    drops = {c.lrs[0]: 2.0, c.lrs[1]: 0.3}  # the paper-rate run trained, the other not: it decides
+    monkeypatch.setattr(ch05, "run_drops", lambda runs: drops)
     evs = ch05.evidences(c, exps, means)
+    assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs)
     assert [e.claim.id for e in evs] == [cl.id for cl in ch05.CLAIMS]
     # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
     assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
     assert {e.claim.id: e.values[0] for e in evs}["ch05.w_o_costliest"] == "W_O"
     paths = ch05.path_table(exps)
     assert paths.shape == (3 + c.models[c.lrs[0]].cfg.n_layers, 4)
-    text = ch05.path_ablation_prose(exps)
+    text = ch05.path_ablation_prose(exps, drops)
     assert text.count("At $\\eta = ") == 2 and ("Holds" in text or "Does not hold" in text)
-    split = ch05.split_prose(exps)
+    split = ch05.split_prose(exps, drops)
     assert "its remainder alone" in split and split.count("**") >= 4
     assert ch05.split_table(exps).shape == (9, 2)
-    assert "W := 0 gives" in ch05.w_zero_prose(exps)
+    assert "W := 0 gives" in ch05.w_zero_prose(exps, drops)
+    monkeypatch.setattr(ch05, "run_drops", lambda runs: {c.lrs[0]: 0.05, c.lrs[1]: 0.3})
+    untrained = ch05.evidences(c, exps, means)
+    assert {e.verdict for e in untrained} == {"untested"}
+    assert "fell 0.050 and 0.300 nats, under 0.5" in untrained[0].sentence()
 
 
 def _split(**changes):
@@ -197,7 +205,7 @@ class _Exp:
 )
 def test_split_prose_branches_follow_the_numbers(split, word, verdicts):
     exps = {0.005: _Exp(_split()), 0.1: _Exp(split)}
-    text = ch05.split_prose(exps)
+    text = ch05.split_prose(exps, {0.005: 0.05, 0.1: 2.0})
     assert word in text
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert [line[4:].split(".")[0] for line in lines] == list(verdicts)

@@ -1,12 +1,15 @@
 """mechbook.leading_terms.check's readings (chapters 2 and 3): the check's summary and slopes against
 literal loops, where the terms first stop holding, the sweep read at an η·s, the learned rule."""
 
+from types import SimpleNamespace
+
 import numpy as np
+import pandas as pd
 import pytest
 from lt_markov import markov_tokens, sweep_frame
 
 from mechbook.leading_terms import check
-from mechbook.leading_terms.check import CheckConfig, autograd_check
+from mechbook.leading_terms.check import TRAINED_NATS, CheckConfig, autograd_check, decisive_run, run_drops, run_label
 from mechbook.leading_terms.stats import corpus_stats
 
 VOCAB = 8
@@ -70,3 +73,20 @@ def test_cosines_at_reads_the_nearest_step_of_rates_that_reach_it():
 def test_learned_rule_and_loss_drop():
     assert check.loss_drop(np.log(256) - 0.05, 256) == pytest.approx(0.05)
     assert not check.has_learned(check.LEARNED_NATS - 1e-9) and check.has_learned(check.LEARNED_NATS)
+
+
+def test_the_decisive_run_is_the_one_that_fell_furthest_if_it_trained():
+    def result(losses, vocab=64):
+        history = pd.DataFrame(
+            {"step": [0, 0, 10, 10], "matrix": list("abab"), "loss": [*losses[:1] * 2, *losses[1:] * 2]}
+        )
+        return SimpleNamespace(history=history, model_cfg=SimpleNamespace(d_vocab=vocab))
+
+    runs = SimpleNamespace(results={0.005: result([4.16, 4.1]), 0.1: result([4.16, 2.0])})
+    drops = run_drops(runs)
+    assert drops == pytest.approx({0.005: np.log(64) - 4.1, 0.1: np.log(64) - 2.0})
+    assert decisive_run(drops) == 0.1
+    assert decisive_run({0.005: TRAINED_NATS, 0.1: TRAINED_NATS / 2}) == 0.005
+    assert decisive_run({0.005: 0.05, 0.1: TRAINED_NATS - 1e-9}) is None
+    assert decisive_run({}) is None
+    assert run_label(0.1, 2.0) == "the η = 0.1 run (its loss fell 2.00 nats below log |V|)"

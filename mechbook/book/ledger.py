@@ -181,7 +181,8 @@ def _basis(entry: Mapping[str, Any]) -> str:
     sides = (["rebuild"] if entry["values"] else []) + (["released run"] if entry.get("release") is not None else [])
     if sides == ["released run"]:
         return "released run only"
-    return " and ".join(sides) or "—"
+    basis = " and ".join(sides) or "—"
+    return f"{basis}: {entry['run']}" if entry.get("run") else basis
 
 
 def _tally(entries: Iterable[Mapping[str, Any]]) -> str:

@@ -24,7 +24,15 @@ from mechbook import claims
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms import claim as claim_lib
-from mechbook.leading_terms.check import LEARNED_NATS, CheckRunsConfig, check_runs, has_learned, loss_drop
+from mechbook.leading_terms.check import (
+    LEARNED_NATS,
+    TRAINED_NATS,
+    CheckRunsConfig,
+    check_runs,
+    has_learned,
+    is_trained,
+    loss_drop,
+)
 from mechbook.leading_terms.claim import (
     CLAIM_KINDS,
     THRESHOLD,
@@ -204,13 +212,35 @@ def shared_evidence(runs: Runs) -> dict[str, Evidence]:
     }
 
 
+def _tokenizer(name: str) -> str:
+    """A tokenizer's short label: "natural", "cased BPE"."""
+    return TOKENIZER_LABELS.get(name, name).split(" (")[0]
+
+
 def claim_evidence(reading: ClaimReading) -> dict[str, Evidence]:
-    """The claims on the claim runs and in the theory's setting."""
+    """The claims on the claim runs and in the theory's setting. The 100-epoch claim is decided on
+    the claim runs that have trained (:func:`~mechbook.leading_terms.check.is_trained`); a run
+    that has not is named and left out (a cosine near 1 on an unmoved model says nothing)."""
     target = reading.target
     out: dict[str, Evidence] = {}
     c = _CLAIM["ch03.cosine_100_epochs"]
     why = _short(reading.reached, target)
-    out[c.id] = c.evidence(untested=why) if why else c.evidence(min(claim_value(v) for v in reading.cosines.values()))
+    drops = {n: reading.log_vocab[n] - reading.losses[n] for n in reading.cosines}
+    trained = [n for n in reading.cosines if is_trained(drops[n])]
+    left = [
+        f"the {_tokenizer(n)} run fell {drops[n]:.3f}, under {TRAINED_NATS}, and is left out"
+        for n in drops
+        if n not in trained
+    ]
+    if why:
+        out[c.id] = c.evidence(untested=why)
+    elif not trained:
+        out[c.id] = c.evidence(untested=f"no claim run has trained: {'; '.join(left)}")
+    else:
+        run = " and ".join(f"the {_tokenizer(n)} run (its loss fell {drops[n]:.2f} nats)" for n in trained)
+        out[c.id] = c.evidence(
+            min(claim_value(reading.cosines[n]) for n in trained), run=run + (f"; {'; '.join(left)}" if left else "")
+        )
     c = _CLAIM["ch03.chapter2_curves"]
     ch2 = reading.chapter2
     at = ch2[(ch2["lr"] == ch2["lr"].min()) & ch2["kind"].isin(CLAIM_KINDS)] if len(ch2) else ch2

@@ -33,6 +33,7 @@ from mechbook.leading_terms.associations import (
     run_maps,
     top_k,
 )
+from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained, run_drops, run_label
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs
 from mechbook.validation import POSITIVE, at_least, check_fields
@@ -97,7 +98,7 @@ def _overlap_claim(name: str, trained: str, statement: str, paper: str) -> Claim
         "paper",
         statement,
         f"overlap@10 of {term} and {trained} over the content words minus the harder baseline (the larger of "
-        "chance and the overlap with another word's row), at the paper's learning rate",
+        "chance and the overlap with another word's row), on the run of chapter 3 that has trained",
         Rule(">=", 0.5, partly=0.25),
         paper=paper,
         section="ch04-overlap",
@@ -113,8 +114,8 @@ def _centred_claim(name: str, trained: str) -> Claim:
         "book",
         f"With the profile every row shares taken out, each word's row of {trained} still ranks what its row of "
         f"{term} ranks",
-        f"overlap@10 of the row-centred {term} and {trained} minus the same overlap with another word's row, at "
-        "the paper's learning rate",
+        f"overlap@10 of the row-centred {term} and {trained} minus the same overlap with another word's row, on "
+        "the run of chapter 3 that has trained",
         Rule(">=", 0.3, partly=0.1),
         section="ch04-overlap",
         spec=".2f",
@@ -178,13 +179,15 @@ def profile_prose(cfg: ChapterConfig, rm: RunMaps) -> str:
 
 def ranked_table(cfg: ChapterConfig, rm: RunMaps) -> pd.DataFrame:
     """For the first ``table_words`` content words, the top ``table_k`` tokens of each leading
-    term and of its trained map at the paper's learning rate, one line per (word, map)."""
-    few, tok, paper_lr = list(rm.words[: cfg.table_words]), rm.runs.tokenizer, rm.lrs[0]
+    term and of its trained map on the run the claims are decided on (the paper's rate when
+    neither run has trained), one line per (word, map)."""
+    few, tok = list(rm.words[: cfg.table_words]), rm.runs.tokenizer
+    lr = decisive_run(run_drops(rm.runs)) or rm.lrs[0]
     blocks = []
     for name in TRAINED:
         for label, matrix in (
             (f"{TERM[name]} (theory)", rm.theory[name]),
-            (f"{name} (trained)", rm.maps[paper_lr][name]),
+            (f"{name} (trained)", rm.maps[lr][name]),
         ):
             wide = ranked_words(
                 top_k(matrix, tok, k=cfg.table_k, rows=few, exclude=rm.exclude, positive=label.startswith("B "))
@@ -220,34 +223,56 @@ def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFr
     return pd.DataFrame(rows).set_index(["learning rate", "pair"])
 
 
-def evidences(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, Evidence]:
-    """Every claim's evidence, read at the paper's learning rate (the first run)."""
-    paper = readings[next(iter(readings))]
+def evidences(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float]) -> dict[str, Evidence]:
+    """Every claim's evidence, read on the run that has trained (:func:`~mechbook.leading_terms.check.decisive_run`
+    of the runs' loss ``drops``); untested, with the drops, when neither has."""
+    lr = decisive_run(drops)
+    if lr is None:
+        why = (
+            f"neither of chapter 3's runs has trained: their losses fell {' and '.join(f'{d:.3f}' for d in drops.values())} "
+            f"nats, under {TRAINED_NATS}"
+        )
+        return {cid: claim(cid).evidence(untested=why) for pair in CLAIM_OF.values() for cid in pair}
+    run = run_label(lr, drops[lr])
     out = {}
     for name, (raw, centred) in CLAIM_OF.items():
-        r = paper[name]
-        out[raw] = claim(raw).evidence(r.excess)
-        out[centred] = claim(centred).evidence(r.centred - r.centred_mismatched)
+        r = readings[lr][name]
+        out[raw] = claim(raw).evidence(r.excess, run=run)
+        out[centred] = claim(centred).evidence(r.centred - r.centred_mismatched, run=run)
     return out
 
 
-def overlap_prose(readings: dict[float, dict[str, OverlapReading]], k: int) -> str:
-    """Per map at the paper's learning rate: the overlap, the two baselines (the words derived from
-    the printed numbers), then each claim's verdict sentence."""
-    paper_lr = next(iter(readings))
-    ev = evidences(readings)
-    lines = []
-    for name in TRAINED:
-        r = readings[paper_lr][name]
-        raw, centred = CLAIM_OF[name]
-        lines.append(
-            f"- **{TERM[name]} vs {name}**: overlap@{k} {r.matched:.2f}, against {r.chance:.2f} for a random ranking "
-            f"and {r.mismatched:.2f} with another word's row ({claims.difference(r.matched, r.mismatched, '.2f')}); "
-            f"row-centred {r.centred:.2f} against {r.centred_mismatched:.2f} "
-            f"({claims.difference(r.centred, r.centred_mismatched, '.2f')}).\n  {ev[raw].sentence()}\n  "
-            f"{ev[centred].sentence()}"
+def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float], k: int) -> str:
+    """Per run, how far its loss fell, then per map: the overlap and the two baselines (the words
+    derived from the printed numbers); each claim's verdict sentence under the run it is decided on
+    (the run that has trained), the other run's numbers shown beside it."""
+    ev = evidences(readings, drops)
+    decided = decisive_run(drops)
+    blocks = []
+    for lr, per_map in readings.items():
+        state = (
+            "the claims are decided on this run"
+            if lr == decided
+            else f"under the {TRAINED_NATS} nats a run must fall for the claims to be decided on it: its matrices "
+            "are still close to their leading terms (chapter 3), so its overlaps restate that closeness"
+            if not is_trained(drops[lr])
+            else "not the run the claims are decided on"
         )
-    return f"At $\\eta = {paper_lr}$:\n\n" + "\n".join(lines)
+        lines = [f"At $\\eta = {lr}$, whose loss fell **{drops[lr]:.3f}** nats below $\\log |V|$ ({state}):\n"]
+        for name in TRAINED:
+            r = per_map[name]
+            raw, centred = CLAIM_OF[name]
+            verdicts = f"\n  {ev[raw].sentence()}\n  {ev[centred].sentence()}" if lr == decided else ""
+            lines.append(
+                f"- **{TERM[name]} vs {name}**: overlap@{k} {r.matched:.2f}, against {r.chance:.2f} for a random "
+                f"ranking and {r.mismatched:.2f} with another word's row "
+                f"({claims.difference(r.matched, r.mismatched, '.2f')}); row-centred {r.centred:.2f} against "
+                f"{r.centred_mismatched:.2f} ({claims.difference(r.centred, r.centred_mismatched, '.2f')}).{verdicts}"
+            )
+        blocks.append("\n".join(lines))
+    if decided is None:
+        blocks.append("\n\n".join(e.sentence() for e in ev.values()))
+    return "\n\n".join(blocks)
 
 
 def drift_prose(readings: dict[float, dict[str, OverlapReading]], k: int) -> str:
@@ -346,8 +371,8 @@ def headline(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, floa
     return out
 
 
-def record_all(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, Any]:
+def record_all(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float]) -> dict[str, Any]:
     """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
     records = record_numbers(headline(readings))
-    records.update(claims.record_claims(evidences(readings).values()))
+    records.update(claims.record_claims(evidences(readings, drops).values()))
     return records

@@ -12,6 +12,7 @@ order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from mechbook.chapters.common import record_all as record_numbers
 from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.ablation import Cooperation, EvalRuns, eval_runs
+from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, run_drops, run_label
 from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs
@@ -73,9 +75,9 @@ CLAIMS: tuple[Claim, ...] = (
         "ch05.residual_leads",
         STEM,
         "paper",
-        "At the paper's learning rate the residual (bigram) path carries more of the right token's logit than the "
+        "Once the model has trained, the residual (bigram) path carries more of the right token's logit than the "
         "attention paths together",
-        "attention paths' share a/(|a|+|r|) of the right token's mean centred logit, at the paper's learning rate",
+        "attention paths' share a/(|a|+|r|) of the right token's mean centred logit, on the run of chapter 3 that has trained",
         Rule("<", 0.5),
         paper="logits ≈ ηs B[x_t] + (η³s³/2) Σ_l (A x)ᵀ ΦᵀΣ_B: the bigram path is first order, attention third",
         section="ch05-paths",
@@ -86,7 +88,7 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "The bigram term of W_O carries most of what the model has learned: its removal costs more than any other "
         "single leading term's",
-        "the matrix whose leading-term removal raises the loss most, at the paper's learning rate",
+        "the matrix whose leading-term removal raises the loss most, on the run of chapter 3 that has trained",
         Rule("==", "W_O"),
         paper="W_O ≈ ηs B is the first-order term; the others enter at higher order",
         section="ch05-ablation",
@@ -97,8 +99,7 @@ CLAIMS: tuple[Claim, ...] = (
         "paper",
         "Removing a key-query or position leading term moves the loss less than removing any output or value one "
         "(they only reshape attention, a fourth-order effect)",
-        "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), at the "
-        "larger learning rate",
+        "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), on the run of chapter 3 that has trained",
         Rule("<", 0.0),
         paper="W ≈ (η⁴s⁴/8) Q (Q averaged over the NT positions, as in chapter 2): attention departs from uniform only at fourth order",
         section="ch05-ablation",
@@ -109,8 +110,8 @@ CLAIMS: tuple[Claim, ...] = (
         "book",
         "The leading terms hold the model's skill: removing every leading component at once takes the model back to "
         "the zero model",
-        "share of the way from the full model's loss back to the zero model's with every leading component removed, "
-        "at the paper's learning rate",
+        "share of the way from the full model's loss back to the zero model's with every leading component removed"
+        ", on the run of chapter 3 that has trained",
         Rule(">=", 0.9, partly=0.5),
         section="ch05-ablation",
         spec=".0%",
@@ -119,9 +120,8 @@ CLAIMS: tuple[Claim, ...] = (
         "ch05.residual_path_costs_most",
         STEM,
         "book",
-        "Even at the larger learning rate, dropping the residual path costs more than dropping every attention path",
-        "loss increase without the residual path minus that without every attention path (nats), at the larger "
-        "learning rate",
+        "Dropping the residual path costs more than dropping every attention path",
+        "loss increase without the residual path minus that without every attention path (nats), on the run of chapter 3 that has trained",
         Rule(">", 0.0),
         section="ch05-path-ablation",
     ),
@@ -131,7 +131,7 @@ CLAIMS: tuple[Claim, ...] = (
         "book",
         "Alone, what is left of W_O after its B part pushes the right next token down, which is how removing the B "
         "part can cost more than the zero model",
-        "mean centred logit of the right next token from W_O's remainder alone (nats), at the larger learning rate",
+        "mean centred logit of the right next token from W_O's remainder alone (nats), on the run of chapter 3 that has trained",
         Rule("<", 0.0),
         section="ch05-remainder",
     ),
@@ -140,7 +140,7 @@ CLAIMS: tuple[Claim, ...] = (
         STEM,
         "book",
         "W_O's remainder corrects its B part: the logits the two write point in opposite directions",
-        "cosine between the centred logits of W_O's B part and of its remainder, at the larger learning rate",
+        "cosine between the centred logits of W_O's B part and of its remainder, on the run of chapter 3 that has trained",
         Rule("<", 0.0),
         section="ch05-remainder",
     ),
@@ -148,9 +148,9 @@ CLAIMS: tuple[Claim, ...] = (
         "ch05.w_zero_idle",
         STEM,
         "book",
-        "At the paper's learning rate attention is near uniform, so the key-query matrices hold none of the skill: "
-        "W := 0 leaves the loss where it is",
-        "share of the full model's gain over the zero model lost with every W := 0, at the paper's learning rate",
+        "Attention stays near uniform, so the key-query matrices hold none of the skill: W := 0 leaves the loss where "
+        "it is",
+        "share of the full model's gain over the zero model lost with every W := 0, on the run of chapter 3 that has trained",
         Rule("<", 0.01),
         section="ch05-w-zero",
         spec=".2%",
@@ -230,9 +230,10 @@ def path_means(c: EvalRuns) -> pd.DataFrame:
 
 
 def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
-    """What each kind of path adds at both learning rates, and the verdict of the paper's ordering."""
+    """What each kind of path adds at both learning rates, and the verdict of the paper's ordering
+    (on the run that has trained)."""
     paper_lr, large_lr = c.lrs
-    ev = evidence_of_paths(means, c.lrs)
+    ev = evidence_of_paths(means, run_drops(c.runs))
     return (
         f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
         f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
@@ -244,9 +245,22 @@ def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
     )
 
 
-def evidence_of_paths(means: pd.DataFrame, lrs: tuple[float, ...]) -> Evidence:
-    """The evidence of ``ch05.residual_leads``: the attention share at the paper's learning rate."""
-    return claim("ch05.residual_leads").evidence(float(means.loc[lrs[0], "attention share"]))
+def judged(claim_id: str, drops: dict[float, float], value: Callable[[float], Any]) -> Evidence:
+    """The evidence of ``claim_id``: ``value(lr)`` on the run that has trained
+    (:func:`~mechbook.leading_terms.check.decisive_run` of the runs' loss ``drops``), named as the
+    run it was decided on; untested, with the drops, when neither run has trained."""
+    lr = decisive_run(drops)
+    if lr is None:
+        fell = " and ".join(f"{d:.3f}" for d in drops.values())
+        return claim(claim_id).evidence(
+            untested=f"neither of chapter 3's runs has trained: their losses fell {fell} nats, under {TRAINED_NATS}"
+        )
+    return claim(claim_id).evidence(value(lr), run=run_label(lr, drops[lr]))
+
+
+def evidence_of_paths(means: pd.DataFrame, drops: dict[float, float]) -> Evidence:
+    """The evidence of ``ch05.residual_leads``: the attention share, on the run that has trained."""
+    return judged("ch05.residual_leads", drops, lambda lr: float(means.loc[lr, "attention share"]))
 
 
 # --- Ablation: removing the leading components ---------------------------------------------------
@@ -335,18 +349,19 @@ def against_sum(joint: float, total: float, spec: str) -> str:
     return f"{gap} than their sum" if gap else "equal to their sum"
 
 
-def ablation_evidence(exps: dict[float, Cooperation]) -> dict[str, Evidence]:
-    """Evidence of the matrix-ablation claims: the costliest removal and the way back to the zero
-    model at the paper's learning rate, the W/P against W_O/V gap at the larger one."""
-    paper, large = exps.values()
+def ablation_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> dict[str, Evidence]:
+    """Evidence of the matrix-ablation claims on the run that has trained: the costliest removal,
+    the W/P against W_O/V gap and the way back to the zero model."""
     return {
-        "ch05.w_o_costliest": claim("ch05.w_o_costliest").evidence(paper.costliest[0]),
-        "ch05.w_p_least": claim("ch05.w_p_least").evidence(large.attention_shaping_gap),
-        "ch05.leading_terms_hold_the_skill": claim("ch05.leading_terms_hold_the_skill").evidence(paper.way_back),
+        "ch05.w_o_costliest": judged("ch05.w_o_costliest", drops, lambda lr: exps[lr].costliest[0]),
+        "ch05.w_p_least": judged("ch05.w_p_least", drops, lambda lr: exps[lr].attention_shaping_gap),
+        "ch05.leading_terms_hold_the_skill": judged(
+            "ch05.leading_terms_hold_the_skill", drops, lambda lr: exps[lr].way_back
+        ),
     }
 
 
-def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation]) -> str:
+def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """The zero model's loss, then per run: the full loss, the loss with every leading component
     removed (and how far back to the zero model that is), the costliest single removal, and how far
     the single removals are from adding up; then the verdicts."""
@@ -364,7 +379,7 @@ def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation]) -> str:
             f"(+{cost:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
             f"removal costs +{joint:.4f} ({against_sum(joint, total, '.4f')})."
         )
-    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(exps).values())
+    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(exps, drops).values())
     return " ".join(parts) + "\n\n" + verdicts
 
 
@@ -380,15 +395,17 @@ def path_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
     )
 
 
-def path_evidence(exps: dict[float, Cooperation]) -> Evidence:
-    """Evidence of ``ch05.residual_path_costs_most`` at the larger learning rate."""
-    p = exps[tuple(exps)[1]].paths.set_index("removal")["delta_loss"]
-    return claim("ch05.residual_path_costs_most").evidence(
-        float(p["without the residual path"] - p["without every attention path"])
-    )
+def path_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> Evidence:
+    """Evidence of ``ch05.residual_path_costs_most`` on the run that has trained."""
+
+    def gap(lr: float) -> float:
+        p = exps[lr].paths.set_index("removal")["delta_loss"]
+        return float(p["without the residual path"] - p["without every attention path"])
+
+    return judged("ch05.residual_path_costs_most", drops, gap)
 
 
-def path_ablation_prose(exps: dict[float, Cooperation]) -> str:
+def path_ablation_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """Per run: the cost of dropping the residual path and every attention path, the costliest
     single attention layer, how far the layers' single costs are from their joint cost; then the
     verdict."""
@@ -404,7 +421,7 @@ def path_ablation_prose(exps: dict[float, Cooperation]) -> str:
             f"{top.removeprefix('without ')} costs most (+{layers[top]:.4g}). The layers' single costs add up to "
             f"+{total:.4g}, the joint removal costs +{joint:.4g} ({against_sum(joint, total, '.4g')})."
         )
-    return " ".join(parts) + "\n\n" + path_evidence(exps).sentence()
+    return " ".join(parts) + "\n\n" + path_evidence(exps, drops).sentence()
 
 
 # --- Why removing W_O's B part can cost more than the zero model ---------------------------------
@@ -429,18 +446,19 @@ def split_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
     ).rename_axis(columns="learning rate")
 
 
-def split_evidence(exps: dict[float, Cooperation]) -> dict[str, Evidence]:
-    """Evidence of the two remainder claims at the larger learning rate."""
-    s = exps[tuple(exps)[1]].split
+def split_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> dict[str, Evidence]:
+    """Evidence of the two remainder claims on the run that has trained."""
     return {
-        "ch05.remainder_pushes_down": claim("ch05.remainder_pushes_down").evidence(s.right_remainder),
-        "ch05.remainder_corrects_b": claim("ch05.remainder_corrects_b").evidence(s.logit_cosine),
+        "ch05.remainder_pushes_down": judged(
+            "ch05.remainder_pushes_down", drops, lambda lr: exps[lr].split.right_remainder
+        ),
+        "ch05.remainder_corrects_b": judged("ch05.remainder_corrects_b", drops, lambda lr: exps[lr].split.logit_cosine),
     }
 
 
-def split_prose(exps: dict[float, Cooperation]) -> str:
+def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """The W_O split at the larger learning rate in words (each comparison's word derived from the
-    printed numbers), then the verdicts of the two remainder claims."""
+    printed numbers), then the verdicts of the two remainder claims (on the run that has trained)."""
     lr = tuple(exps)[1]
     s = exps[lr].split
     rest = claims.compare(s.loss_remainder, s.loss_zero, ".3f", claims.Words("worse than", "better than", "as good as"))
@@ -451,16 +469,16 @@ def split_prose(exps: dict[float, Cooperation]) -> str:
         f"({claims.compare(s.rms_remainder, s.rms_b_part, '.3g', claims.Words('louder than', 'quieter than', 'as loud as'))} "
         f"the B part's {s.rms_b_part:.3g}), gives the right next token a mean centred logit of {s.right_remainder:.3g} "
         f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's.\n\n"
-        + "\n".join(f"- {ev.sentence()}" for ev in split_evidence(exps).values())
+        + "\n".join(f"- {ev.sentence()}" for ev in split_evidence(exps, drops).values())
     )
 
 
 # --- The "W := 0" control ------------------------------------------------------------------------
 
 
-def w_zero_prose(exps: dict[float, Cooperation]) -> str:
+def w_zero_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """The loss with every key-query matrix zeroed at both learning rates, against the full model
-    and the W leading-term removals, then the verdict at the paper's learning rate."""
+    and the W leading-term removals, then the verdict on the run that has trained."""
     parts = []
     for lr, e in exps.items():
         loss = e.matrices.set_index("ablation")["loss"]
@@ -469,12 +487,13 @@ def w_zero_prose(exps: dict[float, Cooperation]) -> str:
             f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {e.idle_share:.2%} of the "
             f"model's gain over the zero model)"
         )
-    return "With every key-query matrix set to zero, " + "; ".join(parts) + f".\n\n{w_zero_evidence(exps).sentence()}"
+    verdict = w_zero_evidence(exps, drops).sentence()
+    return "With every key-query matrix set to zero, " + "; ".join(parts) + f".\n\n{verdict}"
 
 
-def w_zero_evidence(exps: dict[float, Cooperation]) -> Evidence:
-    """Evidence of ``ch05.w_zero_idle`` at the paper's learning rate (the first run)."""
-    return claim("ch05.w_zero_idle").evidence(exps[next(iter(exps))].idle_share)
+def w_zero_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> Evidence:
+    """Evidence of ``ch05.w_zero_idle`` on the run that has trained."""
+    return judged("ch05.w_zero_idle", drops, lambda lr: exps[lr].idle_share)
 
 
 # --- Records --------------------------------------------------------------------------------------
@@ -510,12 +529,13 @@ def headline(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -
 
 def evidences(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> list[Evidence]:
     """Every claim's evidence, in the order of :data:`CLAIMS`."""
+    drops = run_drops(c.runs)
     found = {
-        "ch05.residual_leads": evidence_of_paths(means, c.lrs),
-        **ablation_evidence(exps),
-        "ch05.residual_path_costs_most": path_evidence(exps),
-        **split_evidence(exps),
-        "ch05.w_zero_idle": w_zero_evidence(exps),
+        "ch05.residual_leads": evidence_of_paths(means, drops),
+        **ablation_evidence(exps, drops),
+        "ch05.residual_path_costs_most": path_evidence(exps, drops),
+        **split_evidence(exps, drops),
+        "ch05.w_zero_idle": w_zero_evidence(exps, drops),
     }
     return [found[cl.id] for cl in CLAIMS]
 

@@ -6,6 +6,7 @@ and the rule that says whether a run has learned (:func:`has_learned`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,3 +251,41 @@ def loss_drop(loss: float, vocab_size: int) -> float:
 def has_learned(drop: float) -> bool:
     """Whether a loss ``drop`` below log |V| counts as having learned (:data:`LEARNED_NATS`)."""
     return drop >= LEARNED_NATS
+
+
+TRAINED_NATS = 0.5
+"""A run is trained enough to decide the paper's claims about what training made of the matrices
+(chapters 3-5) when its loss has fallen at least this far below log |V| (nats): about a third of
+what the paper's setting falls on this corpus (chapter 3's natural claim run, 100 of the paper's
+epochs at its η: 1.44 nats in the cpu profile), five times :data:`LEARNED_NATS`. A run below it
+(chapter 3's short run at the paper's η: 0.053 nats) still has its leading terms as its weights,
+so a claim read on it restates chapter 3's cosines."""
+
+
+def run_drops(runs: Any) -> dict[float, float]:
+    """{lr: how far the run's last logged batch loss fell below log |V|} of chapter 3's runs
+    (:class:`mechbook.leading_terms.train.Runs`), which chapters 4 and 5 read."""
+    out = {}
+    for lr, result in runs.results.items():
+        hist = result.history
+        last = float(hist.loc[hist["step"] == hist["step"].max(), "loss"].iloc[0])
+        out[lr] = loss_drop(last, result.model_cfg.d_vocab)
+    return out
+
+
+def is_trained(drop: float) -> bool:
+    """Whether a loss ``drop`` below log |V| is :data:`TRAINED_NATS` or more."""
+    return drop >= TRAINED_NATS
+
+
+def decisive_run(drops: Mapping[float, float]) -> float | None:
+    """Of runs keyed by learning rate with their loss ``drops`` below log |V|, the one chapters 4
+    and 5 decide their claims on: the run that fell furthest, if it is trained
+    (:func:`is_trained`); None when none is."""
+    best = max(drops, key=drops.get, default=None)
+    return best if best is not None and is_trained(drops[best]) else None
+
+
+def run_label(lr: float, drop: float) -> str:
+    """The run a claim was decided on, in words: ``"the η = 0.1 run (its loss fell 2.00 nats)"``."""
+    return f"the η = {lr:g} run (its loss fell {drop:.2f} nats below log |V|)"
