@@ -297,3 +297,13 @@ def test_a_shift_is_early_minus_end_or_its_lower_bound(early_scores, end_scores)
         assert moved == pytest.approx(values[-1] - end.threshold)
     else:
         assert moved == pytest.approx(early.threshold - end.threshold)
+
+
+def test_the_setup_says_how_long_each_sweep_trains_and_what_its_size_leaves_confounded():
+    text = ch11.setup_prose(ch11.resolve("cpu"))
+    cpu = ch11.CONFIGS["cpu"]
+    assert f"the f runs stop where they fit their training data (at most {cpu.f_train.steps:,} steps)" in text
+    assert f"the r runs take {cpu.r_train.steps:,} steps" in text
+    assert "2 seeds a point (42, 43): 24 training runs" in text
+    assert "confounded with the model size" in text
+    assert "confounded" not in ch11.setup_prose(ch11.resolve("paper"))

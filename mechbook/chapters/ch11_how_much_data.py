@@ -229,11 +229,11 @@ def setup_prose(cfg: ChapterConfig) -> str:
         if cfg.seeds is None
         else f"{cfg.n_seeds} seeds a point ({', '.join(str(s) for s in cfg.seeds)})"
     )
-    steps = sorted({cfg.f_train.steps, cfg.r_train.steps})
-    length = (
-        f"these runs take {' and '.join(f'{s:,}' for s in steps)}"
-        if cfg.f_train.stop_loss is None and cfg.r_train.stop_loss is None
-        else f"these runs stop where they fit their training data, at most {' and '.join(f'{s:,}' for s in steps)}"
+    length = " and ".join(
+        f"the {name} runs stop where they fit their training data (at most {t.steps:,} steps)"
+        if t.stop_loss is not None
+        else f"the {name} runs take {t.steps:,} steps"
+        for name, t in (("f", cfg.f_train), ("r", cfg.r_train))
     )
     return (
         _run_prose("Each f point", cfg.f_train) + ";  \n" + _run_prose("each r point", cfg.r_train) + ".  \n"
