@@ -127,7 +127,7 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
     drops = {paper_lr: 0.05, large_lr: 2.0}
     prose = ch04.overlap_prose(readings, drops, cfg.k)
     assert f"overlap@{cfg.k} {q.matched:.2f}, against {q.chance:.2f} for a random ranking" in prose
-    assert f"At $\\eta = {large_lr}$, whose loss fell **2.000** nats below $\\log |V|$ (the claims are decided" in prose
+    assert f"At $\\eta = {large_lr}$ the loss fell **2.000** nats below $\\log |V|$: the claims are decided" in prose
     assert f"Decided on the η = {large_lr:g} run (its loss fell 2.00 nats below log |V|)." in prose
     assert "its overlaps restate that closeness" in prose, "the paper-rate run, which fell 0.05 nats"
     assert (

@@ -251,14 +251,14 @@ def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[
     blocks = []
     for lr, per_map in readings.items():
         state = (
-            "the claims are decided on this run"
+            "the claims are decided on this run."
             if lr == decided
-            else f"under the {TRAINED_NATS} nats a run must fall for the claims to be decided on it: its matrices "
-            "are still close to their leading terms (chapter 3), so its overlaps restate that closeness"
+            else f"under the {TRAINED_NATS} nats a run must fall for the claims to be decided on it. Its matrices "
+            "are still close to their leading terms (chapter 3), so its overlaps restate that closeness."
             if not is_trained(drops[lr])
-            else "not the run the claims are decided on"
+            else "it has trained, but the other run fell further and decides."
         )
-        lines = [f"At $\\eta = {lr}$, whose loss fell **{drops[lr]:.3f}** nats below $\\log |V|$ ({state}):\n"]
+        lines = [f"At $\\eta = {lr}$ the loss fell **{drops[lr]:.3f}** nats below $\\log |V|$: {state}\n"]
         for name in TRAINED:
             r = per_map[name]
             raw, centred = CLAIM_OF[name]
