@@ -641,6 +641,7 @@ def record_all(sw: Sweeps) -> dict[str, object]:
         "r_thresholds_by_budget": {str(b.steps): _or_none(b.reading.threshold) for b in sw.r_budgets},
         "f_scores": list(sw.f.scores),
         "r_scores": list(sw.r.scores),
+        "r_best_score": max(sw.r.scores),
         "n_runs": len(runs),
         "n_seeds": len(sw.f.seeds),
         "max_final_train_loss": float(runs["train_loss"].max()),
