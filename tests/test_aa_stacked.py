@@ -200,3 +200,22 @@ def test_a_stopped_stack_resumes_to_the_same_bits(tmp_path, monkeypatch):
         assert sorted(a.checkpoints) == sorted(b.checkpoints)
         for name in a.final_state:
             assert torch.equal(a.final_state[name], b.final_state[name])
+
+
+def test_runs_that_cannot_share_a_stack_are_trained_in_their_own_stacks(tmp_path, monkeypatch):
+    """load_or_train_runs cuts the missing runs by what they must share (here: a stop loss), and
+    each comes out as it would from its own stack."""
+    from mechbook.assign_add import run_cache
+    from mechbook.assign_add.train import stack_key
+
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    stopping = dataclasses.replace(RUNS[0], stop_loss=1e-6)
+    mixed = [stopping, RUNS[1], RUNS[2]]
+    assert stack_key(stopping) != stack_key(RUNS[1]) == stack_key(RUNS[2])
+    got = run_cache.load_or_train_runs(mixed, "cpu")
+    (alone,) = train_stacked([stopping], device="cpu")
+    pair = train_stacked(RUNS[1:], device="cpu")
+    for a, b in zip(got, [alone, *pair]):
+        assert a.config == b.config and a.history.equals(b.history)
+        for name in a.final_state:
+            assert torch.equal(a.final_state[name], b.final_state[name])

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mechbook.assign_add.config import TrainConfig, TrainResult
-from mechbook.assign_add.train import train_groups, train_stacked
+from mechbook.assign_add.train import stack_key, train_groups, train_stacked
 from mechbook.cache import cached, entry_path
 from mechbook.device import default_device
 
@@ -70,15 +70,20 @@ def load_or_train_runs(
     cfgs: Sequence[TrainConfig], device: str | None = None, desc: str = "runs", keep: bool = False
 ) -> list[TrainResult]:
     """The result of every run of ``cfgs``, in order: each from its own cache entry, the missing
-    ones trained together (:func:`~mechbook.assign_add.train.train_groups`, which needs them
-    stackable) and stored one entry per run. Chapter 8's seeds (``keep=True``: the checkpoints a
-    run trained alone keeps) and chapter 11's sweep points come through here."""
+    ones trained together (:func:`~mechbook.assign_add.train.train_groups`), one call per set of
+    runs that can share a stack (:func:`~mechbook.assign_add.train.stack_key`: chapter 11's f points
+    stop at the fit, its r points do not), and stored one entry per run. Chapter 8's seeds
+    (``keep=True``: the checkpoints a run trained alone keeps) and chapter 11's sweep points come
+    through here."""
     device = device or default_device()
     missing = list(dict.fromkeys(c for c in cfgs if not is_cached(c, device, keep)))
     trained: dict[TrainConfig, TrainResult] = {}
-    if missing:
-        label = f"{desc} ({len(missing)} of {len(cfgs)} runs not cached)"
-        trained = dict(zip(missing, train_groups(missing, device, desc=label, keep=keep)))
+    stackable: dict[tuple, list[TrainConfig]] = {}
+    for c in missing:
+        stackable.setdefault(stack_key(c), []).append(c)
+    for group in stackable.values():
+        label = f"{desc} ({len(group)} of {len(cfgs)} runs not cached)"
+        trained.update(zip(group, train_groups(group, device, desc=label, keep=keep)))
     return [_cached_run(trained, c, device, keep) for c in cfgs]
 
 

@@ -94,6 +94,17 @@ GROUP_SIZE = 3
 3 and 2, and a CPU's two cores train both at once)."""
 
 
+def stack_key(cfg: TrainConfig) -> tuple:
+    """What runs must share to train in one stack (:data:`SHARED_FIELDS`, the model's shape, the
+    task's vocabulary and length): runs with equal keys stack."""
+    return (
+        tuple(getattr(cfg, name) for name in SHARED_FIELDS),
+        dataclasses.replace(cfg.model, seed=0),
+        cfg.task.d_vocab,
+        cfg.task.seq_len,
+    )
+
+
 def check_stackable(cfgs: Sequence[TrainConfig]) -> None:
     """Raise a ValueError naming the field when ``cfgs`` cannot be trained as one stack."""
     if not cfgs:
