@@ -161,7 +161,10 @@ def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):
 
     assert main(["claims", "--profile", "smoke", "--root", str(repo), "--write"]) == 0
     stored = yaml.safe_load(expected.read_text())
-    assert stored["smoke"] == {"ch08.jump_step": "partly", "ch08.top2_share": "reproduced"}
+    assert stored["smoke"] == {
+        "ch08.jump_step": {"verdict": "partly", "holds": 2, "of": 3, "release": True},
+        "ch08.top2_share": {"verdict": "reproduced", "holds": 2, "of": 2, "release": True},
+    }, "a claim over seeds is stored with its count"
     assert stored["cpu"] == {"ch08.x": "partly"}, "other profiles are kept"
     assert expected.read_text().startswith("# The verdict of every claim")
     problems = check_book(cfg)
@@ -251,3 +254,50 @@ def test_each_row_names_its_basis_and_the_tallies_keep_specification_checks_apar
     assert tally.endswith("Checks of the task's specification: 1 reproduced, of 1 claim.")
     with pytest.raises(ValueError, match="basis must be"):
         Claim(**{**spec.__dict__, "basis": "guess"})
+
+
+def _six_seeds(repo: Path, held: int, release: float = 0.96) -> None:
+    """Chapter 8 executed with SHARE over six seeds, ``held`` of them at or above its 0.9 rule."""
+    values = {s: 0.95 if s < held else 0.5 for s in range(6)}
+    _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence(5000), SHARE.evidence(values, release=release)])
+
+
+@pytest.mark.parametrize(
+    ("held", "release", "draw"),
+    [(5, 0.96, True), (3, 0.96, True), (2, 0.96, False), (5, 0.5, False)],
+    ids=["one-seed-fewer", "half", "outside-the-draw", "released-run-moved"],
+)
+def test_check_passes_a_verdict_that_moved_within_its_measured_draw_and_fails_any_other(repo, held, release, draw):
+    """Stored: SHARE reproduced on 6 of 6 seeds and the released run. A new draw of seeds that
+    holds on 3-5 of 6 is inside the beta-binomial's central 95% (a draw, a note with both
+    counts); 2 of 6 is not; nor is the released run failing, whose bits do not move."""
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("08_fake",))
+    stored = {
+        "ch08.jump_step": "reproduced",
+        "ch08.top2_share": {"verdict": "reproduced", "holds": 6, "of": 6, "release": True},
+    }
+    _six_seeds(repo, held, release)
+    (chapter,) = [c for _, chs in ledger.read_ledger(cfg) for c in chs if c.stem == "08_fake"]
+    problems, notes = ledger.check_claims([chapter], stored, "cpu")
+    moved = [line for line in problems + notes if "ch08.top2_share" in line]
+    assert len(moved) == 1
+    assert (moved[0] in notes) == draw
+    assert f"{held} of 6 seeds" in moved[0] and "6 of 6 seeds, the released run holds when recorded" in moved[0]
+    row = next(
+        line
+        for line in ledger.ledger_markdown(ledger.read_ledger(cfg), "smoke", stored).splitlines()
+        if "attention share" in line
+    )
+    assert row.endswith("(a draw: recorded as reproduced, 6 of 6 seeds, the released run holds) |") == draw
+
+
+def test_a_claim_without_a_stored_count_must_keep_its_verdict(repo):
+    """The plain ``claim_id: verdict`` form (and a claim over one run) has no draw."""
+    cfg = ExecuteConfig(profile="smoke", root=repo, only=("08_fake",))
+    _six_seeds(repo, 5)
+    (chapter,) = [c for _, chs in ledger.read_ledger(cfg) for c in chs if c.stem == "08_fake"]
+    problems, _ = ledger.check_claims(
+        [chapter], {"ch08.jump_step": "reproduced", "ch08.top2_share": "reproduced"}, "cpu"
+    )
+    assert any("claim ch08.top2_share is 'partly', recorded as 'reproduced'" in p for p in problems)
+    assert chapter.tally("ch08.jump_step") is None, "one value is no draw over seeds"

@@ -29,6 +29,7 @@ import nbformat
 import yaml
 
 from mechbook.book.config import ExecuteConfig
+from mechbook.book.draws import Stored, Tally, is_draw, tally
 from mechbook.book.run import mechbook_meta, read_executed
 from mechbook.book.toc import select, toc_notebooks, toc_parts
 from mechbook.claims import VERDICTS, Claim, id_prefix, read_claims
@@ -40,10 +41,14 @@ PAGE = Path("book/appendix/ledger.md")
 #: The verdict each claim had when last recorded, per profile: ``{profile: {claim_id: verdict}}``.
 EXPECTED = Path("book/thresholds/claims.yml")
 EXPECTED_HEADER = """\
-# The verdict of every claim when it was last recorded, per profile: {profile: {claim_id: verdict}}.
+# The verdict of every claim when it was last recorded, per profile: {profile: {claim_id: verdict}},
+# and for a claim decided over seeds {verdict: V, holds: k, of: n, release: true|false}: its rule
+# held on k of the n seeds (and on the released run, or not).
 # `python -m mechbook check --profile P` fails when an executed chapter's verdict differs from the
-# one here. Written by `python -m mechbook claims --profile P --write` from the executed chapters:
-# rewrite it when a verdict changes on purpose, and say why in the commit.
+# one here, unless it is a draw (mechbook/book/draws.py: the released run as recorded and the new
+# count of seeds inside what k of n measured), which it prints as a note with both counts.
+# Written by `python -m mechbook claims --profile P --write` from the executed chapters: rewrite it
+# when a verdict changes on purpose, and say why in the commit.
 """
 #: Profiles where a recorded claim not in ``claims.yml`` yet is a note, not a failure: smoke runs on
 #: every edit while chapters gain claims; cpu and paper guard the published book, where a claim
@@ -102,6 +107,15 @@ class Chapter:
         """Ids a valid run recorded that no module's ``CLAIMS`` declares."""
         declared = {c.id for c in self.declared}
         return [cid for cid in self.records or {} if cid not in declared]
+
+    def tally(self, cid: str) -> Tally | None:
+        """The recorded claim ``cid``'s count over seeds under its declared rule
+        (:func:`mechbook.book.draws.tally`; None when it is not decided over seeds)."""
+        rec = (self.records or {}).get(cid)
+        claim = next((c for c in self.declared if c.id == cid), None)
+        if rec is None or claim is None:
+            return None
+        return tally(claim, rec.get("seeds") or [], rec.get("values") or [], rec.get("release"))
 
     def unrecorded(self) -> list[str]:
         """Ids the module declares that a valid run of the chapter did not record."""
@@ -196,7 +210,19 @@ def _tally(entries: Iterable[Mapping[str, Any]]) -> str:
     return f"{listed}, of {total} claim{'s' if total != 1 else ''}."
 
 
-def _row(entry: Mapping[str, Any], source: Path) -> str:
+def drawn(chapter: Chapter, entry: Mapping[str, Any], stored: Mapping[str, Any]) -> str:
+    """``" (a draw: recorded as reproduced, 6 of 6 seeds)"`` where ``entry``'s verdict differs
+    from the one stored for it (``stored``: one profile's ``claims.yml``) within the draw its
+    stored count measured (:func:`mechbook.book.draws.is_draw`); else ``""``."""
+    if entry["id"] not in stored or entry["verdict"] == "untested":
+        return ""
+    was = Stored.parse(stored[entry["id"]])
+    if was.verdict == entry["verdict"] or not is_draw(was, chapter.tally(entry["id"])):
+        return ""
+    return f" (a draw: recorded as {was.verdict}, {was.tally.text()})"
+
+
+def _row(entry: Mapping[str, Any], source: Path, draw: str = "") -> str:
     where = f"{{ref}}`{entry['section']}`" if entry.get("section") else f"{{doc}}`/{source.with_suffix('')}`"
     claim = f"{entry['statement'].rstrip('. ')}. {entry['measure'][:1].upper()}{entry['measure'][1:]}, rule {entry['rule']}. Shown in {where}."
     paper = entry["paper"] if entry["source"] == "paper" else "(the book's reading)"
@@ -208,14 +234,19 @@ def _row(entry: Mapping[str, Any], source: Path) -> str:
         verdict = f"untested: {(entry.get('untested') or 'no value was measured').rstrip('. ')}"
     elif where and (verdict == "partly" or len(entry["values"]) > 1):
         verdict = f"{verdict}: {where}"
+    verdict += draw
     return "| " + " | ".join(_cell(x) for x in (claim, paper, _basis(entry), rebuild, release, verdict)) + " |"
 
 
-def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str:
+def ledger_markdown(
+    parts: list[tuple[str, list[Chapter]]], profile: str, stored: Mapping[str, Any] | None = None
+) -> str:
     """The ledger page: per part and chapter, a table claim | paper | basis | rebuild | released
-    run | verdict (with where the rule holds, over seeds), each claim linking to the section that
+    run | verdict (with where the rule holds, over seeds, and whether it moved as a draw from the
+    verdict ``stored`` for it, one profile's ``claims.yml``), each claim linking to the section that
     shows it (else its chapter); the tallies count the papers' claims apart from the book's
     readings and the specification checks."""
+    stored = stored or {}
     everything = [e for _, chapters in parts for ch in chapters for e in ch.entries()]
     lines = [
         "(appendix-ledger)=",
@@ -231,6 +262,13 @@ def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str
         "many seeds the rule holds. The basis says what a row was decided on: the rebuild, the released run "
         "only, or a check that the task as built is the paper's specification (not a result).",
         "",
+        "Every seed is a draw: another processor, or other seeds, trains other bits, and a verdict that "
+        "needs every seed to hold can move with them. A verdict marked *a draw* differs from the one "
+        "recorded for this profile (`book/thresholds/claims.yml`) while the released run holds as it "
+        "did and the count of seeds is inside the central 95% of what a fresh draw of as many seeds "
+        "gives, given the recorded count (a beta-binomial with a uniform prior; `mechbook/book/draws.py`). "
+        "`python -m mechbook check` passes such a verdict with a note and fails any other change.",
+        "",
         f"In all: {_tallies(everything)}",
     ]
     for caption, chapters in parts:
@@ -244,14 +282,14 @@ def ledger_markdown(parts: list[tuple[str, list[Chapter]]], profile: str) -> str
             lines += [
                 "| claim | paper | basis | rebuild | released run | verdict |",
                 "|---|---|---|---|---|---|",
-                *(_row(e, chapter.source) for e in entries),
+                *(_row(e, chapter.source, drawn(chapter, e, stored)) for e in entries),
             ]
     return "\n".join(lines) + "\n"
 
 
 def ledger_page(cfg: ExecuteConfig) -> str:
     """The ledger page of ``cfg.profile``, from the chapters executed into ``cfg.out_dir``."""
-    return ledger_markdown(read_ledger(cfg), cfg.profile)
+    return ledger_markdown(read_ledger(cfg), cfg.profile, load_expected(cfg.root).get(cfg.profile) or {})
 
 
 def load_expected(root: Path) -> dict[str, dict[str, str]]:
@@ -261,29 +299,43 @@ def load_expected(root: Path) -> dict[str, dict[str, str]]:
     return data or {}
 
 
-def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, str], profile: str) -> tuple[list[str], list[str]]:
+def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, Any], profile: str) -> tuple[list[str], list[str]]:
     """``(problems, notes)`` of the chapters' recorded verdicts against ``expected`` (one
-    profile's ``claims.yml``). Problems: a verdict that differs from the stored one, a stored
-    claim that a valid run no longer records, a declared claim a valid run did not record or a
-    recorded one no module declares, an unknown verdict in the file. A recorded claim not in the file yet (new) is a note in the
-    profiles of :data:`NEW_IS_A_NOTE`, a problem in the others."""
+    profile's ``claims.yml``). Problems: a verdict that differs from the stored one and is no draw
+    (:func:`mechbook.book.draws.is_draw`), a stored claim that a valid run no longer records, a
+    declared claim a valid run did not record or a recorded one no module declares, an unknown
+    verdict in the file. Notes: a verdict that moved as a draw, with both counts; a recorded claim
+    not in the file yet (new), in the profiles of :data:`NEW_IS_A_NOTE` (a problem in the others)."""
     write = f"`python -m mechbook claims --profile {profile} --write`"
+    stored = {cid: Stored.parse(entry) for cid, entry in expected.items()}
     problems: list[str] = []
     notes: list[str] = []
     for chapter in chapters:
         if chapter.records is None:
             continue
         for cid, rec in chapter.records.items():
-            if cid not in expected:
+            if cid not in stored:
                 line = f"{chapter.source}: new claim {cid} ({rec['verdict']}); store its verdict with {write}"
                 (notes if profile in NEW_IS_A_NOTE else problems).append(line)
-            elif rec["verdict"] != expected[cid]:
+                continue
+            was, now = stored[cid], chapter.tally(cid)
+            if rec["verdict"] == was.verdict:
+                continue
+            counts = f"{now.text()} here" if now else rec["summary"]
+            if was.tally:
+                counts += f", {was.tally.text()} when recorded"
+            if is_draw(was, now):
+                notes.append(
+                    f"{chapter.source}: claim {cid} is {rec['verdict']!r} here, recorded as {was.verdict!r}: a draw "
+                    f"of its seeds ({counts}; rule {rec['rule']})"
+                )
+            else:
                 problems.append(
-                    f"{chapter.source}: claim {cid} is {rec['verdict']!r}, recorded as {expected[cid]!r} in "
-                    f"{EXPECTED} ({rec['summary']}; rule {rec['rule']}); if the change is meant, run {write}"
+                    f"{chapter.source}: claim {cid} is {rec['verdict']!r}, recorded as {was.verdict!r} in "
+                    f"{EXPECTED} ({counts}; rule {rec['rule']}); if the change is meant, run {write}"
                 )
         prefix = id_prefix(chapter.stem)
-        for cid in sorted(expected):
+        for cid in sorted(stored):
             if cid.startswith(prefix) and cid not in chapter.records:
                 problems.append(f"{chapter.source}: claim {cid} in {EXPECTED} is no longer recorded; run {write}")
         problems += [
@@ -297,9 +349,9 @@ def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, str], profi
             for cid in chapter.undeclared()
         ]
     problems += [
-        f"{EXPECTED}: claim {cid} has verdict {verdict!r}; use one of {', '.join(VERDICTS)}"
-        for cid, verdict in sorted(expected.items())
-        if verdict not in VERDICTS
+        f"{EXPECTED}: claim {cid} has verdict {entry.verdict!r}; use one of {', '.join(VERDICTS)}"
+        for cid, entry in sorted(stored.items())
+        if entry.verdict not in VERDICTS
     ]
     return problems, notes
 
@@ -317,10 +369,15 @@ def write_expected(cfg: ExecuteConfig, chapters: Iterable[Chapter]) -> tuple[Pat
             continue
         prefix = id_prefix(chapter.stem)
         section = {k: v for k, v in section.items() if not k.startswith(prefix)}
-        section.update({cid: rec["verdict"] for cid, rec in chapter.records.items()})
+        section.update(
+            {cid: Stored(rec["verdict"], chapter.tally(cid)).as_yaml() for cid, rec in chapter.records.items()}
+        )
     data[cfg.profile] = dict(sorted(section.items()))
     path = cfg.root / EXPECTED
-    path.write_text(EXPECTED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    path.write_text(
+        EXPECTED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None),
+        encoding="utf-8",
+    )
     return path, kept
 
 
@@ -333,7 +390,7 @@ def claims_command(cfg: ExecuteConfig, write: bool = False) -> int:
     for chapter in chapters:
         print(f"{chapter.source}" + (f" ({chapter.why})" if chapter.why else ""))
         for entry in chapter.entries():
-            stored = expected.get(entry["id"])
+            stored = Stored.parse(expected[entry["id"]]).verdict if entry["id"] in expected else None
             was = "" if stored in (None, entry["verdict"]) else f", stored as {stored}"
             print(f"  {entry['id']}: {entry['verdict']}{was} (rebuild {entry['summary']}; rule {entry['rule']})")
     if write:
