@@ -23,8 +23,8 @@ from mechbook import claims
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, top_k
-from mechbook.leading_terms.corpus import MAPS_PROFILES, CorpusConfig
-from mechbook.leading_terms.maps import CorpusMaps, build_maps, maps_numbers, pair_rank_table
+from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
+from mechbook.leading_terms.maps import CorpusMaps, build_maps, in_model_vocabulary, maps_numbers, pair_rank_table
 from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
@@ -221,6 +221,26 @@ def build(cfg: ChapterConfig) -> CorpusMaps:
 def numbers(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
     """The chapter's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers` at this config's sizes)."""
     return maps_numbers(m, successors_k=cfg.successors_k, purity_k=cfg.purity_k)
+
+
+def model_vocabulary_prose(m: CorpusMaps, profile: str) -> str:
+    """How many of the chapter's words and scene pairs the vocabulary of chapters 2-5's models
+    holds in ``profile`` (:func:`~mechbook.leading_terms.maps.in_model_vocabulary`): the maps read
+    here are larger than any trained weight of those chapters."""
+    tokenizer, _ = load_corpus(CORPUS_PROFILES[profile])
+    v = in_model_vocabulary(m, tokenizer)
+    if v["model_vocab_size"] >= m.tokenizer.vocab_size:
+        return ""
+    lost = ", ".join(f"*{w}*" for w in v["lexicon_lost"][:8]) + (", ..." if len(v["lexicon_lost"]) > 8 else "")
+    return (
+        f"These maps are larger than the models'. Chapters 2-5 train on the {v['model_vocab_size']} most frequent "
+        f"tokens (`<unk>` included): their models have a row of their own for {v['lexicon_kept']} of the "
+        f"{v['lexicon']} lexicon words read below, and for both words of {v['pairs_kept']} of the {v['pairs']} "
+        "scene pairs; every other word is `<unk>` to them"
+        + (f" ({lost})." if lost else ".")
+        + " The larger vocabulary is here so that the tables have readable words; chapter 4 reads the "
+        "associations at the models' own size."
+    )
 
 
 def corpus_prose(m: CorpusMaps, n: dict[str, Any]) -> str:

@@ -86,6 +86,25 @@ def build_maps(corpus: CorpusConfig) -> CorpusMaps:
     return CorpusMaps(corpus, len(stories), tokenizer, sequences, survivors, stats)
 
 
+def in_model_vocabulary(m: CorpusMaps, model: Tokenizer) -> dict[str, Any]:
+    """Which of chapter 1's words the vocabulary of the models of chapters 2-5 (``model``, smaller
+    than chapter 1's) holds: of the lexicon words in ``m``'s vocabulary (``lexicon_kept`` of
+    ``lexicon``) and of the scene pairs with both words there (``pairs_kept`` of ``pairs``), with the
+    lexicon words the models see only as ``<unk>`` (``lexicon_lost``). Chapter 1 says with it how
+    far its tables are the maps a trained weight of those chapters can hold."""
+    words = m.lexicon["word"].tolist()
+    pairs = [(a, b) for a, b in CONTEXT_PAIRS if a in m.tokenizer.token_to_id and b in m.tokenizer.token_to_id]
+    lost = [w for w in words if w not in model.token_to_id]
+    return {
+        "model_vocab_size": model.vocab_size,
+        "lexicon": len(words),
+        "lexicon_kept": len(words) - len(lost),
+        "lexicon_lost": lost,
+        "pairs": len(pairs),
+        "pairs_kept": sum(a in model.token_to_id and b in model.token_to_id for a, b in pairs),
+    }
+
+
 def pair_rank_table(m: CorpusMaps) -> pd.DataFrame:
     """Rank of each (entity, surrounding) pair's surrounding in the entity's row of Φ and of B."""
     return pair_ranks({"rank in Φ": m.stats.Phi, "rank in B": m.stats.B}, m.tokenizer)
