@@ -320,3 +320,25 @@ def test_the_models_vocabulary_counts_the_chapters_words_it_keeps():
         "pairs_kept": pairs_kept,
     }
     assert pairs_kept == 2, "fish-pond and fish-water"
+
+
+def test_recurring_words_are_the_words_of_two_rows_or_more():
+    import pandas as pd
+
+    from mechbook.leading_terms.associations import recurring_words
+
+    table = pd.DataFrame(
+        [["pond", "day", "time"], ["sky", "day", "time"], ["day", "nest", ""], ["time", "time", ""]],
+        index=["fish", "bird", "tree", "x"],
+        columns=["1", "2", "3"],
+    )
+    literal = {}
+    for word in {w for w in table.to_numpy().ravel() if w}:
+        n = sum(word in set(row) for _, row in table.iterrows())
+        if n >= 2:
+            literal[word] = n
+    got = recurring_words(table)
+    assert got == literal == {"day": 3, "time": 3}
+    assert list(got) == ["day", "time"], "most rows first, ties in order of first appearance"
+    text = ch01.context_recurring_prose(table)
+    assert "**7 of the 10**" in text and "*day* (3 rows)" in text

@@ -22,7 +22,7 @@ import mechbook
 from mechbook import claims
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
-from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, top_k
+from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_words, top_k
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.maps import CorpusMaps, build_maps, in_model_vocabulary, maps_numbers, pair_rank_table
 from mechbook.validation import POSITIVE, check_fields
@@ -318,6 +318,24 @@ def context_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
             exclude_self=True,
             positive=True,
         )
+    )
+
+
+def context_recurring_prose(table: pd.DataFrame) -> str:
+    """Under the Φ table: how many of its cells are words that stand in several rows
+    (:func:`~mechbook.leading_terms.associations.recurring_words`), which they are, and why a row of
+    Φ holds them."""
+    recurring = recurring_words(table)
+    cells = int(table.isin(list(recurring)).to_numpy().sum())
+    filled = int((table != "").to_numpy().sum())
+    if not recurring:
+        return f"No word stands in two rows of the table: each of its {filled} cells belongs to its own entity."
+    shown = ", ".join(f"*{w}* ({n} rows)" for w, n in list(recurring.items())[:6])
+    return (
+        f"Not every cell is a scene: **{cells} of the {filled}** hold a word that stands in two rows or more "
+        f"({shown}). A row of $\\Phi$ holds whatever precedes the word anywhere in its story, frequent words "
+        "and a story's opening words included, since $\\Phi$, like $B$, is not normalised for frequency. Which "
+        "surroundings are an entity's own is what the ranks against the other entities' rows, below, decide."
     )
 
 

@@ -266,6 +266,19 @@ def ranked_words(table: pd.DataFrame) -> pd.DataFrame:
     return wide.fillna("")
 
 
+def recurring_words(wide: pd.DataFrame, min_rows: int = 2) -> dict[str, int]:
+    """The words of a :func:`ranked_words` table that stand in at least ``min_rows`` of its rows,
+    with in how many, most first (ties in the order they first appear): words of many rows, such
+    as a story's opening words in Φ, are not any one row's association. Chapter 1 counts them
+    under its Φ table."""
+    rows_of: dict[str, int] = {}
+    for _, row in wide.iterrows():
+        for word in dict.fromkeys(w for w in row if w):
+            rows_of[word] = rows_of.get(word, 0) + 1
+    kept = {w: n for w, n in rows_of.items() if n >= min_rows}
+    return dict(sorted(kept.items(), key=lambda item: -item[1]))
+
+
 WORD_CLASSES: dict[str, tuple[str, ...]] = {
     "noun": tuple(
         [
