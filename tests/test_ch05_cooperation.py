@@ -184,6 +184,8 @@ def _split(**changes):
         rms_full=1.0,
         rms_b_part=1.2,
         rms_remainder=0.9,
+        top_b_part=1.5,
+        hit_b_part=0.2,
     )
     return OutputSplit(**{**base, **changes})
 
@@ -247,3 +249,18 @@ def test_against_sum_never_contradicts_the_printed_numbers(joint, total, spec):
         assert text == "equal to their sum"
     else:
         assert text.endswith("more than their sum" if a > b else "less than their sum")
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"top_b_part": 9.0, "right_b_part": 2.0, "loss_b_part": 9.5}, ["7 above the right token's 2", "more than"]),
+        ({"top_b_part": 2.0, "right_b_part": 2.0, "loss_b_part": 5.5}, ["level with", "as much as"]),
+        ({"top_b_part": 1.0, "right_b_part": 0.5, "loss_b_part": 5.0}, ["0.5 above", "less than"]),
+    ],
+)
+def test_the_b_part_alone_prose_reads_its_numbers(changes, words):
+    text = ch05.b_part_alone_prose(_split(**changes))
+    for word in words:
+        assert word in text
+    assert f"**{_split(**changes).hit_b_part:.1%}**" in text

@@ -123,6 +123,21 @@ def test_output_split_of_a_pure_term_and_of_a_pure_remainder(corpus):
     assert whole.loss_remainder == pytest.approx(np.log(VOCAB), abs=1e-6)
     assert whole.right_b_part == pytest.approx(split.right_b_part + split.right_remainder, rel=1e-6, abs=1e-9)
 
+    W_O, B = state["W_O"].double(), torch.as_tensor(stats.B, dtype=torch.float64)
+    b_part = (W_O * B).sum() / (B * B).sum() * B
+    seqs = torch.as_tensor(tokens, dtype=torch.long)
+    _, cache = model.run_with_cache(seqs[:, :-1], names_filter=["blocks.1.hook_resid_post"])
+    resid = cache["blocks.1.hook_resid_post"].double()
+    tops, hits = [], []
+    for n in range(resid.shape[0]):
+        for t in range(resid.shape[1]):
+            logits = [float(resid[n, t] @ b_part[:, j]) for j in range(VOCAB)]
+            mean = sum(logits) / VOCAB
+            tops.append(max(logits) - mean)
+            hits.append(logits.index(max(logits)) == int(seqs[n, t + 1]))
+    assert split.top_b_part == pytest.approx(sum(tops) / len(tops), rel=1e-9)
+    assert split.hit_b_part == pytest.approx(sum(hits) / len(hits))
+
 
 def test_zeroed_loss_and_additivity(corpus):
     from mechbook.leading_terms.ablation import additivity, zeroed_loss

@@ -25,7 +25,7 @@ from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.claims import Claim, Evidence, Rule
-from mechbook.leading_terms.ablation import Cooperation, EvalRuns, eval_runs
+from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit, eval_runs
 from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, run_drops, run_label
 from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
 from mechbook.leading_terms.runs import SHARED_RUNS
@@ -468,8 +468,25 @@ def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> st
         f"{s.loss_zero:.3f}. The remainder writes centred logits of RMS {s.rms_remainder:.3g} "
         f"({claims.compare(s.rms_remainder, s.rms_b_part, '.3g', claims.Words('louder than', 'quieter than', 'as loud as'))} "
         f"the B part's {s.rms_b_part:.3g}), gives the right next token a mean centred logit of {s.right_remainder:.3g} "
-        f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's.\n\n"
+        f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's. "
+        + b_part_alone_prose(s)
+        + "\n\n"
         + "\n".join(f"- {ev.sentence()}" for ev in split_evidence(exps, drops).values())
+    )
+
+
+def b_part_alone_prose(s: OutputSplit) -> str:
+    """Why W_O's B part alone can cost more than the zero model although it favours the right
+    token: the gap between its largest centred logit and the right token's, and how often that
+    largest logit is the right token (each word derived from the printed numbers)."""
+    gap = claims.difference(s.top_b_part, s.right_b_part, ".3g", "above", "below", "level with")
+    worse = claims.compare(s.loss_b_part, s.loss_zero, ".3f", claims.Words("more than", "less than", "as much as"))
+    return (
+        f"The B part alone puts its largest centred logit, on average **{s.top_b_part:.3g}**, {gap} the right "
+        f"token's {s.right_b_part:.3g}, and that largest logit is the right token at **{s.hit_b_part:.1%}** of the "
+        "positions. A position's loss is about the gap between its largest logits and the right one, so a part "
+        f"this loud that is mostly wrong costs {worse} the zero model, which spreads its guess evenly "
+        f"({s.loss_b_part:.3f} against {s.loss_zero:.3f} nats)."
     )
 
 

@@ -184,7 +184,10 @@ class OutputSplit:
     alone, and the zero model (log |V|). ``logit_cosine``: cosine between the centred logits the two
     parts write, over every position (negative: R cancels part of what αB writes). ``right_*``: the
     mean centred logit of the right next token from each part. ``rms_*``: the root mean square of
-    the centred logits (how loud each part is)."""
+    the centred logits (how loud each part is). ``top_b_part``: the mean of the B part's largest
+    centred logit at each position, and ``hit_b_part`` the share of positions where that largest
+    logit is the right token's (a loud part that puts another token far above the right one costs
+    more than the zero model, whatever it gives the right token)."""
 
     loss_full: float
     loss_b_part: float
@@ -196,6 +199,8 @@ class OutputSplit:
     rms_full: float
     rms_b_part: float
     rms_remainder: float
+    top_b_part: float
+    hit_b_part: float
 
 
 @torch.no_grad()
@@ -209,7 +214,7 @@ def output_split(model: AttentionModel, term: np.ndarray, tokens: np.ndarray, ba
     ce = dict.fromkeys(parts, 0.0)
     right = dict.fromkeys(parts, 0.0)
     square = dict.fromkeys(parts, 0.0)
-    dot = 0.0
+    dot = top = hit = 0.0
     count = 0
     for start in range(0, len(seqs), batch_size):
         batch = seqs[start : start + batch_size].to(W_O.device)
@@ -224,6 +229,9 @@ def output_split(model: AttentionModel, term: np.ndarray, tokens: np.ndarray, ba
             right[name] += float(c.gather(-1, targets[..., None]).sum())
             square[name] += float((c * c).sum())
         dot += float((centred["b_part"] * centred["remainder"]).sum())
+        best, guess = centred["b_part"].max(-1)
+        top += float(best.sum())
+        hit += float((guess == targets).sum())
         count += targets.numel()
     v = model.cfg.d_vocab
     denom = (square["b_part"] * square["remainder"]) ** 0.5
@@ -238,6 +246,8 @@ def output_split(model: AttentionModel, term: np.ndarray, tokens: np.ndarray, ba
         rms_full=(square["full"] / (count * v)) ** 0.5,
         rms_b_part=(square["b_part"] / (count * v)) ** 0.5,
         rms_remainder=(square["remainder"] / (count * v)) ** 0.5,
+        top_b_part=top / count,
+        hit_b_part=hit / count,
     )
 
 
