@@ -2,6 +2,7 @@
 rule (verdict and sentence), the cause the rule names in each branch, the prose branches, the
 records and the smoke bounds rejecting an untrained or broken run, the charts' widths."""
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -155,8 +156,24 @@ def test_cause_branches_and_their_words(kwargs, expected):
     r = reading(**kwargs)
     assert ch03.cause(r) == expected
     text = ch03.setting_prose(r, 8, 8)
-    assert text.endswith(ch03._CAUSE_WORDS[expected]) and ch03._CAUSE_WORDS[expected] in ch03.reading_prose(shared(), r)
+    assert text.endswith(ch03._CAUSE_WORDS[expected] + ch03.evidence_weight(r, 8, 8))
+    assert ch03._CAUSE_WORDS[expected] in ch03.reading_prose(shared(), r)
     assert "natural (lowercased words) 17.0%" in text and "η = 1 at η·s = 28" in text
+
+
+@pytest.mark.parametrize(("loss", "memorised"), [(0.03, True), (2.0, False)])
+def test_the_cause_says_what_its_evidence_weighs(loss, memorised):
+    """The subset's targets and full-batch losses are printed; a subset fit under 0.5 nats is called
+    memorised and the cause a reading of weak evidence; no cause, no weight."""
+    r = reading()
+    for runs in r.setting.values():
+        runs[-1] = dataclasses.replace(runs[-1], loss=loss)
+    text = ch03.evidence_weight(r, 8, 8)
+    assert "fit 64 targets (8 sequences of 8 predictions)" in text
+    assert f"natural (lowercased words) {loss:.3f}" in text
+    assert "only at η = 1, 2, not at the paper's 0.005" in text
+    assert ("memorised its subset" in text) == memorised == ("weak evidence, not a finding" in text)
+    assert ch03.evidence_weight(reading(claim=0.995), 8, 8) == ""
 
 
 def test_setting_prose_says_how_the_cosines_move_with_the_batch():
