@@ -264,3 +264,25 @@ def test_the_b_part_alone_prose_reads_its_numbers(changes, words):
     for word in words:
         assert word in text
     assert f"**{_split(**changes).hit_b_part:.1%}**" in text
+
+
+@pytest.mark.parametrize(
+    ("w_zero", "words"),
+    [
+        (3.55, ["**30 times**", "carry little of it"]),
+        (6.0, ["**0.6 times**", "worth more than what the paths carry"]),
+        (3.5, ["W := 0 costs nothing"]),
+    ],
+)
+def test_w_against_the_attention_paths_reads_the_ratio(w_zero, words):
+    """On the run that has trained: the loss of dropping every attention path over that of W := 0."""
+    from mechbook.leading_terms.ablation import Cooperation
+
+    matrices = pd.DataFrame({"ablation": [ch05.FULL], "loss": [3.5], "matrix": [None], "delta_loss": [0.0]})
+    paths = pd.DataFrame({"removal": ["without every attention path"], "delta_loss": [1.5]})
+    exps = {0.005: None, 0.1: Cooperation(matrices, paths, _split(), w_zero)}
+    text = ch05.w_against_paths(exps, {0.005: 0.05, 0.1: 2.0})
+    assert "the η = 0.1 run (its loss fell 2.00 nats below log |V|)" in text
+    for word in words:
+        assert word in text
+    assert ch05.w_against_paths(exps, {0.005: 0.05, 0.1: 0.2}) == "", "no run has trained"
