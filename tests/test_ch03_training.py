@@ -318,3 +318,15 @@ def test_the_100_epoch_claim_reads_only_the_claim_runs_that_trained():
     r.losses["bpe_cased"] = math.log(256) - 0.01
     none = ch03.claim_evidence(r)["ch03.cosine_100_epochs"]
     assert none.verdict == "untested" and "no claim run has trained" in none.sentence()
+
+
+def test_the_unk_part_of_each_cosine_is_read_from_its_digits():
+    r = reading()
+    r.cosines["natural"] = {**r.cosines["natural"], "V": 0.8862, "W": 0.8558}
+    r.cosines_no_unk["natural"] = {**r.cosines_no_unk["natural"], "V": 0.8798, "W": 0.9}
+    text = ch03.unk_part_prose(r)
+    assert "V's cosine falls from 0.8862 to 0.8798 and W's cosine rises from 0.8558 to 0.9000" in text
+    assert "17.0% of the natural (lowercased words) corpus" in text and "sat in the one row" in text
+    assert "cased BPE" not in text, "a corpus without <unk> has nothing to say"
+    r.cosines_no_unk["natural"] = {**r.cosines_no_unk["natural"], "V": 0.9}
+    assert "sat in the one row" not in ch03.unk_part_prose(r)

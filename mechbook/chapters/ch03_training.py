@@ -617,6 +617,31 @@ def _printed(value: float) -> float:
     return round(value, 4) + 0.0
 
 
+def unk_part_prose(reading: ClaimReading) -> str:
+    """What ``<unk>`` contributes to the claim runs' V and W cosines: for each tokenizer with a
+    ``<unk>``, each cosine with and without its row and column (the word from the printed digits)."""
+    out = []
+    for name, share in reading.unk_shares.items():
+        if share <= 0:
+            continue
+        parts, fell = [], False
+        for kind in ("V", "W"):
+            a, b = _printed(reading.cosines[name][kind]), _printed(reading.cosines_no_unk[name][kind])
+            verb = claims.change(a, b, ".4f", "rises", "falls", "stays")
+            fell |= verb == "falls"
+            parts.append(f"{kind}'s cosine {verb} from {a:.4f} to {b:.4f}")
+        why = (
+            ": that much of its agreement with the leading term sat in the one row and column where every rare "
+            "word is pooled"
+            if fell
+            else ""
+        )
+        out.append(
+            f" Without `<unk>` ({share:.1%} of the {TOKENIZER_LABELS[name]} corpus), {' and '.join(parts)}{why}."
+        )
+    return "".join(out)
+
+
 def setting_prose(reading: ClaimReading, setting_n: int, setting_context: int) -> str:
     """The ``<unk>`` shares, the claim runs without ``<unk>``, chapter 2's full-batch curves at the
     paper's η·s, the theory-setting runs (full batch and the series), the three verdicts and the
@@ -628,7 +653,7 @@ def setting_prose(reading: ClaimReading, setting_n: int, setting_context: int) -
     )
     text = (
         f"**The vocabulary.** Share of the corpus mapped to `<unk>`: {shares}. With `<unk>`'s row and column left "
-        f"out of every map, the claim runs end at {no_unk}.\n\n"
+        f"out of every map, the claim runs end at {no_unk}.{unk_part_prose(reading)}\n\n"
     )
     ch2 = reading.chapter2
     if len(ch2):
