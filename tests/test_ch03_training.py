@@ -161,18 +161,22 @@ def test_cause_branches_and_their_words(kwargs, expected):
     assert "natural (lowercased words) 17.0%" in text and "η = 1 at η·s = 28" in text
 
 
-@pytest.mark.parametrize(("loss", "memorised"), [(0.03, True), (2.0, False)])
-def test_the_cause_says_what_its_evidence_weighs(loss, memorised):
-    """The subset's targets and full-batch losses are printed; a subset fit under 0.5 nats is called
-    memorised and the cause a reading of weak evidence; no cause, no weight."""
-    r = reading()
+@pytest.mark.parametrize(("loss", "beyond"), [(0.8, True), (5.0, False)])
+def test_the_cause_says_what_its_evidence_weighs(loss, beyond):
+    """The subset's targets and how far its full-batch loss falls are printed beside the claim runs';
+    a subset that falls further than the corpus runs makes the cause a reading of weak evidence; no
+    cause, no weight."""
+    r = reading(loss=4.5)  # the claim runs fall log 256 - 4.5 = 1.045 nats
     for runs in r.setting.values():
         runs[-1] = dataclasses.replace(runs[-1], loss=loss)
     text = ch03.evidence_weight(r, 8, 8)
     assert "fit 64 targets (8 sequences of 8 predictions)" in text
-    assert f"natural (lowercased words) {loss:.3f}" in text
+    assert (
+        f"natural (lowercased words) {math.log(256) - loss:.3f}" in text
+        and "fall natural (lowercased words) 1.045" in text
+    )
     assert "only at η = 1, 2, not at the paper's 0.005" in text
-    assert ("memorised its subset" in text) == memorised == ("weak evidence, not a finding" in text)
+    assert ("weak evidence, not a finding" in text) == beyond
     assert ch03.evidence_weight(reading(claim=0.995), 8, 8) == ""
 
 

@@ -689,30 +689,26 @@ def setting_prose(reading: ClaimReading, setting_n: int, setting_context: int) -
     return text + _CAUSE_WORDS[cause(reading)] + evidence_weight(reading, setting_n, setting_context)
 
 
-#: A subset's full-batch loss under this many nats means the model has memorised its few targets.
-MEMORISED_NATS = 0.5
-
-
 def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int) -> str:
     """How much the cause the rule names rests on: the theory-setting runs fit ``setting_n`` x
-    ``setting_context`` targets, and their full-batch loss says whether they memorised them
-    (under :data:`MEMORISED_NATS`); chapter 2's curves reach the paper's η·s only at larger rates.
-    Empty where the rule names no cause from those runs."""
+    ``setting_context`` targets; where their full-batch loss falls further below log |V| than the
+    claim runs' on the whole corpus (at the same η and η·s), the subset is fit beyond the paper's
+    regime and the cause is a reading of weak evidence; chapter 2's curves reach the paper's η·s
+    only at larger rates. Empty where the rule names no cause from those runs."""
     if cause(reading) in ("none", "untested"):
         return ""
     full = {name: reading.full_batch(name) for name in reading.setting}
-    losses = "; ".join(f"{TOKENIZER_LABELS[n]} {r.loss:.3f}" for n, r in full.items())
-    memorised = all(r.loss < MEMORISED_NATS for r in full.values())
+    fell = {name: r.log_vocab - r.loss for name, r in full.items()}
+    corpus = {name: reading.log_vocab[name] - reading.losses[name] for name in full if name in reading.losses}
+    subset = "; ".join(f"{TOKENIZER_LABELS[n]} {fell[n]:.3f}" for n in full)
+    whole = "; ".join(f"{TOKENIZER_LABELS[n]} {corpus[n]:.3f}" for n in corpus)
+    beyond = bool(corpus) and all(round(fell[n], 3) > round(corpus[n], 3) for n in corpus)
     ch2 = reading.chapter2
     rates = ", ".join(f"{lr:g}" for lr in sorted(ch2["lr"].unique())) if len(ch2) else None
     return (
         f" The weight of that reading: the theory-setting runs fit {setting_n * setting_context} targets "
-        f"({setting_n} sequences of {setting_context} predictions), and their full-batch loss ends at {losses} nats"
-        + (
-            f", under {MEMORISED_NATS} nats: the model has memorised its subset, far from the paper's regime"
-            if memorised
-            else ""
-        )
+        f"({setting_n} sequences of {setting_context} predictions), and their full-batch loss falls {subset} nats "
+        f"below log |V|, where the claim runs on the whole corpus fall {whole}"
         + (
             f"; chapter 2's full-batch curves reach this η·s only at η = {rates}, not at the paper's 0.005"
             if rates
@@ -720,9 +716,10 @@ def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int)
         )
         + "."
         + (
-            " A full-batch run at η = 0.005 on a subset too large to memorise would settle the cause; until one "
-            "does, the cause above is a reading of weak evidence, not a finding."
-            if memorised
+            " On so few targets the model goes further than on the corpus, beyond the regime the paper's claim is "
+            "about: a full-batch run at η = 0.005 on a subset too large to be fit this way would settle the cause, "
+            "and until one does, the cause above is a reading of weak evidence, not a finding."
+            if beyond
             else ""
         )
     )
