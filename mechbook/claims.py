@@ -375,6 +375,9 @@ class Evidence:
             values = [v for v in self._all() if v is not None]
             near = sum(bool(self.claim.rule.partly_holds(v)) for v in values)
             everywhere = " and ".join(side.removeprefix("fails ") for side in sides)
+            if len(values) == 1:
+                reach = "its value reaches" if near else "its value misses"
+                return f"It fails {everywhere}; {reach} the partly threshold."
             return f"It fails {everywhere}; {near} of the {len(values)} values reach its partly threshold."
         return f"It {' and '.join(sides)}." if sides else ""
 

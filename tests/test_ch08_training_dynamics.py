@@ -663,3 +663,10 @@ def test_smoke_bounds_reject_the_released_run_cut_before_binding(monkeypatch):
     flagged = {p.split()[0] for p in check_thresholds(records, release_bounds)}
     assert {"release_phase2_step", "release_phase3_step", "release_last_1var_train"} <= flagged, flagged
     assert "release_checkpoints" not in flagged
+
+
+def test_the_training_line_gives_the_runs_share_of_its_stack():
+    """train_seconds is a run's share of its stack's wall time, and the page says so."""
+    text = ch08.training_prose(fake_result([0.1, 0.5, 0.9]))
+    assert text.startswith("3 evaluations over 300 steps")
+    assert "this run's share of its stack's training time was 1.5 minutes" in text

@@ -164,6 +164,8 @@ def test_a_partly_verdict_says_where_the_claim_fails_everywhere():
     assert nowhere.verdict == "partly" and nowhere.where() == (
         "It fails on every seed of this rebuild and on the released run; 2 of the 3 values reach its partly threshold."
     )
+    single = _claim(Rule(">=", 0.9, partly=0.5)).evidence(0.6)
+    assert single.where() == "It fails on this rebuild; its value reaches the partly threshold."
     flag = _claim(Rule("==", True)).evidence({0: True, 1: False}, release=True)
     assert flag.sentence().endswith("(rule = yes).")  # "holds for 1 of 2 seeds" already says where
     assert nowhere.word() == "partly reproduced" and claim.evidence(untested="x").word() == "untested"

@@ -531,8 +531,9 @@ def training_prose(result: TrainResult) -> str:
     acc = result.accuracy()
     return (
         f"{len(acc)} evaluations over {int(acc.index.max()):,} steps of batch {result.config.batch_size}; "
-        f"{len(result.checkpoints)} checkpoints kept; training took {result.train_seconds / 60:.1f} minutes "
-        "(when it ran; a cached run loads in seconds)."
+        f"{len(result.checkpoints)} checkpoints kept; this run's share of its stack's training time was "
+        f"{result.train_seconds / 60:.1f} minutes (a stack trains its runs together, so its wall time is its runs' "
+        "shares added up; a cached run loads in seconds)."
     )
 
 
