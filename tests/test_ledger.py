@@ -301,3 +301,13 @@ def test_a_claim_without_a_stored_count_must_keep_its_verdict(repo):
     )
     assert any("claim ch08.top2_share is 'partly', recorded as 'reproduced'" in p for p in problems)
     assert chapter.tally("ch08.jump_step") is None, "one value is no draw over seeds"
+
+
+def test_claims_yml_keeps_one_line_per_claim_with_counts_inline(repo):
+    """The written file: profiles and claims as blocks, a count as an inline mapping on its line."""
+    cfg = ExecuteConfig(profile="smoke", root=repo)
+    (repo / ledger.EXPECTED).write_text(yaml.safe_dump({"cpu": {"ch08.x": "partly", "ch08.y": "reproduced"}}))
+    ledger.write_expected(cfg, [c for _, chs in ledger.read_ledger(cfg) for c in chs])
+    body = (repo / ledger.EXPECTED).read_text()
+    assert "  ch08.jump_step: {verdict: partly, holds: 2, of: 3, release: true}\n" in body
+    assert "cpu:\n  ch08.x: partly\n  ch08.y: reproduced\n" in body

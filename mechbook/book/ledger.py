@@ -356,6 +356,15 @@ def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, Any], profi
     return problems, notes
 
 
+class _ExpectedDumper(yaml.SafeDumper):
+    """``claims.yml``'s layout: profiles and claims as blocks, one line per claim, a count
+    (:meth:`mechbook.book.draws.Stored.as_yaml`) as an inline mapping on its claim's line."""
+
+    def represent_mapping(self, tag, mapping, flow_style=None):
+        inline = isinstance(mapping, dict) and "verdict" in mapping
+        return super().represent_mapping(tag, mapping, flow_style=inline)
+
+
 def write_expected(cfg: ExecuteConfig, chapters: Iterable[Chapter]) -> tuple[Path, list[str]]:
     """Store the recorded verdicts of the chapters with a valid run in ``cfg.profile``'s section
     of ``claims.yml`` (their old entries replaced; other chapters' and profiles' kept). Returns
@@ -375,7 +384,7 @@ def write_expected(cfg: ExecuteConfig, chapters: Iterable[Chapter]) -> tuple[Pat
     data[cfg.profile] = dict(sorted(section.items()))
     path = cfg.root / EXPECTED
     path.write_text(
-        EXPECTED_HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=None),
+        EXPECTED_HEADER + yaml.dump(data, Dumper=_ExpectedDumper, sort_keys=False, allow_unicode=True),
         encoding="utf-8",
     )
     return path, kept
