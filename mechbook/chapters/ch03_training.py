@@ -691,7 +691,7 @@ def setting_prose(reading: ClaimReading, setting_n: int, setting_context: int) -
 
 def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int) -> str:
     """How much the cause the rule names rests on: the theory-setting runs fit ``setting_n`` x
-    ``setting_context`` targets; where their full-batch loss falls further below log |V| than the
+    ``setting_context`` targets; where their full-batch loss falls further below log :math:`|V|` than the
     claim runs' on the whole corpus (at the same η and η·s), the subset is fit beyond the paper's
     regime and the cause is a reading of weak evidence; chapter 2's curves reach the paper's η·s
     only at larger rates. Empty where the rule names no cause from those runs."""
