@@ -192,3 +192,19 @@ def test_each_claim_on_both_sides_of_its_rule(claim):
     assert hold.sentence().startswith(f"**{word}.**") and f"{above:.2f}" in hold.sentence()
     assert fail.sentence().startswith("**Not reproduced.**" if claim.source == "paper" else "**Does not hold.**")
     assert claim.section == "ch04-overlap" and claim.chapter == "04_associations"
+
+
+def test_the_shared_profile_counts_each_maps_recurring_cells():
+    """Per map of the ranked table: the cells holding a word of two rows or more, against a literal count."""
+    import pandas as pd
+
+    rows = {
+        ("Q (theory)", "big"): ["sorry", "now", "end"],
+        ("Q (theory)", "day"): ["sorry", "now", "hug"],
+        ("W (trained)", "big"): ["bird", "soon", ""],
+        ("W (trained)", "day"): ["once", "upon", "time"],
+    }
+    table = pd.DataFrame(rows.values(), index=pd.MultiIndex.from_tuples(rows), columns=["1", "2", "3"])
+    text = ch04.shared_profile_prose(table)
+    assert "Q (theory) 4 of 6 (*sorry*, *now*)" in text
+    assert "; W (trained) 0 of 5. A row of $Q$" in text

@@ -22,7 +22,7 @@ import mechbook
 from mechbook import claims
 from mechbook.chapters import common
 from mechbook.claims import Claim, Evidence, Rule
-from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_words, top_k
+from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_cells, top_k
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.maps import CorpusMaps, build_maps, in_model_vocabulary, maps_numbers, pair_rank_table
 from mechbook.validation import POSITIVE, check_fields
@@ -325,9 +325,7 @@ def context_recurring_prose(table: pd.DataFrame) -> str:
     """Under the Φ table: how many of its cells are words that stand in several rows
     (:func:`~mechbook.leading_terms.associations.recurring_words`), which they are, and why a row of
     Φ holds them."""
-    recurring = recurring_words(table)
-    cells = int(table.isin(list(recurring)).to_numpy().sum())
-    filled = int((table != "").to_numpy().sum())
+    cells, filled, recurring = recurring_cells(table)
     if not recurring:
         return f"No word stands in two rows of the table: each of its {filled} cells belongs to its own entity."
     shown = ", ".join(f"*{w}* ({n} rows)" for w, n in list(recurring.items())[:6])

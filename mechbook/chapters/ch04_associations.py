@@ -30,6 +30,7 @@ from mechbook.leading_terms.associations import (
     RunMaps,
     overlap_readings,
     ranked_words,
+    recurring_cells,
     run_maps,
     top_k,
 )
@@ -194,6 +195,25 @@ def ranked_table(cfg: ChapterConfig, rm: RunMaps) -> pd.DataFrame:
             )
             blocks.append(wide.assign(map=label).set_index("map", append=True))
     return pd.concat(blocks).swaplevel().sort_index(level=1, sort_remaining=False)
+
+
+def shared_profile_prose(table: pd.DataFrame) -> str:
+    """Under the ranked table: per map, how many of its cells hold a word that stands in two of the
+    table's rows or more (:func:`~mechbook.leading_terms.associations.recurring_cells`), and what
+    a row of Q lists."""
+    parts = []
+    for label in dict.fromkeys(table.index.get_level_values(0)):
+        cells, filled, words = recurring_cells(table.xs(label, level=0))
+        top = ", ".join(f"*{w}*" for w in list(words)[:4])
+        parts.append(f"{label} {cells} of {filled}" + (f" ({top})" if top else ""))
+    return (
+        "How many of each map's cells hold a word that stands in two of its rows or more, a profile shared by "
+        f"the rows rather than one word's own association: {'; '.join(parts)}. A row of $Q$ lists the earlier "
+        "words (keys) that, attended more than the average visible word, would most raise the logit of what "
+        "actually follows the row's word, through their row of $G$; keys that recur across the rows help whatever "
+        "the query is. That shared profile is why the overlaps below are judged against another word's row, "
+        "and once more on the row-centred maps."
+    )
 
 
 def overlaps(cfg: ChapterConfig, rm: RunMaps) -> dict[float, dict[str, OverlapReading]]:

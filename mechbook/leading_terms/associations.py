@@ -279,6 +279,16 @@ def recurring_words(wide: pd.DataFrame, min_rows: int = 2) -> dict[str, int]:
     return dict(sorted(kept.items(), key=lambda item: -item[1]))
 
 
+def recurring_cells(wide: pd.DataFrame, min_rows: int = 2) -> tuple[int, int, dict[str, int]]:
+    """``(cells, filled, words)``: how many filled cells of a :func:`ranked_words` table hold a word
+    of :func:`recurring_words`, of how many filled cells, and those words. Chapters 1 (Φ) and 4 (the
+    theory maps and trained matrices) say with it how much of a table is a profile shared by every
+    row rather than each row's own association."""
+    words = recurring_words(wide, min_rows)
+    cells = int(wide.isin(list(words)).to_numpy().sum())
+    return cells, int((wide != "").to_numpy().sum()), words
+
+
 WORD_CLASSES: dict[str, tuple[str, ...]] = {
     "noun": tuple(
         [
