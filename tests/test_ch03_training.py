@@ -332,5 +332,6 @@ def test_the_unk_part_of_each_cosine_is_read_from_its_digits():
     assert "V's cosine falls from 0.8862 to 0.8798 and W's cosine rises from 0.8558 to 0.9000" in text
     assert "17.0% of the natural (lowercased words) corpus" in text and "sat in the one row" in text
     assert "cased BPE" not in text, "a corpus without <unk> has nothing to say"
-    r.cosines_no_unk["natural"] = {**r.cosines_no_unk["natural"], "V": 0.9}
-    assert "sat in the one row" not in ch03.unk_part_prose(r)
+    r.cosines_no_unk["natural"] = {**r.cosines_no_unk["natural"], "V": 0.9, "W": 0.8558}
+    text = ch03.unk_part_prose(r)
+    assert "sat in the one row" not in text and "W's cosine stays at 0.8558" in text

@@ -254,9 +254,12 @@ def test_against_sum_never_contradicts_the_printed_numbers(joint, total, spec):
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"top_b_part": 9.0, "right_b_part": 2.0, "loss_b_part": 9.5}, ["7 above the right token's 2", "more than"]),
-        ({"top_b_part": 2.0, "right_b_part": 2.0, "loss_b_part": 5.5}, ["level with", "as much as"]),
-        ({"top_b_part": 1.0, "right_b_part": 0.5, "loss_b_part": 5.0}, ["0.5 above", "less than"]),
+        (
+            {"top_b_part": 9.0, "right_b_part": 2.0, "loss_b_part": 9.5},
+            ["7 above the right token's 2", "costs more than the zero model, which spreads"],
+        ),
+        ({"top_b_part": 2.0, "right_b_part": 2.0, "loss_b_part": 5.5}, ["level with", "Alone it costs as much as"]),
+        ({"top_b_part": 1.0, "right_b_part": 0.5, "loss_b_part": 5.0}, ["0.5 above", "Alone it costs less than"]),
     ],
 )
 def test_the_b_part_alone_prose_reads_its_numbers(changes, words):

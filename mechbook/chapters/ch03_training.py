@@ -629,7 +629,11 @@ def unk_part_prose(reading: ClaimReading) -> str:
             a, b = _printed(reading.cosines[name][kind]), _printed(reading.cosines_no_unk[name][kind])
             verb = claims.change(a, b, ".4f", "rises", "falls", "stays")
             fell |= verb == "falls"
-            parts.append(f"{kind}'s cosine {verb} from {a:.4f} to {b:.4f}")
+            parts.append(
+                f"{kind}'s cosine {verb} at {a:.4f}"
+                if verb == "stays"
+                else f"{kind}'s cosine {verb} from {a:.4f} to {b:.4f}"
+            )
         why = (
             ": that much of its agreement with the leading term sat in the one row and column where every rare "
             "word is pooled"

@@ -481,12 +481,17 @@ def b_part_alone_prose(s: OutputSplit) -> str:
     largest logit is the right token (each word derived from the printed numbers)."""
     gap = claims.difference(s.top_b_part, s.right_b_part, ".3g", "above", "below", "level with")
     worse = claims.compare(s.loss_b_part, s.loss_zero, ".3f", claims.Words("more than", "less than", "as much as"))
+    why = (
+        "A position's loss is about the gap between its largest logits and the right one, so a part this loud "
+        "that puts another token first at most positions costs more than the zero model, which spreads its guess "
+        "evenly"
+        if worse == "more than"
+        else f"Alone it costs {worse} the zero model"
+    )
     return (
         f"The B part alone puts its largest centred logit, on average **{s.top_b_part:.3g}**, {gap} the right "
         f"token's {s.right_b_part:.3g}, and that largest logit is the right token at **{s.hit_b_part:.1%}** of the "
-        "positions. A position's loss is about the gap between its largest logits and the right one, so a part "
-        f"this loud that is mostly wrong costs {worse} the zero model, which spreads its guess evenly "
-        f"({s.loss_b_part:.3f} against {s.loss_zero:.3f} nats)."
+        f"positions. {why} ({s.loss_b_part:.3f} against {s.loss_zero:.3f} nats)."
     )
 
 
