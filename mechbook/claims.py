@@ -3,10 +3,13 @@ is generated from that one entry.
 
 A :class:`Claim` is either one of the papers' claims (``source="paper"``, with the paper's number
 as text) or one of the book's own readings that a sentence asserts (``source="book"``). It names the
-measure it rests on and one :class:`Rule` (a threshold and a direction). A chapter module declares
-its claims in ``CLAIMS`` and, once it has the values, builds :class:`Evidence` for each: the values
-on the rebuild (one per seed, where seeded) and on the authors' released run (where one exists),
-or why the claim is untested in this profile. :meth:`Evidence.verdict` applies the rule;
+measure it rests on, one :class:`Rule` (a threshold and a direction) and ``read``, which takes the
+value from the chapter's readings. Each part's library declares its claims in one table per
+chapter (``mechbook.leading_terms.claims``, ``mechbook.pythia.claims``,
+``mechbook.assign_add.claims``: ``TABLES``, by notebook stem); :func:`evidence` reads every claim
+of a table from the chapter's readings into :class:`Evidence`: the values on the rebuild (one per
+seed, where seeded) and on the authors' released run (where one exists), or why the claim is
+untested in this profile; :func:`section_prose` shows a section's. :meth:`Evidence.verdict` applies the rule;
 :meth:`Evidence.sentence` is the one sentence that states it; :func:`record_claims` stores every
 piece as a ``claim.<id>`` record, which the ledger page (``book/appendix/ledger``) and
 ``python -m mechbook check`` read back from the executed chapters.
@@ -22,16 +25,17 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 Verdict = Literal["reproduced", "partly", "not reproduced", "untested"]
 VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "not reproduced", "untested")
 OPS = (">=", ">", "<=", "<", "==")
 RECORD_PREFIX = "claim."
 _PRECISION = re.compile(r"^(.*\.)(\d+)([eEfFgG%]?)$")
+R = TypeVar("R")
 
 
 def _plain(value: Any) -> Any:
@@ -185,7 +189,11 @@ class Claim:
     paper gives it (None for the book's own readings); ``section`` the MyST label of the section
     that shows it (the ledger links there; prefix labels ``chNN-``); ``spec`` the format its
     values print with (:func:`fmt`); ``basis`` ``"specification"`` for a check that the task as
-    built is the paper's specification (chapter 7's), not a result, which the ledger counts apart."""
+    built is the paper's specification (chapter 7's), not a result, which the ledger counts apart;
+    ``read`` takes the claim's :class:`Measured` values from the chapter's readings (the object the
+    part's library gathers for the page; :func:`evidence`, :func:`per_run`); ``unmeasured`` why
+    the claim is untested where ``read`` gives no value at all (None: a seed without a value
+    counts against the claim, as always)."""
 
     id: str
     chapter: str
@@ -197,6 +205,8 @@ class Claim:
     section: str | None = None
     spec: str = ".3g"
     basis: Literal["result", "specification"] = "result"
+    read: Callable[[Any], Measured] | None = field(default=None, compare=False, repr=False)
+    unmeasured: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("_", "").replace(".", "").isalnum():
@@ -404,6 +414,86 @@ class Evidence:
             "run": self.run,
             "where": "" if self.verdict == "untested" else self.where(),
         }
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a claim's ``read`` takes from a chapter's readings: ``rebuild`` as
+    :meth:`Claim.evidence` takes it (``{seed: value}``, values, one value or None), ``release`` the
+    released run's value (None: none), ``run`` which run decided it, in words (chapters 3-5), and
+    ``untested`` why nothing could be measured (then no value)."""
+
+    rebuild: Any = None
+    release: Any = None
+    run: str | None = None
+    untested: str | None = None
+
+
+@dataclass(frozen=True)
+class Runs(Generic[R]):
+    """One reading per run: ``seeds`` the rebuild's, by seed, and ``release`` the authors' released
+    run's (None: none). What :func:`per_run` claims read (chapters 8-10)."""
+
+    seeds: Mapping[int, R]
+    release: R | None = None
+
+
+def per_run(value: Callable[[Any], Any], release: bool = True, rebuild: bool = True) -> Callable[[Runs], Measured]:
+    """A claim's ``read`` that takes ``value(reading)`` of each seed's reading and of the released
+    run's (:class:`Runs`); ``release=False`` or ``rebuild=False`` leaves that side out."""
+
+    def read(runs: Runs) -> Measured:
+        seeds = {s: value(r) for s, r in runs.seeds.items()} if rebuild else {}
+        return Measured(seeds, value(runs.release) if release and runs.release is not None else None)
+
+    return read
+
+
+def _has_value(m: Measured) -> bool:
+    rebuild = m.rebuild
+    if isinstance(rebuild, Mapping):
+        rebuild = list(rebuild.values())
+    if isinstance(rebuild, (list, tuple)):
+        return m.release is not None or any(v is not None for v in rebuild)
+    return m.release is not None or rebuild is not None
+
+
+def evidence(table: Iterable[Claim], readings: Any) -> dict[str, Evidence]:
+    """Every claim of ``table`` read from ``readings`` (each claim's ``read``) into its
+    :class:`Evidence`, by id, in the table's order. A claim whose ``read`` gives no value at all
+    is untested with its ``unmeasured`` reason, where it has one. The one evidence function of
+    every chapter."""
+    out: dict[str, Evidence] = {}
+    for claim in table:
+        if claim.read is None:
+            raise ValueError(f"claim {claim.id} has no read: give it one in its part's claims table")
+        m = claim.read(readings)
+        if not isinstance(m, Measured):
+            raise TypeError(f"claim {claim.id}: read must return Measured, got {type(m).__name__}")
+        if m.untested is None and claim.unmeasured is not None and not _has_value(m):
+            m = Measured(untested=claim.unmeasured)
+        out[claim.id] = claim.evidence(m.rebuild, m.release, untested=m.untested, run=m.run)
+    return out
+
+
+def section_prose(ev: Mapping[str, Evidence], section: str) -> str:
+    """The verdict sentences of the claims of ``ev`` shown in ``section`` (a MyST label, say
+    ``"ch08-release"``), one bullet each, in the table's order. The one way a page shows its
+    claims."""
+    shown = [e.sentence() for e in ev.values() if e.claim.section == section]
+    if not shown:
+        raise KeyError(f"no claim of these is shown in section {section!r}: give the claims that section")
+    return "\n".join(f"- {sentence}" for sentence in shown)
+
+
+def by_id(table: Iterable[Claim]) -> dict[str, Claim]:
+    """``table``'s claims by id (ids must be unique)."""
+    out: dict[str, Claim] = {}
+    for claim in table:
+        if claim.id in out:
+            raise ValueError(f"claim {claim.id} declared twice")
+        out[claim.id] = claim
+    return out
 
 
 def record_claims(evidences: Iterable[Evidence]) -> dict[str, dict[str, Any]]:
