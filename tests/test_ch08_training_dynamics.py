@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_aa_release import needs_release
 
-from mechbook import claims
+from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import release
 from mechbook.assign_add.baselines import PoolBaselines
 from mechbook.assign_add.binding_jump import JumpReading, SeedReading, jump_reading, probe_curve
 from mechbook.assign_add.circuits import pattern_frame
+from mechbook.assign_add.claims import CH08_CLAIMS
 from mechbook.assign_add.config import TrainConfig, TrainResult
 from mechbook.assign_add.dynamics import Dynamics, RunReadings
 from mechbook.assign_add.measures import measures_over_training
@@ -31,12 +32,13 @@ from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.plateau import plateau_of
 from mechbook.assign_add.released import release_run
-from mechbook.assign_add.runs import CPU_RUN, QUARTER_RUN, TRAIN_PROFILES
+from mechbook.assign_add.runs import CPU_RUN, QUARTER_RUN, TRAIN_PROFILES, differences_from_paper, on_the_papers_dates
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.seeds import Dissected, SeedRuns, seed_summary
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch08_training_dynamics as ch08
+from mechbook.claims import by_id, evidence
 
 RULES = PhaseRules()
 NOTEBOOK = ROOT / "book" / "part2" / "08_training_dynamics.ipynb"
@@ -176,87 +178,41 @@ def test_setup_prose_counts_the_parameters():
 
 
 def test_differences_from_the_paper_list_every_changed_setting():
-    assert ch08.differences_from_paper(TRAIN_PROFILES["paper"]).empty
-    table = ch08.differences_from_paper(QUARTER_RUN).set_index("setting")
+    assert differences_from_paper(TRAIN_PROFILES["paper"]).empty
+    table = differences_from_paper(QUARTER_RUN).set_index("setting")
     assert table.loc["model.d_model", "the paper"] == "128" and table.loc["model.d_model", "this run"] == "64"
     assert table.loc["steps", "this run"] == "8000" and table.loc["lr", "this run"] == "0.003"
     assert "model.seed" not in table.index and "task" not in table.index
     other_task = dataclasses.replace(
         TRAIN_PROFILES["paper"], task=dataclasses.replace(CPU_RUN.task, train_pair_fraction=0.5)
     )
-    assert ch08.differences_from_paper(other_task).setting.tolist() == ["task"]
+    assert differences_from_paper(other_task).setting.tolist() == ["task"]
 
 
 def test_what_a_run_saves_is_no_difference_from_the_paper():
     saves_otherwise = dataclasses.replace(TRAIN_PROFILES["paper"], keep_every=2000, keep_change=0.2, resume_every=1000)
-    assert ch08.differences_from_paper(saves_otherwise).empty
-    assert ch08.differences_from_paper(CPU_RUN).setting.tolist() == ["steps"]
+    assert differences_from_paper(saves_otherwise).empty
+    assert differences_from_paper(CPU_RUN).setting.tolist() == ["steps"]
 
 
 def test_a_shorter_paper_run_is_held_to_the_papers_dates():
     paper = TRAIN_PROFILES["paper"]
-    assert ch08.on_the_papers_dates(paper) and ch08.on_the_papers_dates(dataclasses.replace(paper, steps=20_000))
-    assert not ch08.on_the_papers_dates(dataclasses.replace(paper, steps=paper.steps + 100))
-    assert not ch08.on_the_papers_dates(dataclasses.replace(paper, steps=20_000, lr=2e-3))
-    assert not ch08.on_the_papers_dates(QUARTER_RUN)
+    assert on_the_papers_dates(paper) and on_the_papers_dates(dataclasses.replace(paper, steps=20_000))
+    assert not on_the_papers_dates(dataclasses.replace(paper, steps=paper.steps + 100))
+    assert not on_the_papers_dates(dataclasses.replace(paper, steps=20_000, lr=2e-3))
+    assert not on_the_papers_dates(QUARTER_RUN)
     assert "20,000 of its 40,000 steps" in ch08.timing_prose(dataclasses.replace(paper, steps=20_000))
 
 
 # ---------------------------------------------------------------- claims
 
 # name -> (a value that meets the rule, one that misses it, one between: partly, or None)
-CLAIM_CASES = {
-    "phase1_step": (401, 2001, 1001),
-    "phase2_window": (0, 4800, 500),
-    "phase3_window": (0, 9000, 1500),
-    "addition_first": (True, False, None),
-    "binding_jump_rise": (0.23, 0.05, 0.15),
-    "l1_top2_before": (0.12, 0.8, 0.4),
-    "l1_top2_after": (0.95, 0.3, 0.8),
-    "adder_before_jump": (1.0, 0.2, 0.7),
-    "prev_token_before_jump": (0.92, 0.1, 0.4),
-    "plateau_b_right": (True, False, None),
-    "readable_before_jump": (2400, -500, None),
-    "three_phases_most_seeds": (0.83, 0.5, None),
-    "final_heldout": (0.994, 0.5, 0.97),
-    "final_misplaced": (1.0, 0.05, 0.95),
-    "final_union": (0.981, 0.52, 0.93),
-    "heldout_follows": (0.006, 0.2, 0.03),
-}
-
-
-def test_every_claim_is_tested_labelled_and_unique():
-    assert {c.id for c in ch08.CLAIMS} == {f"ch08.{n}" for n in CLAIM_CASES}
-    assert len({c.id for c in ch08.CLAIMS}) == len(ch08.CLAIMS)
-    text = NOTEBOOK.read_text()
-    for c in ch08.CLAIMS:
-        assert c.chapter == "08_training_dynamics" and f"({c.section})=" in text, c.id
-
-
-@pytest.mark.parametrize("name", sorted(CLAIM_CASES))
-def test_each_claim_is_decided_by_its_rule_and_said_with_its_value(name):
-    claim = ch08.CLAIM[f"ch08.{name}"]
-    good, bad, between = CLAIM_CASES[name]
-    words = ("Reproduced", "Not reproduced", "Partly reproduced")
-    if claim.source == "book":
-        words = ("Holds", "Does not hold", "Holds in part")
-    for value, verdict, word in ((good, "reproduced", words[0]), (bad, "not reproduced", words[1])):
-        ev = claim.evidence({0: value, 1: value}, release=value)
-        assert ev.verdict == verdict, (name, value)
-        sentence = ev.sentence()
-        assert sentence.startswith(f"**{word}.**") and claims.fmt(value, claim.spec) in sentence
-        assert claim.rule.text(claim.spec) in sentence
-    mixed = claim.evidence({0: good}, release=bad)
-    assert mixed.verdict == "partly" and mixed.sentence().startswith(f"**{words[2]}.**")
-    if between is not None:
-        assert claim.evidence([between]).verdict == "partly"
-    assert claim.evidence(None, untested="no run").sentence().startswith("**Untested here.**")
 
 
 def test_evidence_reads_every_seed_and_the_released_run():
     d = fake_dynamics()
-    ev = ch08.evidence(d)
-    assert set(ev) == {c.id for c in ch08.CLAIMS}
+    ev = evidence(CH08_CLAIMS, d)
+    assert set(ev) == {c.id for c in CH08_CLAIMS}
     # the smoke run is not the paper's configuration: the released run alone dates the phases
     assert ev["ch08.phase2_window"].values == [] and ev["ch08.phase2_window"].release == 5300 - 400
     assert ev["ch08.phase2_window"].verdict == "not reproduced"
@@ -267,7 +223,7 @@ def test_evidence_reads_every_seed_and_the_released_run():
     assert ev["ch08.readable_before_jump"].values == [200, 200, 200] and ev["ch08.readable_before_jump"].release == 200
     assert ev["ch08.plateau_b_right"].values == [] and ev["ch08.three_phases_most_seeds"].values == [0.0]
     assert ev["ch08.final_heldout"].release == pytest.approx(1.0)
-    exact = ch08.evidence(fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981}))
+    exact = evidence(CH08_CLAIMS, fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981}))
     assert exact["ch08.final_heldout"].release == 0.994 and exact["ch08.final_union"].release == 0.981
 
 
@@ -279,7 +235,7 @@ def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
     ]
     opened = dataclasses.replace(d.rebuild, run=paper[0])
     d = dataclasses.replace(d, rebuild=opened, dissected=Dissected(paper, d.dissected.summary, 0, paper[0]))
-    ev = ch08.evidence(d)
+    ev = evidence(CH08_CLAIMS, d)
     assert ev["ch08.phase1_step"].values == [200, 200, 200, 200]
     # seed 2 never binds: its jump is dated at the last step, as near the window as it can be
     last = TRAIN_PROFILES["paper"].steps
@@ -289,21 +245,15 @@ def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
 
 
 def test_a_phase_not_reached_is_dated_at_the_last_step():
-    assert ch08.dated(None, 20_000) == 20_000 and ch08.dated(3200, 20_000) == 3200
+    assert aa_claims.dated(None, 20_000) == 20_000 and aa_claims.dated(3200, 20_000) == 3200
     never_added = Phases(None, None, None, None, "absent", None, None)
     added_only = Phases(500, None, None, None, "absent", None, None)
     bound_first = Phases(900, 600, 0.3, None, "absent", None, None)
-    assert [ch08._before_after(p, 20_000) for p in (never_added, added_only, bound_first)] == [False, True, False]
+    assert [aa_claims._before_after(p, 20_000) for p in (never_added, added_only, bound_first)] == [False, True, False]
 
 
 def test_outside_the_window():
-    assert [ch08.outside(s, (5300, 5400)) for s in (5000, 5300, 5350, 5401, None)] == [300, 0, 0, 1, None]
-
-
-def test_claims_prose_states_each_verdict():
-    ev = ch08.evidence(fake_dynamics())
-    text = ch08.claims_prose(ev, ["addition_first", "ch08.final_union"])
-    assert text.splitlines() == [f"- {ev['ch08.addition_first'].sentence()}", f"- {ev['ch08.final_union'].sentence()}"]
+    assert [aa_claims.outside(s, (5300, 5400)) for s in (5000, 5300, 5350, 5401, None)] == [300, 0, 0, 1, None]
 
 
 # ---------------------------------------------------------------- prose and charts, page order
@@ -459,7 +409,7 @@ def test_cases_prose_and_chart_say_what_the_plateau_is():
     assert "chance 0.017" in text and "`1var_misplaced` 0.43" in text
     if release_plateau is None:
         assert "no phase-3 plateau" in text
-    ev = ch08.evidence(d)["ch08.plateau_b_right"]
+    ev = evidence(CH08_CLAIMS, d)["ch08.plateau_b_right"]
     spec = ch08.cases_chart(plateau, BASELINES, ev).to_dict()
     assert spec["resolve"]["scale"]["x"] == "independent" and "chance (1/59)" in json.dumps(spec)
 
@@ -470,7 +420,7 @@ def test_cases_prose_names_the_lagging_cases():
     text = ch08.cases_prose({ch08.RUNS[0]: run}, BASELINES)
     assert "over the plateau (steps 200-600, `1var_misplaced` at 0.40) the cases below 0.5 are" in text
     assert "`1var_misplaced` b right (0.10)" in text and "every other case averages at least 0.90" in text
-    ev = ch08.CLAIM["ch08.plateau_b_right"].evidence({}, release=run.b_right_only)
+    ev = by_id(CH08_CLAIMS)["ch08.plateau_b_right"].evidence({}, release=run.b_right_only)
     spec = ch08.cases_chart({ch08.RUNS[0]: run}, BASELINES, ev).to_dict()
     assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
     assert "1 of 1 (reproduced)" in json.dumps(spec["title"])
@@ -485,9 +435,9 @@ def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
         in text
     )
     assert "never reads the variable after layer 1 with 95% accuracy (chance 0.08)" in text
-    ev = ch08.evidence(d)["ch08.readable_before_jump"]
+    ev = evidence(CH08_CLAIMS, d)["ch08.readable_before_jump"]
     assert "In every run read the variable can be read" in json.dumps(ch08.probe_chart(runs, ev).to_dict()["title"])
-    late = ch08.CLAIM["ch08.readable_before_jump"].evidence([-100, 200])
+    late = by_id(CH08_CLAIMS)["ch08.readable_before_jump"].evidence([-100, 200])
     assert "In some runs" in json.dumps(ch08.probe_chart(runs, late).to_dict()["title"])
     unbound = probe_curve(probe_frame([0.99]), Phases(500, None, None, None, "absent", None, None))
     assert "no binding jump" in ch08.probe_prose({"run": unbound})
@@ -562,7 +512,7 @@ def test_pattern_slider_chart_has_one_frame_per_step():
 
 def test_takeaway_is_computed_from_the_claims():
     d = fake_dynamics()
-    ev = ch08.evidence(d)
+    ev = evidence(CH08_CLAIMS, d)
     text = ch08.takeaway_prose(d, ev)
     assert (
         "comes before binding in 4 of 4 seeds (in 1 of them binding has not come by the last step), "
@@ -574,7 +524,8 @@ def test_takeaway_is_computed_from_the_claims():
         in text
     )
     late = dict(
-        ev, **{"ch08.readable_before_jump": ch08.CLAIM["ch08.readable_before_jump"].evidence([-100], release=-300)}
+        ev,
+        **{"ch08.readable_before_jump": by_id(CH08_CLAIMS)["ch08.readable_before_jump"].evidence([-100], release=-300)},
     )
     assert "readable after layer 1 before the jump in 0 of the 2 runs" in ch08.takeaway_prose(d, late)
     assert "switch on at the same time" not in text
@@ -582,7 +533,9 @@ def test_takeaway_is_computed_from_the_claims():
     assert f"it is {before.summary()} before and {after.summary()} after" in text
     assert f"the ledger has the claims {before.verdict} (before) and {after.verdict} (after)" in text
     assert not plateau.values and "the rebuild's in" not in text  # no seed plateaued in the fake: no count
-    with_seeds = dict(ev, **{"ch08.plateau_b_right": ch08.CLAIM["ch08.plateau_b_right"].evidence([True, False])})
+    with_seeds = dict(
+        ev, **{"ch08.plateau_b_right": by_id(CH08_CLAIMS)["ch08.plateau_b_right"].evidence([True, False])}
+    )
     assert "the rebuild's in 1 of 2 seeds" in ch08.takeaway_prose(d, with_seeds)
     assert f"b as the right operand: {plateau.verdict} over both" in text
 
@@ -594,13 +547,13 @@ def test_record_all_covers_the_thresholds_and_every_claim(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: seen.setdefault(name, value))
     d = fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981, "2var_union_equal": 0.985})
-    values = ch08.record_all(d, ch08.evidence(d), pattern_checkpoints=3)
+    values = ch08.record_all(d, evidence(CH08_CLAIMS, d), pattern_checkpoints=3)
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(values), set(bounds[profile]) - set(values)
     assert values["phase2_step"] == 400 and values["steps"] == 800 and values["release_plateau_b_right_only"] is True
     assert values["release_identity_probe_step"] == 200 and values["seeds_bound"] == 3
-    assert {f"claim.{c.id}" for c in ch08.CLAIMS} <= set(values) and values == seen
+    assert {f"claim.{c.id}" for c in CH08_CLAIMS} <= set(values) and values == seen
 
 
 SMOKE_BOUNDS = load_thresholds("08_training_dynamics")["smoke"]
@@ -629,7 +582,7 @@ def untrained_run(train: TrainConfig) -> TrainResult:
 
 def _records(d: Dynamics, monkeypatch, pattern_checkpoints: int = 2) -> dict:
     monkeypatch.setattr(ch08.mechbook, "record", lambda name, value: value)
-    return ch08.record_all(d, ch08.evidence(d), pattern_checkpoints=pattern_checkpoints)
+    return ch08.record_all(d, evidence(CH08_CLAIMS, d), pattern_checkpoints=pattern_checkpoints)
 
 
 def test_smoke_bounds_reject_an_untrained_model(monkeypatch):

@@ -20,11 +20,13 @@ from hypothesis import strategies as st
 from mechbook import claims
 from mechbook.assign_add import fourier, release
 from mechbook.assign_add.circuit_readings import POOL_SEED, CircuitReadings, answer_accuracy, read_circuits
+from mechbook.assign_add.claims import CH09_CLAIMS
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch09_circuits as ch09
+from mechbook.claims import Runs, evidence
 
 TC = TaskConfig()
 SMOKE_MODEL = SEED_RUNS["smoke"].train.model
@@ -109,40 +111,10 @@ def readings(scale: float = 1.0, **changes) -> CircuitReadings:
 
 
 # ------------------------------------------------------------------------------ the claims
-def _sides(rule: claims.Rule) -> tuple[object, object, object | None]:
-    """A value that meets ``rule``, one that misses it (and its partly threshold), and one that
-    only meets the partly threshold (None without one)."""
-    if rule.op == "==":
-        return rule.threshold, rule.threshold + 1, None
-    t, p = rule.threshold, rule.partly
-    step = 0.05 * max(abs(t), 1.0)
-    up = rule.op in (">=", ">")
-    sign = 1 if up else -1
-    meet, miss = t + sign * step, (p if p is not None else t) - sign * step
-    part = None if p is None else (t + p) / 2
-    return meet, miss, part
-
-
-@pytest.mark.parametrize("claim", ch09.CLAIMS, ids=lambda c: c.id)
-def test_each_claim_on_both_sides_of_its_rule(claim):
-    meet, miss, part = _sides(claim.rule)
-    held, missed = claim.evidence({0: meet, 1: meet}, release=meet), claim.evidence({0: miss, 1: miss}, release=miss)
-    assert (held.verdict, missed.verdict) == ("reproduced", "not reproduced")
-    words = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
-    assert held.sentence().startswith(f"**{words[0]}.**") and missed.sentence().startswith(f"**{words[1]}.**")
-    assert claims.fmt(miss, claim.spec) in missed.sentence() and claim.statement in held.sentence()
-    assert claim.evidence({0: meet, 1: miss}).verdict == "partly"
-    if part is not None:
-        assert claim.evidence([part]).verdict == "partly"
-    assert claim.section.startswith("ch09-") and claim.chapter == "09_circuits"
-
-
-def test_claims_are_unique_and_each_has_a_measure():
-    assert len({c.id for c in ch09.CLAIMS}) == len(ch09.CLAIMS) and set(ch09.MEASURES) == set(ch09.BY_ID)
 
 
 def test_evidence_reads_each_claim_from_its_reading():
-    ev = ch09.evidence({0: readings(), 7: readings(2.0)}, readings(3.0))
+    ev = evidence(CH09_CLAIMS, Runs({0: readings(), 7: readings(2.0)}, readings(3.0)))
     assert dict(ev["ch09.value_reads_variable"].rebuild) == {0: pytest.approx(0.7), 7: pytest.approx(1.4)}
     assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.95)] * 2
     assert ev["ch09.one_adder_specific"].values == [pytest.approx(0.15)] * 2
@@ -177,15 +149,15 @@ def test_the_ablation_prose_draws_the_random_sets_conclusion():
 
 def test_claims_without_key_frequencies_are_untested():
     none = readings(ablation=fourier.Ablation(4.1, 0))
-    ev = ch09.evidence({0: none}, None)
+    ev = evidence(CH09_CLAIMS, Runs({0: none}, None))
     assert ev["ch09.key_frequencies_suffice"].verdict == "untested"
     assert "nothing to restrict to" in ev["ch09.random_frequencies_fail"].sentence()
 
 
 def test_summary_and_verdict_table_follow_the_evidence():
-    ev = ch09.evidence({0: readings()}, readings())
+    ev = evidence(CH09_CLAIMS, Runs({0: readings()}, readings()))
     table = ch09.verdict_table(ev).set_index("claim")
-    for claim in ch09.CLAIMS:
+    for claim in CH09_CLAIMS:
         assert table.loc[claim.statement, "verdict"] == ev[claim.id].verdict
     text = ch09.summary_prose(ev)
     counts = table.verdict.value_counts()
@@ -365,7 +337,7 @@ def test_record_all_records_numbers_and_claims(monkeypatch):
     monkeypatch.setattr("mechbook.record", lambda name, value: seen.setdefault(name, value))
     records = ch09.record_all(readings(), readings(2.0), {0: readings()})
     assert records["matched_cosine"] == pytest.approx(0.95) and records["release_qk2_block_ratio"] == 10.0
-    assert {f"claim.{c.id}" for c in ch09.CLAIMS} <= set(records) and seen.keys() == records.keys()
+    assert {f"claim.{c.id}" for c in CH09_CLAIMS} <= set(records) and seen.keys() == records.keys()
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(records)
@@ -413,13 +385,3 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
 def test_config_rejects_bad_sizes():
     with pytest.raises(ValueError, match="gallery"):
         dataclasses.replace(ch09.CONFIGS["smoke"], gallery=0)
-
-
-def test_claim_prose_states_each_claim_of_a_section_once():
-    ev = ch09.evidence({0: readings()}, readings())
-    sections = {c.section for c in ch09.CLAIMS}
-    for section in sections:
-        text = ch09.claim_prose(ev, section.removeprefix("ch09-"))
-        mine = [c for c in ch09.CLAIMS if c.section == section]
-        assert text.split("\n\n") == [ev[c.id].sentence() for c in mine]
-    assert ch09.claim_prose(ev, "nowhere") == ""

@@ -16,10 +16,9 @@ import yaml
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_ch09_circuits import _sides
 
-from mechbook import claims
 from mechbook.assign_add import circuits, release, theory
+from mechbook.assign_add.claims import CH10_CLAIMS
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.runs import SEED_RUNS
@@ -29,6 +28,7 @@ from mechbook.assign_add.theory import GRADIENT, LEARNED, PREDICTED, STEP, Gradi
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch10_why_it_composes as ch10
 from mechbook.chapters.common import bound_seeds, of_bound_seeds
+from mechbook.claims import Runs, by_id, evidence
 
 TC = TaskConfig()
 SMOKE_TRAIN = SEED_RUNS["smoke"].train
@@ -87,21 +87,10 @@ def reading(
 
 
 # ------------------------------------------------------------------------------ the claims
-@pytest.mark.parametrize("claim", ch10.CLAIMS, ids=lambda c: c.id)
-def test_each_claim_on_both_sides_of_its_rule(claim):
-    meet, miss, part = _sides(claim.rule)
-    held, missed = claim.evidence({0: meet, 1: meet}, release=meet), claim.evidence({0: miss}, release=miss)
-    assert (held.verdict, missed.verdict) == ("reproduced", "not reproduced")
-    words = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
-    assert held.sentence().startswith(f"**{words[0]}.**") and missed.sentence().startswith(f"**{words[1]}.**")
-    assert claims.fmt(miss, claim.spec) in missed.sentence()
-    if part is not None:
-        assert claim.evidence([part]).verdict == "partly"
-    assert claim.section.startswith("ch10-") and claim.chapter == "10_why_it_composes"
 
 
 def test_evidence_reads_each_claim_from_its_reading():
-    ev = ch10.evidence({0: reading(form=0.86), 4: reading(form=-0.2)}, reading(form=0.95, ratio=6.0))
+    ev = evidence(CH10_CLAIMS, Runs({0: reading(form=0.86), 4: reading(form=-0.2)}, reading(form=0.95, ratio=6.0)))
     assert ev["ch10.gradient_form"].values == [0.86, -0.2] and ev["ch10.gradient_form"].verdict == "partly"
     assert ev["ch10.gradient_identity"].release == 6.0
     assert ev["ch10.directions_distinct_late"].values == [pytest.approx(0.4)] * 2
@@ -117,11 +106,11 @@ def test_evidence_reads_each_claim_from_its_reading():
 def test_one_rule_for_the_form_everywhere(value, words):
     """The 0.86 of the issue: the verdict table, the prose and the seeds table read the same rule."""
     r = reading(form=value)
-    ev = ch10.evidence({0: r}, None)
+    ev = evidence(CH10_CLAIMS, Runs({0: r}, None))
     verdict = ev["ch10.gradient_form"].verdict
     assert words in ch10.form_words(value) and words in ch10.gradient_prose(r) and words in ch10.premise_prose(r)
     table = ch10.verdict_table(ev, 0).set_index("claim")
-    assert table.loc[ch10.BY_ID["ch10.gradient_form"].statement, "verdict"] == verdict
+    assert table.loc[by_id(CH10_CLAIMS)["ch10.gradient_form"].statement, "verdict"] == verdict
     assert (
         verdict
         == {"the form holds": "reproduced", "holds only loosely": "partly", "does not hold": "not reproduced"}[words]
@@ -145,7 +134,7 @@ def test_premise_prose_picks_the_case_the_numbers_show(form, ratio, early_cos, e
 
 
 def test_closing_prose_reads_the_claims_and_the_order_in_time():
-    ev = ch10.evidence({0: reading(), 1: reading(form=0.95)}, reading(form=0.51))
+    ev = evidence(CH10_CLAIMS, Runs({0: reading(), 1: reading(form=0.95)}, reading(form=0.51)))
     rows = ev["ch10.identity_rows_before_jump"]
     text = ch10.closing_prose(ev, 3400, 3200)
     assert f"the predicted form is {ev['ch10.gradient_form'].word()}" in text
@@ -155,7 +144,7 @@ def test_closing_prose_reads_the_claims_and_the_order_in_time():
     assert "before the binding jump at step 3,200" in early and "the order the argument needs" in early
     assert "never has its diagonal" in ch10.closing_prose(ev, None, 3200)
     assert "no binding jump is detected" in ch10.closing_prose(ev, 2500, None)
-    unbound = ch10.closing_prose(ch10.evidence({}, None), None, None)
+    unbound = ch10.closing_prose(evidence(CH10_CLAIMS, Runs({}, None)), None, None)
     assert "(no seed of the rebuild bound" in unbound and "not measured" not in unbound
     assert "show why" not in text
 
@@ -181,14 +170,14 @@ def test_over_training_prose_without_a_step():
 
 
 def test_seeds_prose_reads_the_claims_evidence():
-    ev = ch10.evidence({0: reading(form=0.95), 1: reading(form=0.86), 2: reading(form=0.93)}, None)
+    ev = evidence(CH10_CLAIMS, Runs({0: reading(form=0.95), 1: reading(form=0.86), 2: reading(form=0.93)}, None))
     text = ch10.seeds_prose(ev, 1, [0, 1, 2])
     assert "not a property of these runs at this scale" in text and "; seed 1, the one above, has 0.86." in text
     assert "reaches 0.9 in 2 of 3" in text and "median 0.93 (0.86 to 0.95 over 3 seeds)" in text
     assert "had not bound" not in text
     with_unbound = ch10.seeds_prose(ev, 1, [0, 1, 2, 5, 6])
     assert "reaches 0.9 in 2 of 3" in with_unbound and "Seeds 5 and 6 had not bound by the last step" in with_unbound
-    none = ch10.seeds_prose(ch10.evidence({}, None), 1, [5])
+    none = ch10.seeds_prose(evidence(CH10_CLAIMS, Runs({}, None)), 1, [5])
     assert none.startswith("The one seed did not bind") and "Seed 5 had not bound" in none
 
 
@@ -197,8 +186,8 @@ def test_the_claims_read_the_seeds_that_bound():
     readings = {42: reading(form=0.95), 0: reading(form=-0.98), 1: reading(form=0.91)}
     bound = of_bound_seeds(readings, summary)
     assert bound_seeds(summary) == [42, 1] and list(bound) == [42, 1]
-    assert ch10.evidence(bound, None)["ch10.gradient_form"].verdict == "reproduced"
-    assert ch10.evidence(readings, None)["ch10.gradient_form"].verdict == "partly"
+    assert evidence(CH10_CLAIMS, Runs(bound, None))["ch10.gradient_form"].verdict == "reproduced"
+    assert evidence(CH10_CLAIMS, Runs(readings, None))["ch10.gradient_form"].verdict == "partly"
     assert ch10.seeds_table(readings, bound).bound.tolist() == [True, False, True]
 
 
@@ -209,8 +198,8 @@ def test_blocks_title_and_tables():
     )
     table = ch10.comparison_table(reading(step=300), reading(step=900, ratio=6.0)).set_index("")
     assert table.loc["checkpoint (before the binding jump)"].tolist() == ["900", "300"]
-    held = sum(bool(c.rule.holds(ch10.MEASURES[c.id](reading(step=300)))) for c in ch10.CLAIMS)
-    assert table.loc["claims holding on this run", "this rebuild"] == f"{held} of {len(ch10.CLAIMS)}"
+    held = sum(e.verdict == "reproduced" for e in evidence(CH10_CLAIMS, Runs({0: reading(step=300)})).values())
+    assert table.loc["claims holding on this run", "this rebuild"] == f"{held} of {len(CH10_CLAIMS)}"
     zero = ch10.zero_var_table(reading(zero_ratio_block=np.ones((3, 3))))
     assert zero["diagonal mean"].tolist() == [1.0, 1.0]
     assert ch10.spread_table(reading()).iloc[0].tolist() == [0.5, 2.0]
@@ -227,7 +216,7 @@ def test_record_all_records_numbers_claims_and_seeds(monkeypatch):
     assert records == seen and records["gradient_block_ratio_last_checkpoint"] == 7.9
     assert records["seeds_predicted_form_holding"] == 1 and records["seeds_gradient_block_ratio_max"] == 2.0
     assert records["release_gradient_checkpoint_step"] == 5301
-    assert {f"claim.{c.id}" for c in ch10.CLAIMS} <= set(records)
+    assert {f"claim.{c.id}" for c in CH10_CLAIMS} <= set(records)
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "10_why_it_composes.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(records)
@@ -329,10 +318,3 @@ def test_release_bound_rejects_the_released_run_cut_before_binding():
     assert theory.release_before_jump(early, 128) == early[-1]
     cfg = ch10.CONFIGS["smoke"]
     assert theory.release_before_jump(cfg.release_steps, cfg.release_per_pool) == 5301
-
-
-def test_claim_prose_states_each_claim_of_a_section_once():
-    ev = ch10.evidence({0: reading()}, reading())
-    for section in {c.section for c in ch10.CLAIMS}:
-        text = ch10.claim_prose(ev, section.removeprefix("ch10-"))
-        assert text.split("\n\n") == [ev[c.id].sentence() for c in ch10.CLAIMS if c.section == section]

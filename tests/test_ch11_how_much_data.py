@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,11 +15,14 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import sweeps
-from mechbook.assign_add.sweeps import LOSS_BOUND, Sweeps, SweepsConfig, read_sweep
+from mechbook.assign_add.claims import CH11_CLAIMS
+from mechbook.assign_add.sweeps import LOSS_BOUND, SweepReading, Sweeps, SweepsConfig, read_sweep
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
+from mechbook.claims import Evidence, by_id, evidence
 
 CHANCE = 1 / 59
 
@@ -99,7 +103,7 @@ def test_level_is_checked():
     base = ch11.CONFIGS["smoke"]
     with pytest.raises(ValueError, match="level"):
         SweepsConfig(base.f_train, base.r_train, (0.1, 0.9), (0.1, 0.9), level=1.5)
-    assert all(c.level == ch11.LEVEL for c in ch11.CONFIGS.values())
+    assert all(c.level == aa_claims.LEVEL for c in ch11.CONFIGS.values())
 
 
 @pytest.mark.parametrize(
@@ -112,28 +116,34 @@ def test_level_is_checked():
 )
 @pytest.mark.parametrize("knob", ["f", "r"])
 def test_threshold_claims_on_each_side_of_their_rule(knob, distance, verdict, word):
-    claim = ch11._CLAIM[f"ch11.{knob}_threshold"]
+    claim = by_id(CH11_CLAIMS)[f"ch11.{knob}_threshold"]
     ev = claim.evidence({0: distance})
     assert ev.verdict == verdict
     assert ev.sentence().startswith(f"**{word}.** The paper ({knob} ≥ ~{sweeps.PAPER_THRESHOLDS[knob]})")
     assert f"{distance:.2f}" in ev.sentence()
 
 
+def threshold_evidence(reading: SweepReading) -> Evidence:
+    """The threshold claim of ``reading``'s sweep, read as the chapter reads it."""
+    claim = by_id(CH11_CLAIMS)[f"ch11.{reading.knob}_threshold"]
+    return evidence([claim], SimpleNamespace(**{reading.knob: reading}))[claim.id]
+
+
 def test_threshold_evidence_measures_the_distance_or_says_why_not():
     mid = runs("f", [0.1, 0.5], [0.5, 1.0])
-    ev = ch11.threshold_evidence(read_sweep(mid, 0.9))
+    ev = threshold_evidence(read_sweep(mid, 0.9))
     assert ev.values == [pytest.approx(abs(0.42 - 0.25))] and ev.verdict == "partly"
     never = runs("f", [0.1, 0.5], [0.3, 0.6])
-    assert ch11.threshold_evidence(read_sweep(never, 0.9)).values == [pytest.approx(0.5 - 0.25)]
+    assert threshold_evidence(read_sweep(never, 0.9)).values == [pytest.approx(0.5 - 0.25)]
     untrained = runs("r", [0.1, 0.5], [0.3, 0.6], losses=[4.1, 4.0])
-    ev = ch11.threshold_evidence(read_sweep(untrained, 0.9))
+    ev = threshold_evidence(read_sweep(untrained, 0.9))
     assert ev.verdict == "untested" and "no run of the r sweep converged" in ev.sentence() and "4" in ev.sentence()
 
 
 @pytest.mark.parametrize("loss, verdict", [(0.05, "reproduced"), (0.93, "not reproduced")])
 def test_the_convergence_claim_on_each_side(loss, verdict):
     f = runs("f", [0.1, 0.5], [0.5, 1.0], losses=[0.01, loss])
-    found = ch11.evidences(make_sweeps(f, runs("r", [0.1, 0.5], [0.5, 1.0])))
+    found = evidence(CH11_CLAIMS, make_sweeps(f, runs("r", [0.1, 0.5], [0.5, 1.0])))
     ev = found["ch11.sweeps_converged"]
     assert ev.verdict == verdict and ev.values == [max(loss, 0.01)]
     assert ("**Holds.**" if verdict == "reproduced" else "**Does not hold.**") in ev.sentence()
@@ -149,7 +159,7 @@ def test_the_convergence_claim_on_each_side(loss, verdict):
 def test_the_largest_r_claim_and_its_chart_read_one_rule(low, verdict):
     last = history(0.95, low=low)
     sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.5, 1.0]), last)
-    found = ch11.evidences(sw)
+    found = evidence(CH11_CLAIMS, sw)
     assert found["ch11.largest_r_all_pools"].verdict == verdict
     title = ch11.last_run_chart(last, 0.5, 0, CHANCE).to_dict()["title"]
     prose = ch11.last_run_prose(sw, found)
@@ -207,7 +217,7 @@ def test_charts_show_chance_and_the_control():
     assert "chance (1/59)" in datasets and "best constant answer" in datasets and "loss > 0.1" in datasets
     assert "chance (1/59)" in str(ch11.pools_chart(sw.runs).to_dict()["datasets"])
     assert "chance (1/59)" in str(ch11.last_run_chart(history(0.95), 0.5, 0, CHANCE).to_dict()["datasets"])
-    table = ch11.thresholds_table(sw, ch11.evidences(sw))
+    table = ch11.thresholds_table(sw, evidence(CH11_CLAIMS, sw))
     assert table["this book"].tolist() == ["0.420", "not reached", "0.443"]
     assert table["verdict"].tolist()[:2] == ["partly", "not reproduced"]
 
@@ -219,7 +229,7 @@ def test_record_all_covers_the_bounds_and_the_claims(monkeypatch):
     values = ch11.record_all(sw)
     assert values == seen and values["r_threshold"] is None and values["n_runs"] == 8 and values["n_seeds"] == 2
     assert values["f_thresholds_by_seed"] == {"0": pytest.approx(0.42), "1": pytest.approx(0.42)}
-    assert {f"claim.{c.id}" for c in ch11.CLAIMS} <= set(values)
+    assert {f"claim.{c.id}" for c in CH11_CLAIMS} <= set(values)
     bounds = load_thresholds("11_how_much_data")
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(values)
@@ -258,11 +268,11 @@ def test_the_moves_claim_on_each_side_of_its_rule(early_scores, verdict):
     end = runs("f", [0.1, 0.5, 0.9], [0.5, 1.0, 1.0], seeds=(0, 1))
     early = runs("f", [0.1, 0.5, 0.9], early_scores, seeds=(0, 1))
     sw = make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early)
-    found = ch11.evidences(sw)
+    found = evidence(CH11_CLAIMS, sw)
     ev = found["ch11.f_threshold_moves"]
     assert ev.verdict == verdict
     end_star = 0.1 + 0.4 * (0.9 - 0.5) / (1.0 - 0.5)
-    expected = ch11.shift(sw.f_budgets[0].reading, sw.f_budgets[-1].reading)
+    expected = aa_claims.shift(sw.f_budgets[0].reading, sw.f_budgets[-1].reading)
     early_star = sw.f_budgets[0].reading.threshold
     lower = 0.9 if math.isnan(early_star) else early_star
     assert expected == pytest.approx({0: lower - end_star, 1: lower - end_star})
@@ -279,8 +289,8 @@ def test_the_moves_claim_on_each_side_of_its_rule(early_scores, verdict):
 def test_a_seed_without_a_threshold_at_the_end_gives_no_shift():
     end = runs("f", [0.1, 0.5], [0.3, 0.6])
     early = runs("f", [0.1, 0.5], [0.3, 0.5])
-    assert ch11.shift(read_sweep(early, 0.9), read_sweep(end, 0.9)) == {0: None}
-    found = ch11.evidences(make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early))
+    assert aa_claims.shift(read_sweep(early, 0.9), read_sweep(end, 0.9)) == {0: None}
+    found = evidence(CH11_CLAIMS, make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early))
     assert found["ch11.f_threshold_moves"].verdict == "untested"
 
 
@@ -290,7 +300,7 @@ def test_a_shift_is_early_minus_end_or_its_lower_bound(early_scores, end_scores)
     values = [0.1, 0.5, 0.9]
     early = read_sweep(runs("f", values, early_scores), 0.9)
     end = read_sweep(runs("f", values, end_scores), 0.9)
-    (moved,) = ch11.shift(early, end).values()
+    (moved,) = aa_claims.shift(early, end).values()
     if math.isnan(end.threshold):
         assert moved is None
     elif math.isnan(early.threshold):

@@ -14,7 +14,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mechbook import claims
-from mechbook.claims import Claim, Rule, Words, change, compare, difference, fmt, order, read_claims, record_claims
+from mechbook.claims import (
+    Claim,
+    Measured,
+    Rule,
+    Runs,
+    Words,
+    by_id,
+    change,
+    compare,
+    difference,
+    evidence,
+    fmt,
+    order,
+    per_run,
+    read_claims,
+    record_claims,
+    section_prose,
+)
 
 # (op, threshold, values that hold, values that do not)
 SIDES = [
@@ -313,3 +330,46 @@ def test_near_the_threshold_values_print_with_the_digits_that_decide_them():
     assert Rule(">=", 0.995).text(".2f") == "≥ 0.995" and Rule("<=", 6000).text(",d") == "≤ 6,000"
     text = _claim(Rule(">=", 0.9)).evidence({0: 0.8996, 1: 0.95}).sentence()
     assert "median 0.92 (0.8996 to 0.95 over 2 seeds)" in text and text.startswith("**Partly reproduced.**")
+
+
+def _table() -> tuple[Claim, ...]:
+    def claim(name: str, section: str, **kw) -> Claim:
+        return Claim(f"ch08.{name}", "08_x", "book", f"{name} holds", "a share", Rule(">=", 0.5), section=section, **kw)
+
+    return (
+        claim("a", "ch08-one", read=per_run(lambda r: r["a"])),
+        claim("b", "ch08-two", read=per_run(lambda r: r.get("b"), rebuild=False), unmeasured="no b in these runs"),
+        claim("c", "ch08-one", read=lambda runs: Measured(untested="not here")),
+    )
+
+
+def test_evidence_reads_each_claim_of_a_table_per_seed_and_on_the_release():
+    ev = evidence(_table(), Runs({3: {"a": 0.9}, 5: {"a": 0.2}}, {"a": 0.7, "b": 0.6}))
+    assert list(ev) == ["ch08.a", "ch08.b", "ch08.c"]
+    assert dict(ev["ch08.a"].rebuild) == {3: 0.9, 5: 0.2} and ev["ch08.a"].release == 0.7
+    assert ev["ch08.a"].verdict == "partly"
+    assert ev["ch08.b"].rebuild == () and ev["ch08.b"].verdict == "reproduced"  # release only
+    assert ev["ch08.c"].verdict == "untested" and "not here" in ev["ch08.c"].sentence()
+    without = evidence(_table(), Runs({3: {"a": 0.9}}, None))
+    assert without["ch08.b"].verdict == "untested" and "no b in these runs" in without["ch08.b"].sentence()
+
+
+def test_evidence_refuses_a_claim_without_a_read_or_a_read_that_returns_a_bare_value():
+    bare = Claim("ch08.x", "08_x", "book", "x", "x", Rule(">=", 0.5))
+    with pytest.raises(ValueError, match=r"ch08\.x has no read"):
+        evidence([bare], None)
+    loose = Claim("ch08.x", "08_x", "book", "x", "x", Rule(">=", 0.5), read=lambda r: 0.7)
+    with pytest.raises(TypeError, match="must return Measured"):
+        evidence([loose], None)
+
+
+def test_section_prose_lists_that_sections_sentences_in_table_order():
+    ev = evidence(_table(), Runs({3: {"a": 0.9}}, {"a": 0.7, "b": 0.6}))
+    assert section_prose(ev, "ch08-one").splitlines() == [
+        f"- {ev['ch08.a'].sentence()}",
+        f"- {ev['ch08.c'].sentence()}",
+    ]
+    with pytest.raises(KeyError, match="ch08-none"):
+        section_prose(ev, "ch08-none")
+    with pytest.raises(ValueError, match="declared twice"):
+        by_id(_table() + _table()[:1])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
@@ -120,3 +121,44 @@ SWEEPS: dict[str, SweepsConfig] = {
 sweep trains as one stack of 20 models); ``cpu`` six points a sweep at half the paper's
 width, two seeds a point, each f run stopping where it fits its data; ``smoke`` two points and two
 seeds a point."""
+
+
+BOOKKEEPING = ("keep_every", "keep_change", "resume_every")
+"""The :class:`~mechbook.assign_add.config.TrainConfig` fields that decide what a run saves (which
+checkpoints, how far back a stopped run resumes), never what it learns."""
+
+
+def _flat(obj: object, prefix: str = "") -> dict[str, object]:
+    """A config's fields by dotted name, nested configs opened (the task is compared whole)."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and f.name != "task":
+            out.update(_flat(value, f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = value
+    return out
+
+
+def differences_from_paper(train: TrainConfig) -> pd.DataFrame:
+    """Every setting of ``train`` that changes what it learns and differs from the paper's run
+    (``TRAIN_PROFILES["paper"]``, the released run's configuration): ``setting``, ``the paper``,
+    ``this run``. The seeds are left out, and so are the fields of
+    :data:`BOOKKEEPING` (what a run saves, never what it learns).
+    Empty when the run is the paper's."""
+    paper, ours = _flat(TRAIN_PROFILES["paper"]), _flat(train)
+    rows = [
+        {"setting": name, "the paper": str(paper[name]), "this run": str(ours[name])}
+        for name in paper
+        if paper[name] != ours[name] and not name.endswith("seed") and name not in BOOKKEEPING
+    ]
+    return pd.DataFrame(rows, columns=["setting", "the paper", "this run"])
+
+
+def on_the_papers_dates(train: TrainConfig) -> bool:
+    """Whether ``train`` is the paper's run up to its own length: it differs from the paper in at
+    most the number of steps, and trains no longer. The paper's learning rate has no schedule, so
+    such a run's first steps are the paper's run's for the same seed, and its phase dates can be
+    held to the paper's (a phase after its last step counts as missed). Chapter 8's timing claims
+    read this."""
+    return set(differences_from_paper(train)["setting"]) <= {"steps"} and train.steps <= TRAIN_PROFILES["paper"].steps

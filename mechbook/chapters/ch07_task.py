@@ -15,17 +15,17 @@ import numpy as np
 import pandas as pd
 
 import mechbook
+from mechbook.assign_add.claims import CH07_CLAIMS, TaskReadings
 from mechbook.assign_add.pools import (
     chance,
     constant_answer_accuracy,
-    coverage,
     distinct_questions,
     label_errors,
     variable_configurations,
 )
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.claims import Claim, Evidence, Rule, fmt, record_claims
+from mechbook.claims import evidence, fmt, record_claims
 from mechbook.validation import POSITIVE, SEED, check_fields
 
 STEM = "07_task"
@@ -60,122 +60,8 @@ def resolve(profile: str, n_per_pool: int | None = None, seed: int | None = None
     return mechbook.resolve_profile(CONFIGS, profile, n_per_pool=n_per_pool, seed=seed)
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "ch07.heldout_pairs",
-        STEM,
-        "paper",
-        "A seeded 70% of the 3,481 ordered pairs are training pairs and the other 30%, 1,045, are held out",
-        "held-out ordered pairs of the split",
-        Rule("==", 1045),
-        paper="1,045 of 3,481 held out",
-        section="ch07-split",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.sums_covered",
-        STEM,
-        "book",
-        "The split holds pairs out, not sums: every residue is the sum of some training pair, and every "
-        "number is a left and a right operand of one",
-        "residues no training pair sums to, plus numbers never a left or never a right training operand",
-        Rule("==", 0),
-        section="ch07-split",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.allowed_two_var_pairs",
-        STEM,
-        "paper",
-        "With a and b never on the right and k and l never on the left, 92 ordered variable pairs remain "
-        "for 2-var training queries",
-        "ordered variable pairs allowed in 2-var training queries",
-        Rule("==", 92),
-        paper="92 allowed ordered pairs",
-        section="ch07-positions",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.two_var_share",
-        STEM,
-        "paper",
-        "2-var rows are about 24% of the training rows",
-        "2-var share of the training rows, in whole percent",
-        Rule("==", 24),
-        paper="about 24%",
-        section="ch07-rows",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.misplaced_both_pairs",
-        STEM,
-        "paper",
-        "The hard sequences put both variables in a slot they never filled in training (v1 in k, l and "
-        "v2 in a, b): 4 ordered variable pairs",
-        "ordered variable pairs of the both-misplaced pool",
-        Rule("==", 4),
-        paper="v1 ∈ {k, l}, v2 ∈ {a, b}",
-        section="ch07-pools",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.union_size",
-        STEM,
-        "paper",
-        "The authors' r sweep scores the 2-var generalisation union enumerated exactly: every held-out pair with each "
-        "allowed variable pair, and every training pair with each one-misplaced and each both-misplaced pair",
-        "sequences in the enumerated union (held-out + one misplaced + both misplaced)",
-        Rule("==", 193_580),
-        paper="the exactly enumerated union of the authors' sweep script",
-        section="ch07-pools",
-        basis="specification",
-        spec=",d",
-    ),
-    Claim(
-        "ch07.label_errors",
-        STEM,
-        "book",
-        "Every label of every pool agrees with reading its sequence literally",
-        "sequences whose label differs from the literal reading",
-        Rule("==", 0),
-        section="ch07-pools",
-        basis="specification",
-        spec=",d",
-    ),
-)
-"""The paper's claims about the task that this chapter checks, and the book's readings its
-sentences assert; each is stated on the page by :meth:`Evidence.sentence`."""
-
-
-def claim_values(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, int]:
-    """Each claim's value on ``task`` (the label check only when ``pools`` are given)."""
-    rows = task.kind_counts()
-    values = {
-        "ch07.heldout_pairs": int(task.heldout_pairs.sum()),
-        "ch07.sums_covered": sum(coverage(task).values()),
-        "ch07.allowed_two_var_pairs": int(task.allowed_two_var.sum()),
-        "ch07.two_var_share": round(100 * rows[KIND_NAMES[TWO_VAR]] / sum(rows.values())),
-        "ch07.misplaced_both_pairs": variable_configurations(task)["2var_misplaced_both"],
-        "ch07.union_size": sum(task.union_counts().values()),
-    }
-    if pools is not None:
-        values["ch07.label_errors"] = int(label_errors(task, pools))
-    return values
-
-
-def evidences(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]] | None = None) -> dict[str, Evidence]:
-    """The :class:`Evidence` of every claim :func:`claim_values` can measure, by id."""
-    values = claim_values(task, pools)
-    return {c.id: c.evidence(values[c.id]) for c in CLAIMS if c.id in values}
-
-
 def _sentences(task: Task, ids: tuple[str, ...], pools: dict | None = None) -> str:
-    found = evidences(task, pools)
+    found = evidence(CH07_CLAIMS, TaskReadings(task, pools))
     return " ".join(found[i].sentence() for i in ids)
 
 
@@ -445,4 +331,4 @@ def record_all(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> d
         "chance": chance(task.cfg),
         "max_constant_answer": float(table["best constant answer"].max()),
     }
-    return {**record_numbers(numbers), **record_claims(evidences(task, pools).values())}
+    return {**record_numbers(numbers), **record_claims(evidence(CH07_CLAIMS, TaskReadings(task, pools)).values())}

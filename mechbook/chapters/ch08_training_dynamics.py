@@ -6,14 +6,12 @@ The analyses live in the Part II library: the seed stack and the rule that picks
 phases (:mod:`mechbook.assign_add.phases`), the jump readings and probe curves
 (:mod:`mechbook.assign_add.binding_jump`), the plateau's cases (:mod:`mechbook.assign_add.plateau`),
 the baselines (:mod:`mechbook.assign_add.baselines`), all gathered by
-:func:`mechbook.assign_add.dynamics.read_dynamics`. This module declares the chapter's claims
-(:data:`CLAIMS`), builds their evidence from those readings, and presents.
+:func:`mechbook.assign_add.dynamics.read_dynamics`; the claims and what each reads are chapter 8's
+table of :mod:`mechbook.assign_add.claims`. This module presents.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import altair as alt
@@ -27,13 +25,13 @@ from mechbook.assign_add.baselines import PoolBaselines
 from mechbook.assign_add.binding_jump import (
     BOUND_LEVEL,
     PROBE_LEVEL,
-    JumpReading,
     ProbeCurve,
     adder_first_step,
     final_measures,
     measure_at,
     window_steps,
 )
+from mechbook.assign_add.claims import release_union
 from mechbook.assign_add.config import TrainConfig, TrainResult, load_model
 from mechbook.assign_add.dynamics import Dynamics, ReadSettings, RunReadings
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
@@ -42,18 +40,15 @@ from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add.plateau import PLATEAU_LAG, Plateau
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.released import PAPER_PHASES, check_release_steps
-from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES
+from mechbook.assign_add.runs import SEED_RUNS, TRAIN_PROFILES, differences_from_paper, on_the_papers_dates
 from mechbook.assign_add.seeds import Dissected, SeedRuns
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
+from mechbook.claims import Evidence
 from mechbook.validation import POSITIVE, at_least, check_fields
 
 CHAPTER = "08_training_dynamics"
 RUNS = ("paper's run, as released", "this rebuild")
-BOOKKEEPING = ("keep_every", "keep_change", "resume_every")
-"""The :class:`~mechbook.assign_add.config.TrainConfig` fields that decide what a run saves (which
-checkpoints, how far back a stopped run resumes), never what it learns."""
 """The two runs' names in the side-by-side tables, charts and sentences."""
 
 
@@ -156,310 +151,6 @@ def resolve(
     )
 
 
-def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
-    return Claim(f"ch08.{name}", CHAPTER, source, statement, measure, rule, section=section, **kw)
-
-
-PAPER_WINDOWS = {"phase2": (5300, 5400), "phase3": (14500, 16000)}
-"""The paper's step windows of the binding jump and of the refinement (its released run)."""
-
-CLAIMS: tuple[Claim, ...] = (
-    _claim(
-        "phase1_step",
-        "paper",
-        "Modular addition on constants is learned by about step 500 (0-var training accuracy reaches 0.9)",
-        "step of phase 1 (first evaluation with 0var_train ≥ 0.9; a run without one: its last step)",
-        Rule("<=", 600, partly=1500),
-        "ch08-release",
-        paper="~500",
-        spec=",d",
-    ),
-    _claim(
-        "phase2_window",
-        "paper",
-        "Variable binding comes in a sharp jump between steps 5,300 and 5,400",
-        "steps from the binding jump (phase-2 rule) to the window 5,300-5,400 (0 inside it; a run that has not "
-        "bound: from its last step, the least it can be)",
-        Rule("<=", 100, partly=1000),
-        "ch08-release",
-        paper="5,300-5,400",
-        spec=",d",
-    ),
-    _claim(
-        "phase3_window",
-        "paper",
-        "A refinement lifts the misplaced pools off their plateau between steps 14,500 and 16,000",
-        "steps from phase 3 (refinement rule) to the window 14,500-16,000 (0 inside it; a run without it: from "
-        "its last step, the least it can be)",
-        Rule("<=", 100, partly=2000),
-        "ch08-release",
-        paper="14,500-16,000",
-        spec=",d",
-    ),
-    _claim(
-        "addition_first",
-        "paper",
-        "Modular addition is learned before variable binding",
-        "phase 1 detected before phase 2 (a phase 2 not reached comes after the run's last step)",
-        Rule("==", True),
-        "ch08-phases",
-        paper="addition first, then binding",
-    ),
-    _claim(
-        "binding_jump_rise",
-        "paper",
-        "Binding comes in a sharp jump of 1-var training accuracy",
-        "largest rise of 1var_train accuracy within 500 steps",
-        Rule(">=", 0.2, partly=0.1),
-        "ch08-phases",
-        paper="0.76 → 0.99",
-        spec=".2f",
-    ),
-    _claim(
-        "l1_top2_before",
-        "paper",
-        "Before the binding jump, layer 1 at '=' rarely puts its top-2 weights on the operand positions",
-        "share of sequences whose two most-attended layer-1 keys from '=' are positions 13, 14, last checkpoint before the jump",
-        Rule("<=", 0.3, partly=0.5),
-        "ch08-measures",
-        paper="0.12",
-        spec=".2f",
-    ),
-    _claim(
-        "l1_top2_after",
-        "paper",
-        "After the binding jump, layer 1 at '=' puts its top-2 weights on the operand positions",
-        f"the same share at the first checkpoint where 1var_train accuracy reaches {BOUND_LEVEL}",
-        Rule(">=", 0.9, partly=0.7),
-        "ch08-measures",
-        paper="0.95",
-        spec=".2f",
-    ),
-    _claim(
-        "adder_before_jump",
-        "paper",
-        "The adder (MLP₂ on OV₂ eₙ + OV₂ eₘ) is complete before the binding jump",
-        "share of all pairs the adder alone gets right, last checkpoint before the jump",
-        Rule(">=", 0.9, partly=0.5),
-        "ch08-measures",
-        paper="~100% by ~3,600, jump at ~5,300",
-        spec=".3f",
-    ),
-    _claim(
-        "prev_token_before_jump",
-        "book",
-        "Layer 1's previous-token head (each value attending to its variable) is in place before the binding jump",
-        "mean layer-1 attention from a value to its variable, last checkpoint before the jump",
-        Rule(">=", 0.5, partly=0.3),
-        "ch08-measures",
-        spec=".2f",
-    ),
-    _claim(
-        "plateau_b_right",
-        "paper",
-        "The phase-3 plateau comes from one case only: b as the right operand",
-        f"the cases below {PLATEAU_LAG} over the plateau are exactly those with b on the right",
-        Rule("==", True),
-        "ch08-plateau",
-        paper="released run: b as right operand only",
-    ),
-    _claim(
-        "readable_before_jump",
-        "book",
-        "The variable can be read after layer 1 before the binding jump",
-        f"steps from the first checkpoint where the probe reads the variable after layer 1 with {PROBE_LEVEL:.0%} "
-        "accuracy to the binding jump (positive: before it)",
-        Rule(">", 0),
-        "ch08-probe",
-        spec=",d",
-    ),
-    _claim(
-        "three_phases_most_seeds",
-        "paper",
-        "Most seeds show all three phases",
-        "share of the stack's seeds in which the rules detect all three phases",
-        Rule(">", 0.5),
-        "ch08-seeds",
-        paper="most seeds",
-        spec=".2f",
-    ),
-    _claim(
-        "final_heldout",
-        "paper",
-        "The final model adds pairs it never trained on",
-        "final 0-var accuracy on held-out pairs (released run: every held-out pair, where enumerated)",
-        Rule(">=", 0.99, partly=0.95),
-        "ch08-release",
-        paper="99.4%",
-        spec=".3f",
-    ),
-    _claim(
-        "final_misplaced",
-        "paper",
-        "The final model answers 1-var questions with the variable in a slot training never showed it in",
-        "final 1var_misplaced accuracy",
-        Rule(">=", 0.99, partly=0.9),
-        "ch08-release",
-        paper="~100%",
-        spec=".3f",
-    ),
-    _claim(
-        "final_union",
-        "paper",
-        "The final model generalises on 2-var questions (the 2-var generalisation union)",
-        "final accuracy on the 2-var union, parts weighted by their sizes (released run: enumerated, where scored)",
-        Rule(">=", 0.975, partly=0.9),
-        "ch08-release",
-        paper="0.98",
-        spec=".3f",
-    ),
-    _claim(
-        "heldout_follows",
-        "book",
-        "Held-out pairs end as well learned as training pairs: what is learned is a rule, not a table",
-        "final 0var_train accuracy minus final 0var_heldout accuracy",
-        Rule("<=", 0.02, partly=0.05),
-        "ch08-final",
-        spec=".3f",
-    ),
-)
-"""Every claim of the paper chapter 8 tests and every reading of the book its sentences assert."""
-
-CLAIM = {c.id: c for c in CLAIMS}
-
-
-def outside(step: int | None, window: tuple[int, int]) -> int | None:
-    """Steps from ``step`` to the closed ``window`` (0 inside it; None without a step)."""
-    if step is None:
-        return None
-    lo, hi = window
-    return max(lo - step, step - hi, 0)
-
-
-def dated(step: int | None, last: int) -> int:
-    """A phase's step, or ``last`` (the run's last step) for a phase the run has not reached: that
-    phase comes after ``last``, so its distance to a window before ``last`` is at least the one
-    from ``last``, and it comes after every phase the run did reach (chapter 8's timing claims)."""
-    return last if step is None else step
-
-
-def _before_after(phases: Phases, last: int) -> bool:
-    """Phase 1 came, and before phase 2 (a phase 2 not reached by ``last`` comes after it)."""
-    return phases.phase1 is not None and phases.phase1 < dated(phases.phase2, last)
-
-
-def _at(reading: JumpReading | None, where: str, measure: str) -> float | None:
-    if reading is None:
-        return None
-    return float((reading.at_before if where == "before" else reading.at_after)[measure])
-
-
-def _release_last(d: Dynamics, pool: str) -> float:
-    return float(d.release.run.accuracy().iloc[-1][pool])
-
-
-def _release_heldout(d: Dynamics) -> float:
-    if d.release_exact is not None:
-        return float(d.release_exact["0var_heldout_all"])
-    return _release_last(d, "0var_heldout")
-
-
-def _release_union(d: Dynamics) -> float:
-    if d.release_exact is not None:
-        return float(d.release_exact["2var_union_paper"])
-    last = d.release.run.accuracy().iloc[-1].to_dict()
-    return union_accuracy(last, Task(d.release.run.config.task), "paper")
-
-
-def evidence(d: Dynamics) -> dict[str, Evidence]:
-    """Every claim's :class:`~mechbook.claims.Evidence`, over every seed of the stack and on the
-    released run. The phase dates are the paper's run's, so the rebuild's seeds count only when they
-    train the paper's configuration, for at most its steps (:func:`on_the_papers_dates`; otherwise
-    the released run alone decides them)."""
-    summary = d.dissected.summary.set_index("seed")
-    seeds = d.seeds
-    paper_config = on_the_papers_dates(d.rebuild.run.config)
-    rel = d.release
-
-    def per_seed(f: Callable) -> dict[int, object]:
-        return {r.seed: f(r) for r in seeds}
-
-    def jumped(f: Callable) -> dict[int, object]:
-        """Over the seeds that reach the binding jump: a reading taken against the jump does not
-        apply to a seed without one (that seed counts against ``binding_jump_rise`` instead)."""
-        return {r.seed: f(r) for r in seeds if r.jump is not None}
-
-    last = d.rebuild.run.config.steps
-
-    def timing(f: Callable[[Phases], object]) -> dict[int, object] | None:
-        return per_seed(lambda r: f(r.phases)) if paper_config else None
-
-    def final(column: str) -> dict[int, float]:
-        return {int(s): float(v) for s, v in summary[column].items()}
-
-    jump_rise = {r.seed: r.phases.phase2_jump or 0.0 for r in seeds}
-    values = {
-        "phase1_step": (timing(lambda p: dated(p.phase1, last)), rel.phases.phase1),
-        "phase2_window": (
-            timing(lambda p: outside(dated(p.phase2, last), PAPER_WINDOWS["phase2"])),
-            outside(rel.phases.phase2, PAPER_WINDOWS["phase2"]),
-        ),
-        "phase3_window": (
-            timing(lambda p: outside(dated(p.phase3, last), PAPER_WINDOWS["phase3"])),
-            outside(rel.phases.phase3, PAPER_WINDOWS["phase3"]),
-        ),
-        "addition_first": (
-            per_seed(lambda r: _before_after(r.phases, last)),
-            _before_after(rel.phases, rel.run.config.steps),
-        ),
-        "binding_jump_rise": (jump_rise, rel.phases.phase2_jump),
-        "l1_top2_before": (
-            jumped(lambda r: _at(r.jump, "before", "l1_operands_top2")),
-            _at(rel.jump, "before", "l1_operands_top2"),
-        ),
-        "l1_top2_after": (
-            jumped(lambda r: _at(r.jump, "after", "l1_operands_top2")),
-            _at(rel.jump, "after", "l1_operands_top2"),
-        ),
-        "adder_before_jump": (jumped(lambda r: _at(r.jump, "before", "adder")), _at(rel.jump, "before", "adder")),
-        "prev_token_before_jump": (
-            jumped(lambda r: _at(r.jump, "before", "prev_token")),
-            _at(rel.jump, "before", "prev_token"),
-        ),
-        "plateau_b_right": ({s: p.b_right_only for s, p in d.seed_plateaus.items()}, rel.plateau.b_right_only),
-        "readable_before_jump": (jumped(lambda r: r.probe.lead if r.probe else None), rel.probe.lead),
-        "three_phases_most_seeds": (float(summary["three_phases"].mean()), None),
-        "final_heldout": (final("final_0var_heldout"), _release_heldout(d)),
-        "final_misplaced": (final("final_1var_misplaced"), _release_last(d, "1var_misplaced")),
-        "final_union": (final("final_2var_union"), _release_union(d)),
-        "heldout_follows": (
-            {s: a - b for (s, a), b in zip(final("final_0var_train").items(), final("final_0var_heldout").values())},
-            _release_last(d, "0var_train") - _release_heldout(d),
-        ),
-    }
-    why = {
-        "phase1_step": "the rebuild trains another configuration and the released run has no phase 1 here",
-        "phase2_window": "the rebuild trains another configuration and the released run has no binding jump here",
-        "phase3_window": "the rebuild trains another configuration and no refinement was detected in the released run",
-    }
-    out = {}
-    for claim in CLAIMS:
-        name = claim.id.split(".", 1)[1]
-        rebuild, released = values[name]
-        measured = released is not None or (
-            any(v is not None for v in rebuild.values()) if isinstance(rebuild, dict) else rebuild is not None
-        )
-        untested = None if measured else why.get(name, "no run of this profile reached the event it is measured at")
-        out[claim.id] = claim.evidence(rebuild, release=released, untested=untested)
-    return out
-
-
-def claims_prose(ev: dict[str, Evidence], ids: Iterable[str]) -> str:
-    """The verdict sentences of the claims ``ids`` (``"ch08.name"`` or ``"name"``), one bullet each."""
-    keys = [i if i.startswith("ch08.") else f"ch08.{i}" for i in ids]
-    return "\n".join(f"- {ev[k].sentence()}" for k in keys)
-
-
 def both(d: Dynamics, part: str | None = None) -> dict[str, object]:
     """The released run's and the rebuild's readings (or their ``part``, e.g. ``"plateau"``), by
     the names the page gives them."""
@@ -473,42 +164,6 @@ def both(d: Dynamics, part: str | None = None) -> dict[str, object]:
 def n_parameters(train: TrainConfig) -> int:
     """Trainable parameters of the model of ``train``."""
     return sum(p.numel() for p in AssignAddModel(train.model).parameters())
-
-
-def _flat(obj: object, prefix: str = "") -> dict[str, object]:
-    """A config's fields by dotted name, nested configs opened (the task is compared whole)."""
-    out: dict[str, object] = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value) and f.name != "task":
-            out.update(_flat(value, f"{prefix}{f.name}."))
-        else:
-            out[prefix + f.name] = value
-    return out
-
-
-def differences_from_paper(train: TrainConfig) -> pd.DataFrame:
-    """Every setting of ``train`` that changes what it learns and differs from the paper's run
-    (``TRAIN_PROFILES["paper"]``, the released run's configuration): ``setting``, ``the paper``,
-    ``this run``. The seeds are left out, and so are the fields of
-    :data:`BOOKKEEPING` (what a run saves, never what it learns).
-    Empty when the run is the paper's."""
-    paper, ours = _flat(TRAIN_PROFILES["paper"]), _flat(train)
-    rows = [
-        {"setting": name, "the paper": str(paper[name]), "this run": str(ours[name])}
-        for name in paper
-        if paper[name] != ours[name] and not name.endswith("seed") and name not in BOOKKEEPING
-    ]
-    return pd.DataFrame(rows, columns=["setting", "the paper", "this run"])
-
-
-def on_the_papers_dates(train: TrainConfig) -> bool:
-    """Whether ``train`` is the paper's run up to its own length: it differs from the paper in at
-    most the number of steps, and trains no longer. The paper's learning rate has no schedule, so
-    such a run's first steps are the paper's run's for the same seed, and its phase dates can be
-    held to the paper's (a phase after its last step counts as missed). Chapter 8's timing claims
-    read this."""
-    return set(differences_from_paper(train)["setting"]) <= {"steps"} and train.steps <= TRAIN_PROFILES["paper"].steps
 
 
 def setup_prose(train: TrainConfig) -> str:
@@ -1151,7 +806,7 @@ def seed_outcomes_prose(d: Dynamics) -> str:
     )
     return (
         f"At step {steps:,}, over the {n} seeds: the 2-var union (paper-weighted) "
-        f"{_over(summary['final_2var_union'])}, the released run {_release_union(d):.2f} at step "
+        f"{_over(summary['final_2var_union'])}, the released run {release_union(d):.2f} at step "
         f"{int(d.release.run.accuracy().index.max()):,}. The misplaced pools: {misplaced}. {plateau}"
     )
 

@@ -8,8 +8,7 @@ that stack, and on the authors' released final model.
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import altair as alt
@@ -21,12 +20,13 @@ import mechbook
 from mechbook import claims, viz
 from mechbook.assign_add import circuits, fourier
 from mechbook.assign_add.circuit_readings import CircuitReadings
+from mechbook.assign_add.claims import CH09_CLAIMS
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
+from mechbook.claims import Evidence
 from mechbook.validation import POSITIVE, check_fields
 
 SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
@@ -68,251 +68,6 @@ def resolve(
     return mechbook.resolve_profile(
         CONFIGS, profile, runs__pick=seed, per_pool=per_pool, probe__steps=probe_steps, n_patch=n_patch
     )
-
-
-# ----------------------------------------------------------------------------------- claims
-def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
-    return Claim(f"ch09.{name}", STEM, source, statement, measure, rule, section=f"ch09-{section}", **kw)
-
-
-FOURIER_TOP = 10
-"""How many of the best layer-2 neurons the Fourier claim reads: the paper's claim is about the
-layer's best neurons (its released model has 54 at FVE >= 0.9), so one neuron must not carry it."""
-
-LOG_N = math.log(59)
-"""The loss of a uniform guess over the 59 residues (nats)."""
-
-CLAIMS: tuple[Claim, ...] = (
-    _claim(
-        "value_reads_variable",
-        "paper",
-        "Layer 1 is a previous-token head for values: a value attends to its variable",
-        "mean layer-1 attention from each context value to its variable",
-        Rule(">=", 0.9, partly=0.5),
-        "patterns",
-        paper="a value attends to its variable",
-    ),
-    _claim(
-        "previous_token_positional",
-        "paper",
-        "Layer 1's query-key form that makes the previous-token head is positional",
-        "share of the previous key's score margin (over the other allowed keys) carried by the position-position "
-        "part P QK₁ Pᵀ (over the sum of the four parts' sizes)",
-        Rule(">=", 0.9, partly=0.5),
-        "qk1",
-        paper="purely positional QK",
-    ),
-    _claim(
-        "eq_reads_needed",
-        "paper",
-        "Layer-2 '=' puts its top two keys on the positions of the numbers it needs",
-        "share of sequences whose two largest layer-2 weights from '=' sit on the needed positions",
-        Rule(">=", 0.9, partly=0.5),
-        "patterns",
-        paper="layer-2 '=' top-2 keys = the positions of the values it needs",
-    ),
-    _claim(
-        "qk2_identity",
-        "paper",
-        "Layer 2's query-key form on the variable directions is identity-like",
-        "share of the rows of U QK₂ Uᵀ whose maximum is on the diagonal",
-        Rule(">=", 0.9, partly=0.5),
-        "qk2",
-        paper="fraction of rows whose max is on the diagonal → 1.0",
-    ),
-    _claim(
-        "one_adder_residual",
-        "paper",
-        "The residual stream at '=' before MLP₂ is nearly the same for a sum asked directly and through variables",
-        "mean cosine between the two routes' residuals for the same sum (matched)",
-        Rule(">=", 0.9, partly=0.7),
-        "one-adder",
-        paper="cosine ~0.97 matched",
-    ),
-    _claim(
-        "one_adder_specific",
-        "paper",
-        "The residual stream at '=' before MLP₂ differs for different sums (the matched cosine is not shared by all)",
-        "mean cosine between the two routes' residuals for different sums (mismatched)",
-        Rule("<=", 0.3, partly=0.5),
-        "one-adder",
-        paper="cosine ~0.14 mismatched",
-    ),
-    _claim(
-        "ov2_attention_output",
-        "paper",
-        "The layer-2 attention output matches OV₂(e_n) + OV₂(e_m)",
-        "mean cosine with OV₂(e_n) + OV₂(e_m) minus the paper's shuffled control OV₂(e_n) + OV₂(e_m′)",
-        Rule(">=", 0.3, partly=0.1),
-        "one-adder",
-        paper="cosine ~0.99 vs ~0.54 shuffled (gap ~0.45)",
-    ),
-    _claim(
-        "adder_alone",
-        "paper",
-        "MLP₂ applied to OV₂(e_n) + OV₂(e_m) alone gets the sum right",
-        "share of the 59² pairs with argmax MLP₂(h) W_U = (n + m) mod 59",
-        Rule(">=", 0.99, partly=0.9),
-        "one-adder",
-        paper="~100%",
-    ),
-    _claim(
-        "fourier_neurons",
-        "paper",
-        "The best layer-2 neurons explain at least 0.90 of their variance with one frequency",
-        f"the variance explained by one frequency of the {FOURIER_TOP}th best live layer-2 neuron (the layer's best "
-        f"{FOURIER_TOP}, not one neuron)",
-        Rule(">=", 0.9, partly=0.7),
-        "fourier",
-        paper="0.90-0.96",
-    ),
-    _claim(
-        "most_common_frequency",
-        "paper",
-        "k = 11 is the released model's most common key frequency (a rebuild picks its own)",
-        "most common best frequency among the Fourier neurons",
-        Rule("==", 11),
-        "fourier",
-        paper="k = 11",
-        spec="d",
-    ),
-    _claim(
-        "key_frequencies_suffice",
-        "book",
-        "Keeping only the key frequencies of n + m leaves a loss far below that of as many frequencies drawn at random",
-        "restricted loss on the key frequencies over the lowest of 5 random sets of as many (a ratio)",
-        Rule("<=", 0.1, partly=0.5),
-        "ablation",
-        spec=".3g",
-    ),
-    _claim(
-        "random_frequencies_fail",
-        "book",
-        "Restricting the logits to as many frequencies drawn at random from all of them leaves a high loss",
-        "lowest restricted loss over 5 random sets of as many frequencies (nats)",
-        Rule(">=", 1.0, partly=0.1),
-        "ablation",
-    ),
-    _claim(
-        "nonkey_frequencies_fail",
-        "book",
-        "Restricting the logits to as many frequencies drawn at random from the non-key ones leaves a high loss",
-        "lowest restricted loss over 5 random sets of as many non-key frequencies (nats)",
-        Rule(">=", 1.0, partly=0.1),
-        "ablation",
-    ),
-    _claim(
-        "key_frequencies_necessary",
-        "book",
-        "Removing the key frequencies leaves the model no better than a uniform guess",
-        f"excluded loss (nats; a uniform guess has log 59 = {LOG_N:.4f})",
-        Rule(
-            ">=", round(LOG_N, 2)
-        ),  # log 59 to the digits the rule prints (the exact value printed as 4.07753744390572)
-        "ablation",
-    ),
-    _claim(
-        "one_circle",
-        "book",
-        "The number embeddings sit on one circle",
-        "variance share of the top two principal components of W_E[0..58]",
-        Rule(">=", fourier.ONE_CIRCLE_PC2),
-        "embeddings",
-    ),
-    _claim(
-        "probe_variable_identity",
-        "paper",
-        "Variable identity is linearly decodable at value positions after layer 1",
-        "held-out probe accuracy after layer 1 (chance 1/12)",
-        Rule(">=", 0.9, partly=0.5),
-        "probes",
-        paper="decodable",
-    ),
-    _claim(
-        "operand_value_not_moved",
-        "paper",
-        "The value of a variable is not moved to the operand position: '=' fetches it directly",
-        "held-out probe accuracy of the operand's value at the operand after layer 2 (chance 1/59)",
-        Rule("<=", 0.1, partly=0.3),
-        "probes",
-        paper="not decodable there",
-    ),
-    _claim(
-        "probe_answer",
-        "paper",
-        "The answer is linearly decodable at '=' as well as the model's own unembedding reads it",
-        "held-out probe accuracy of the answer after layer 2 minus the model's own accuracy on the same pools",
-        Rule(">=", -0.01, partly=-0.05),
-        "probes",
-        paper="~99.7%",
-    ),
-    _claim(
-        "patching_moves_answer",
-        "book",
-        "Patching the queried value position moves the answer to the twin's sum",
-        "share of patched runs answering the twin's sum",
-        Rule(">=", 0.9, partly=0.5),
-        "patching",
-    ),
-    _claim(
-        "patching_control",
-        "book",
-        "Patching a distractor's value position leaves the answer unchanged",
-        "share of control-patched runs whose answer is unchanged",
-        Rule(">=", 0.9, partly=0.5),
-        "patching",
-    ),
-)
-BY_ID: dict[str, Claim] = {c.id: c for c in CLAIMS}
-
-
-MEASURES: dict[str, Callable[[CircuitReadings], object]] = {
-    "ch09.value_reads_variable": lambda r: r.roles["value_to_variable"],
-    "ch09.previous_token_positional": lambda r: r.qk1_split["positional_share"],
-    "ch09.eq_reads_needed": lambda r: r.needed_top2,
-    "ch09.qk2_identity": lambda r: r.diag["rows_diag_max"],
-    "ch09.one_adder_residual": lambda r: float(r.comp["matched"].mean()),
-    "ch09.one_adder_specific": lambda r: float(r.comp["mismatched"].mean()),
-    "ch09.ov2_attention_output": lambda r: float(r.ov2["matched"].mean() - r.ov2["shuffled"].mean()),
-    "ch09.adder_alone": lambda r: r.adder,
-    "ch09.fourier_neurons": lambda r: r.fourier.ranked_fve(FOURIER_TOP),
-    "ch09.most_common_frequency": lambda r: int(r.fourier.frequencies["k"].iloc[0]) if len(r.fourier.good) else None,
-    "ch09.key_frequencies_suffice": lambda r: r.ablation.key_over_random,
-    "ch09.random_frequencies_fail": lambda r: r.ablation.random_lowest,
-    "ch09.nonkey_frequencies_fail": lambda r: r.ablation.nonkey_lowest,
-    "ch09.key_frequencies_necessary": lambda r: r.ablation.excluded,
-    "ch09.one_circle": lambda r: r.embedding.top2,
-    "ch09.probe_variable_identity": lambda r: r.numbers()["probe_variable_identity_after_layer1"],
-    "ch09.operand_value_not_moved": lambda r: r.numbers()["probe_operand_value_after_layer2"],
-    "ch09.probe_answer": lambda r: r.numbers()["probe_answer_at_eq"] - r.answer_accuracy,
-    "ch09.patching_moves_answer": lambda r: r.effect["patched_to_source"],
-    "ch09.patching_control": lambda r: r.effect["control_unchanged"],
-}
-"""Each claim's value on one run's readings (None where it does not apply)."""
-RELEASE_ONLY = {"ch09.most_common_frequency"}
-"""Claims about the released model alone."""
-NO_KEY_FREQUENCIES = "no neuron has a key frequency in these runs, so there is nothing to restrict to"
-
-
-def evidence(seeds: dict[int, CircuitReadings], released: CircuitReadings | None) -> dict[str, Evidence]:
-    """Every claim's :class:`~mechbook.claims.Evidence`: its value on each seed's final model
-    (the seed stack) and on the released model."""
-    out = {}
-    for claim in CLAIMS:
-        measure = MEASURES[claim.id]
-        rebuild = {} if claim.id in RELEASE_ONLY else {s: measure(r) for s, r in seeds.items()}
-        release = None if released is None else measure(released)
-        if not any(v is not None for v in rebuild.values()) and release is None:
-            why = NO_KEY_FREQUENCIES if claim.section == "ch09-ablation" else "no value in this profile"
-            out[claim.id] = claim.evidence(untested=why)
-        else:
-            out[claim.id] = claim.evidence(rebuild, release=release)
-    return out
-
-
-def claim_prose(ev: dict[str, Evidence], section: str) -> str:
-    """The verdict sentences of the claims the section ``ch09-<section>`` shows, one paragraph each."""
-    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch09-{section}")
 
 
 # ---------------------------------------------------------------------------- the opened run
@@ -672,7 +427,7 @@ def _random_reading(ab: fourier.Ablation) -> str:
     """What the random sets say about the key ones, by the two claims' rules: whether a random set
     also leaves a low loss (``ch09.random_frequencies_fail``), and whether one without key
     frequencies does (``ch09.nonkey_frequencies_fail``)."""
-    random_fails = BY_ID["ch09.random_frequencies_fail"].rule.holds(ab.random_lowest)
+    random_fails = claims.by_id(CH09_CLAIMS)["ch09.random_frequencies_fail"].rule.holds(ab.random_lowest)
     if random_fails:
         return "No random set comes near the key frequencies: the low restricted loss singles them out."
     said = (
@@ -681,7 +436,7 @@ def _random_reading(ab: fourier.Ablation) -> str:
     )
     if not ab.nonkey_restricted:
         return said + "."
-    if BY_ID["ch09.nonkey_frequencies_fail"].rule.holds(ab.nonkey_lowest):
+    if claims.by_id(CH09_CLAIMS)["ch09.nonkey_frequencies_fail"].rule.holds(ab.nonkey_lowest):
         return (
             said + f"; no set without key frequencies does ({ab.nonkey_lowest:.3g} at best), so the loss needs some of "
             "the key frequencies, not all of them together."
@@ -843,8 +598,8 @@ def verdict_table(ev: dict[str, Evidence]) -> pd.DataFrame:
     """Every claim of the chapter: the paper's number, the rebuild over seeds, the released run,
     the rule and the verdict (one row each, from its evidence)."""
     rows = []
-    for claim in CLAIMS:
-        e = ev[claim.id]
+    for e in ev.values():
+        claim = e.claim
         rows.append(
             {
                 "claim": claim.statement,
@@ -860,10 +615,10 @@ def verdict_table(ev: dict[str, Evidence]) -> pd.DataFrame:
 
 def summary_prose(ev: dict[str, Evidence]) -> str:
     """How many of the chapter's claims held, by verdict, and which did not."""
-    counts = {v: [c for c in CLAIMS if ev[c.id].verdict == v] for v in claims.VERDICTS}
+    counts = {v: [e.claim for e in ev.values() if e.verdict == v] for v in claims.VERDICTS}
     missed = counts["not reproduced"] + counts["partly"]
     text = (
-        f"Of the chapter's {len(CLAIMS)} claims, {len(counts['reproduced'])} hold on every seed and on the released "
+        f"Of the chapter's {len(ev)} claims, {len(counts['reproduced'])} hold on every seed and on the released "
         f"run, {len(counts['partly'])} hold in part, {len(counts['not reproduced'])} do not hold and "
         f"{len(counts['untested'])} are untested here."
     )
@@ -878,4 +633,7 @@ def record_all(
     """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``), the released
     run's as ``release_*``, and every claim's evidence (``claim.*``); returns the records."""
     numbers = {**rebuild.numbers(), **{f"release_{n}": v for n, v in released.numbers().items()}}
-    return {**common.record_all(numbers), **claims.record_claims(evidence(seeds, released).values())}
+    return {
+        **common.record_all(numbers),
+        **claims.record_claims(claims.evidence(CH09_CLAIMS, claims.Runs(seeds, released)).values()),
+    }

@@ -8,7 +8,7 @@ released run before its jump.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import altair as alt
@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 
 from mechbook import claims, resolve_profile, viz
+from mechbook.assign_add import claims as claims_table
 from mechbook.assign_add import release
+from mechbook.assign_add.claims import CH10_CLAIMS
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.phases import Phases
 from mechbook.assign_add.runs import SEED_RUNS
@@ -24,7 +26,7 @@ from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import TaskConfig
 from mechbook.assign_add.theory import GRADIENT, LEARNED, GradientReading
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
+from mechbook.claims import Evidence
 from mechbook.validation import POSITIVE, check_fields
 
 STEM = "10_why_it_composes"
@@ -67,117 +69,10 @@ def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) 
     return resolve_profile(CONFIGS, profile, runs__pick=seed, per_pool=per_pool)
 
 
-# ----------------------------------------------------------------------------------- claims
-def _claim(name: str, source: str, statement: str, measure: str, rule: Rule, section: str, **kw) -> Claim:
-    return Claim(f"ch10.{name}", STEM, source, statement, measure, rule, section=f"ch10-{section}", **kw)
-
-
-ARGUMENT = "the reconstructed argument: -dL/dM ≈ c Σ_v u_v u_vᵀ at uniform attention"
-CLAIMS: tuple[Claim, ...] = (
-    _claim(
-        "gradient_form",
-        "paper",
-        "Just before the binding jump the gradient block has the predicted form (U Uᵀ)²",
-        "correlation of -U(∂L/∂M)Uᵀ at M = 0 with (U Uᵀ)²",
-        Rule(">=", 0.9, partly=0.5),
-        "blocks",
-        paper=ARGUMENT,
-    ),
-    _claim(
-        "gradient_identity",
-        "paper",
-        "Just before the binding jump the gradient block is identity-like",
-        "diagonal mean over mean |off-diagonal| of -U(∂L/∂M)Uᵀ",
-        Rule(">=", 5.0, partly=2.0),
-        "blocks",
-        paper="an associative-memory (identity) block on the variable subspace",
-    ),
-    _claim(
-        "identity_rows_before_jump",
-        "book",
-        "Just before the binding jump most rows of the gradient block have their maximum on the diagonal",
-        "share of the rows of -U(∂L/∂M)Uᵀ at M = 0 whose maximum is on the diagonal",
-        Rule(">", 0.5, partly=0.25),
-        "blocks",
-    ),
-    _claim(
-        "gradient_resembles_learned",
-        "book",
-        "The gradient block before the jump resembles the block learned by the end",
-        "correlation of the gradient block with the final U QK₂ Uᵀ",
-        Rule(">=", 0.9, partly=0.5),
-        "blocks",
-    ),
-    _claim(
-        "zero_var_weaker",
-        "book",
-        "0-var sequences carry less identity structure than 1-/2-var ones",
-        "diag / |off-diag| of the gradient from 1-/2-var sequences minus that from 0-var sequences",
-        Rule(">", 0.0),
-        "data",
-    ),
-    _claim(
-        "context_identity",
-        "book",
-        "The context keys' part of the gradient is identity-like",
-        "diag / |off-diag| of the context keys' part",
-        Rule(">=", 5.0, partly=2.0),
-        "keys",
-    ),
-    _claim(
-        "query_keys_push_down",
-        "book",
-        "The query keys' part pushes the diagonal down",
-        "diagonal mean of the query keys' part",
-        Rule("<", 0.0),
-        "keys",
-        spec=".2g",
-    ),
-    _claim(
-        "directions_distinct_late",
-        "book",
-        "Layer 1 makes the variable directions more distinct after the jump than before it",
-        "mean |cos(u_v, u_w)| at the checkpoint minus at the end (a drop of at least 0.02: a run whose "
-        "checkpoint is its end differs by round-off alone)",
-        Rule(">=", 0.02),
-        "premise",
-    ),
-)
-BY_ID: dict[str, Claim] = {c.id: c for c in CLAIMS}
-MEASURES: dict[str, Callable[[GradientReading], float]] = {
-    "ch10.gradient_form": lambda r: r.form,
-    "ch10.gradient_identity": lambda r: r.ratio,
-    "ch10.identity_rows_before_jump": lambda r: float(r.stats.loc[GRADIENT, "rows_diag_max"]),
-    "ch10.gradient_resembles_learned": lambda r: r.learned,
-    "ch10.zero_var_weaker": lambda r: r.ratio - r.zero_ratio,
-    "ch10.context_identity": lambda r: float(r.split_stats.loc["context", "ratio"]),
-    "ch10.query_keys_push_down": lambda r: float(r.split_stats.loc["query", "diag_mean"]),
-    "ch10.directions_distinct_late": lambda r: r.spread_checkpoint["mean_abs_cos"] - r.spread_final["mean_abs_cos"],
-}
-"""Each claim's value on one run's reading."""
-
-
-def evidence(seeds: dict[int, GradientReading], released: GradientReading | None) -> dict[str, Evidence]:
-    """Every claim's evidence: its value on each seed run (at its own checkpoint before its jump)
-    and on the released run."""
-    return {
-        c.id: c.evidence(
-            {s: MEASURES[c.id](r) for s, r in seeds.items()},
-            release=None if released is None else MEASURES[c.id](released),
-        )
-        for c in CLAIMS
-    }
-
-
-def claim_prose(ev: dict[str, Evidence], section: str) -> str:
-    """The verdict sentences of the claims the section ``ch10-<section>`` shows, one paragraph each."""
-    return "\n\n".join(ev[c.id].sentence() for c in CLAIMS if c.section == f"ch10-{section}")
-
-
 def form_words(similarity: float) -> str:
     """The gradient-form claim's rule in words for one value: holds, holds only loosely (its
     ``partly`` threshold), or does not hold."""
-    rule = BY_ID["ch10.gradient_form"].rule
+    rule = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule
     if rule.holds(similarity):
         return "the form holds"
     return "the form holds only loosely" if rule.partly_holds(similarity) else "the form does not hold"
@@ -324,8 +219,8 @@ def verdict_table(ev: dict[str, Evidence], dissected: int) -> pd.DataFrame:
     """Every claim: its value on the run above, over every seed, on the released run, the rule and
     the verdict (from its one evidence)."""
     rows = []
-    for claim in CLAIMS:
-        e = ev[claim.id]
+    for e in ev.values():
+        claim = e.claim
         mine = dict(e.rebuild).get(dissected)
         rows.append(
             {
@@ -354,8 +249,8 @@ def premise_prose(r: GradientReading) -> str:
     rules: the identity shape already there; the form without the shape because the directions are
     not yet distinct; the form with directions as distinct as at the end; no form."""
     early_cos, final_cos = r.spread_checkpoint["mean_abs_cos"], r.spread_final["mean_abs_cos"]
-    form = BY_ID["ch10.gradient_form"].rule.holds(r.form)
-    if BY_ID["ch10.gradient_identity"].rule.holds(r.ratio):
+    form = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule.holds(r.form)
+    if claims.by_id(CH10_CLAIMS)["ch10.gradient_identity"].rule.holds(r.ratio):
         case = "Here the gradient already has the identity shape at the checkpoint."
     elif form and early_cos > final_cos:
         case = (
@@ -386,7 +281,7 @@ def seeds_table(seeds: dict[int, GradientReading], bound: Collection[int]) -> pd
     """Per seed: whether it bound (a seed in ``bound``; the others are read at their last step and
     not counted), its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
     whether the gradient-form claim's rule holds there."""
-    rule = BY_ID["ch10.gradient_form"].rule
+    rule = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule
     return pd.DataFrame(
         [
             {
@@ -440,7 +335,7 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
     chapter's claims hold on each (each by its own rule)."""
 
     def column(r: GradientReading) -> list[str]:
-        holding = sum(bool(c.rule.holds(MEASURES[c.id](r))) for c in CLAIMS)
+        holding = claims_table.holding(CH10_CLAIMS, r)
         return [
             f"{r.step:,}",
             f"{r.ratio:.2f}",
@@ -448,7 +343,7 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
             f"{r.form:.2f}",
             f"{r.learned:.2f}",
             f"{r.spread_checkpoint['mean_abs_cos']:.2f}",
-            f"{holding} of {len(CLAIMS)}",
+            f"{holding} of {len(CH10_CLAIMS)}",
         ]
 
     return pd.DataFrame(
@@ -521,10 +416,12 @@ def record_all(
     released run's as ``release_*``, the reading over seeds (``seeds_*``) and every claim's
     evidence (``claim.*``); returns the records."""
     form = [r.form for r in seeds.values()]
-    ev = evidence(seeds, released)
+    ev = claims.evidence(CH10_CLAIMS, claims.Runs(seeds, released))
     over_seeds = (
         {
-            "seeds_predicted_form_holding": sum(bool(BY_ID["ch10.gradient_form"].rule.holds(v)) for v in form),
+            "seeds_predicted_form_holding": sum(
+                bool(claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule.holds(v)) for v in form
+            ),
             "seeds_gradient_vs_predicted_min": min(form),
             "seeds_gradient_vs_predicted_max": max(form),
             "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
@@ -536,9 +433,9 @@ def record_all(
         **rebuild.numbers(),
         "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
         "gradient_identity_first_step": first_identity,
-        "theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](rebuild))) for c in CLAIMS),
+        "theory_claims_holding": claims_table.holding(CH10_CLAIMS, rebuild),
         **{f"release_{n}": v for n, v in released.numbers().items()},
-        "release_theory_claims_holding": sum(bool(c.rule.holds(MEASURES[c.id](released))) for c in CLAIMS),
+        "release_theory_claims_holding": claims_table.holding(CH10_CLAIMS, released),
         **over_seeds,
     }
     return {**common.record_all(numbers), **claims.record_claims(ev.values())}

@@ -16,6 +16,7 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
+from mechbook.assign_add.claims import CH11_CLAIMS, LEVEL
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.runs import SWEEPS
@@ -32,17 +33,9 @@ from mechbook.assign_add.sweeps import (
 )
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.claims import Claim, Evidence, Rule, Words, compare, fmt, record_claims
+from mechbook.claims import Evidence, Words, by_id, compare, evidence, fmt, record_claims
 
 STEM = "11_how_much_data"
-MOVES = 0.05
-"""How far (in f or r) a threshold must shift between the earliest step budget and the end for
-the chapter to say it still moves with training length: half the 0.1 the threshold claims allow
-from the paper's value, so a shift that could change those verdicts counts."""
-LEVEL = 0.9
-"""The accuracy a sweep's score must reach to define its threshold (``SweepsConfig.level`` in
-every profile; the claims' rules are stated at it)."""
-
 SUMMARY_COLUMNS = ["knob", "value", "seed", "score", "control", "train_loss", "converged", "0var_heldout", "2var_train"]
 
 ChapterConfig = SweepsConfig
@@ -72,142 +65,6 @@ def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> 
         r_train__model__seed=seed,
         seeds=seeds,
     )
-
-
-def _threshold_claim(knob: str, what: str) -> Claim:
-    paper = PAPER_THRESHOLDS[knob]
-    return Claim(
-        f"ch11.{knob}_threshold",
-        STEM,
-        "paper",
-        f"{what} needs {knob} ≥ about {paper}: the {knob} threshold lies near {paper}",
-        f"distance of the {knob} threshold (the first crossing of accuracy {LEVEL}, interpolated, per seed) from "
-        f"the paper's {paper}; where a seed never reaches {LEVEL}, the largest {knob} tried minus {paper}, a lower bound",
-        Rule("<=", 0.1, partly=0.25),
-        paper=f"{knob} ≥ ~{paper}",
-        section="ch11-thresholds",
-        spec=".2f",
-    )
-
-
-CLAIMS: tuple[Claim, ...] = (
-    _threshold_claim("f", "Generalisation to unseen pairs"),
-    _threshold_claim("r", "2-var generalisation"),
-    *(
-        Claim(
-            f"ch11.{knob}_threshold_moves",
-            STEM,
-            "book",
-            f"The {knob} threshold still moves with training length: read from the same runs at an earlier step "
-            f"budget, it lies at least {MOVES} higher than at their end",
-            f"the {knob} threshold at the earliest step budget minus at the runs' end, per seed; where a seed has not "
-            f"reached {LEVEL} by the earlier budget, the largest {knob} tried minus the end's threshold, a lower bound",
-            Rule(">=", MOVES),
-            section="ch11-budgets",
-            spec=".2f",
-        )
-        for knob in ("f", "r")
-    ),
-    Claim(
-        "ch11.sweeps_converged",
-        STEM,
-        "book",
-        f"Every run of both sweeps fits its training data by its last step (final training loss ≤ {LOSS_BOUND})",
-        "largest final training cross-entropy over the runs of both sweeps (nats)",
-        Rule("<=", LOSS_BOUND),
-        section="ch11-thresholds",
-        spec=".3g",
-    ),
-    Claim(
-        "ch11.largest_r_all_pools",
-        STEM,
-        "book",
-        f"The run with the largest r ends with every pool at accuracy {LEVEL} or above: all three phases arrive "
-        "within its steps",
-        "lowest final accuracy over the nine pools of the largest-r run",
-        Rule(">=", LEVEL),
-        section="ch11-reach",
-        spec=".2f",
-    ),
-)
-"""The paper's sweep claims and the book's readings that the chapter's sentences assert; each is
-stated on the page by :meth:`Evidence.sentence` and decided nowhere else."""
-
-_CLAIM = {c.id: c for c in CLAIMS}
-
-
-def _distance(reading: SweepReading, star: float) -> float:
-    """A threshold's distance from the paper's (the lower bound when not reached)."""
-    paper = PAPER_THRESHOLDS[reading.knob]
-    return abs(star - paper) if not math.isnan(star) else reading.values[-1] - paper
-
-
-def threshold_evidence(reading: SweepReading) -> Evidence:
-    """The paper's threshold claim of ``reading``'s sweep: untested when no run of the sweep
-    converged (a threshold of runs that never fit their own data says nothing about data needs)."""
-    claim = _CLAIM[f"ch11.{reading.knob}_threshold"]
-    if len(reading.unconverged) == len(reading.losses):
-        least = min(loss for _, _, loss in reading.losses)
-        return claim.evidence(
-            untested=f"no run of the {reading.knob} sweep converged (final training loss ≤ {LOSS_BOUND}; "
-            f"the lowest is {fmt(least, '.3g')})"
-        )
-    return claim.evidence({seed: _distance(reading, star) for seed, star in reading.thresholds})
-
-
-def shift(early: SweepReading, end: SweepReading) -> dict[int, float | None]:
-    """Per seed, how far the threshold moved from the earlier reading to the end (a lower bound,
-    the largest value tried minus the end's threshold, where the seed had not reached the level
-    early; None where it had not reached it by the end either)."""
-    ends = dict(end.thresholds)
-    out: dict[int, float | None] = {}
-    for seed, before in early.thresholds:
-        after = ends[seed]
-        if math.isnan(after):
-            out[seed] = None
-        else:
-            out[seed] = (early.values[-1] if math.isnan(before) else before) - after
-    return out
-
-
-def moves_evidence(budgets: tuple[Budget, ...]) -> Evidence:
-    """Whether a sweep's threshold moves between its earliest step budget and its end: untested
-    with a single budget, or when no seed reached the level by the end."""
-    claim = _CLAIM[f"ch11.{budgets[-1].knob}_threshold_moves"]
-    if len(budgets) < 2:
-        return claim.evidence(untested="the runs were read at one step budget only (SweepsConfig.budgets)")
-    moved = shift(budgets[0].reading, budgets[-1].reading)
-    if all(v is None for v in moved.values()):
-        return claim.evidence(untested=f"no seed reaches {LEVEL} by the runs' end, so there is no threshold to move")
-    return claim.evidence(moved)
-
-
-def converged_evidence(sw: Sweeps) -> Evidence:
-    """The convergence reading: per seed, the largest final training loss over both sweeps."""
-    runs = sw.runs
-    return _CLAIM["ch11.sweeps_converged"].evidence(
-        {int(seed): float(group["train_loss"].max()) for seed, group in runs.groupby("seed", sort=False)}
-    )
-
-
-def largest_r_evidence(sw: Sweeps) -> Evidence:
-    """The largest-r run's reading: per seed, its lowest final pool accuracy."""
-    return _CLAIM["ch11.largest_r_all_pools"].evidence(
-        {seed: lowest_final_pool(history)[1] for seed, history in sw.r_last}
-    )
-
-
-def evidences(sw: Sweeps) -> dict[str, Evidence]:
-    """Every claim's :class:`Evidence` on the sweeps, by id."""
-    found = [
-        threshold_evidence(sw.f),
-        threshold_evidence(sw.r),
-        moves_evidence(sw.f_budgets),
-        moves_evidence(sw.r_budgets),
-        converged_evidence(sw),
-        largest_r_evidence(sw),
-    ]
-    return {e.claim.id: e for e in found}
 
 
 def _run_prose(name: str, t: TrainConfig) -> str:
@@ -568,7 +425,7 @@ def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: flo
         {"step": sorted(curves["step"].unique()), "pool": f"chance (1/{n})", "accuracy": chance_level}
     )
     pool, acc = lowest_final_pool(history)
-    rule = _CLAIM["ch11.largest_r_all_pools"].rule
+    rule = by_id(CH11_CLAIMS)["ch11.largest_r_all_pools"].rule
     verdict = (
         f"every pool ends at {fmt(acc, '.2f')} or above"
         if rule.holds(acc)
@@ -648,4 +505,4 @@ def record_all(sw: Sweeps) -> dict[str, object]:
         "unconverged_runs": int((~runs["converged"]).sum()),
         "chance": sw.f.chance,
     }
-    return {**record_numbers(numbers), **record_claims(evidences(sw).values())}
+    return {**record_numbers(numbers), **record_claims(evidence(CH11_CLAIMS, sw).values())}
