@@ -47,7 +47,7 @@ from mechbook.chapters import common
 from mechbook.claims import Evidence
 from mechbook.validation import POSITIVE, at_least, check_fields
 
-CHAPTER = "08_training_dynamics"
+STEM = "08_training_dynamics"
 RUNS = ("paper's run, as released", "this rebuild")
 """The two runs' names in the side-by-side tables, charts and sentences."""
 

@@ -8,7 +8,7 @@ that stack, and on the authors' released final model.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import altair as alt
@@ -169,6 +169,12 @@ def split_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataF
             "this rebuild": [f"{rebuild.qk1_split[k]:.3g}" for k in SPLIT_LABELS],
         }
     )
+
+
+def both_prose(prose: Callable[..., str], rebuild: CircuitReadings, released: CircuitReadings, *args: object) -> str:
+    """``prose(readings, who, *args)`` of the released run, then of the rebuild, as two paragraphs
+    (the layer-1 split and the frequency ablation)."""
+    return "\n\n".join(prose(r, who, *args) for who, r in (("The released run", released), ("The rebuild", rebuild)))
 
 
 def split_prose(r: CircuitReadings, who: str, context_len: int) -> str:
