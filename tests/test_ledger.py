@@ -1,5 +1,5 @@
 """mechbook.book.ledger: the ledger page computed from fake executed chapters' ``claim.*`` records
-and their modules' CLAIMS, and ``check`` failing when a claim's verdict differs from the one stored
+and their claims tables, and ``check`` failing when a claim's verdict differs from the one stored
 in book/thresholds/claims.yml (no kernel, no Sphinx)."""
 
 from __future__ import annotations
@@ -46,10 +46,12 @@ LATER = Claim("ch08.never_recorded", "08_fake", "book", "Something the chapter f
 ASSOC = Claim("ch01.overlap", "01_fake", "paper", "G matches V W_O", "top-10 overlap", Rule(">=", 0.5), paper="98%")
 
 
-def _fake_module(name: str, claims: tuple[Claim, ...], monkeypatch) -> None:
-    module = types.ModuleType(f"mechbook.chapters.{name}")
-    module.CLAIMS = claims
+def _fake_tables(tables: dict[str, tuple[Claim, ...]], monkeypatch) -> None:
+    """A part library holding ``tables``, the only one the ledger reads."""
+    module = types.ModuleType("mechbook.fake_part.claims")
+    module.TABLES = tables
     monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(ledger, "PARTS", (module.__name__,))
 
 
 def _outputs(records: dict) -> list:
@@ -76,8 +78,7 @@ def _execute(repo: Path, source: str, evidences: list, status: str = "ok") -> No
 @pytest.fixture
 def repo(tmp_path, monkeypatch) -> Path:
     """A two-part book: chapter 1 (Part I) never executed, chapter 8 (Part II) executed."""
-    _fake_module("ch01_fake", (ASSOC,), monkeypatch)
-    _fake_module("ch08_fake", (JUMP, SHARE, LATER), monkeypatch)
+    _fake_tables({"01_fake": (ASSOC,), "08_fake": (JUMP, SHARE, LATER)}, monkeypatch)
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/intro\nparts:\n"
@@ -155,7 +156,7 @@ def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):
     expected.write_text(yaml.safe_dump({"smoke": {"ch08.jump_step": "reproduced"}, "cpu": {"ch08.x": "partly"}}))
     problems = check_book(cfg)
     assert any("claim ch08.jump_step is 'partly', recorded as 'reproduced'" in p for p in problems)
-    assert any("ch08.never_recorded is declared in CLAIMS but not recorded" in p for p in problems)
+    assert any("ch08.never_recorded is declared in its part's claims table but not recorded" in p for p in problems)
     assert not any("top2_share" in p for p in problems), "a claim not stored yet is new, not a failure"
     assert "new claim ch08.top2_share (reproduced)" in capsys.readouterr().out
 
@@ -169,14 +170,14 @@ def test_check_fails_on_a_changed_verdict_and_notes_a_new_claim(repo, capsys):
     assert expected.read_text().startswith("# The verdict of every claim")
     problems = check_book(cfg)
     assert problems == [
-        "book/p2/08_fake.ipynb: claim ch08.never_recorded is declared in CLAIMS but not recorded: "
+        "book/p2/08_fake.ipynb: claim ch08.never_recorded is declared in its part's claims table but not recorded: "
         "record it in record_all (untested='why' where it cannot be measured)"
     ]
 
     stray = Claim("ch08.stray", "08_fake", "book", "s", "m", Rule(">=", 0))
     _execute(repo, "book/p2/08_fake.ipynb", [JUMP.evidence({0: 5000, 1: 5200}, release=5401), stray.evidence(1)])
     problems = check_book(cfg)
-    assert any("ch08.stray is recorded but not declared in the CLAIMS" in p for p in problems)
+    assert any("ch08.stray is recorded but not declared in a claims table" in p for p in problems)
     assert any("ch08.jump_step is 'reproduced', recorded as 'partly'" in p for p in problems)
     assert any("ch08.top2_share in book/thresholds/claims.yml is no longer recorded" in p for p in problems)
 
@@ -192,11 +193,9 @@ def test_write_keeps_the_verdicts_of_a_chapter_without_a_valid_run(repo):
     assert any("has verdict 'maybe'; use one of reproduced, partly, not reproduced, untested" in p for p in problems)
 
 
-def test_declared_claims_come_from_the_chapter_modules_the_notebook_imports(repo):
-    nb = nbformat.read(repo / "book" / "p2" / "08_fake.ipynb", as_version=4)
-    assert ledger.chapter_modules(nb) == ["mechbook.chapters.ch08_fake"]
-    assert ledger.declared_claims(nb, "08_fake") == (JUMP, SHARE, LATER)
-    assert ledger.declared_claims(nb, "09_other") == ()
+def test_declared_claims_come_from_the_part_tables(repo):
+    assert ledger.declared_claims("08_fake") == (JUMP, SHARE, LATER)
+    assert ledger.declared_claims("09_other") == ()
 
 
 @pytest.mark.book
@@ -234,7 +233,7 @@ def test_every_claims_section_is_a_label_above_a_heading_of_its_own_chapter():
         headed = set(re.findall(r"^\(([\w-]+)\)=\s*\n#+ ", text, re.M))
         every = set(re.findall(r"^\(([\w-]+)\)=", text, re.M))
         assert every == headed, f"{source}: labels not above a heading: {sorted(every - headed)}"
-        for claim in ledger.declared_claims(nb, source.stem):
+        for claim in ledger.declared_claims(source.stem):
             assert claim.section is None or claim.section in headed, (source, claim.id, claim.section)
 
 

@@ -1,7 +1,8 @@
 """The claims ledger: every claim of the book with its verdict, read from the executed chapters.
 
 Each chapter records its claims as ``claim.<id>`` records (:func:`mechbook.claims.record_claims`);
-its module declares them in ``CLAIMS``. This module reads both for one profile and
+its part's library declares them in one table per chapter (``TABLES`` of the modules in
+:data:`PARTS`). This module reads both for one profile and
 
 - computes the appendix page ``book/appendix/ledger.md`` of the staged site
   (:func:`ledger_page`, called by :func:`mechbook.book.site.stage_site`), so the page is
@@ -10,15 +11,13 @@ its module declares them in ``CLAIMS``. This module reads both for one profile a
   (:func:`check_claims`, part of ``python -m mechbook check``) and rewrites that file
   (:func:`write_expected`, ``python -m mechbook claims --write``).
 
-A chapter's module is the one its notebook imports (``from mechbook.chapters import chNN_<stem>
-as chNN``). A claim the module declares that the executed chapter did not record (the chapter
-was not executed in this profile, or its run failed) is listed as untested, with why.
+A claim a table declares that the executed chapter did not record (the chapter was not executed in
+this profile, or its run failed) is listed as untested, with why.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -54,34 +53,23 @@ EXPECTED_HEADER = """\
 #: every edit while chapters gain claims; cpu and paper guard the published book, where a claim
 #: without a stored verdict is a regression nothing would catch.
 NEW_IS_A_NOTE = ("smoke",)
-IMPORT = re.compile(r"^\s*(?:from\s+mechbook\.chapters\s+import\s+(\w+)|import\s+mechbook\.chapters\.(\w+))", re.M)
+PARTS = ("mechbook.leading_terms.claims", "mechbook.pythia.claims", "mechbook.assign_add.claims")
+"""The part libraries whose ``TABLES`` hold the book's claims, by notebook stem."""
 
 
-def chapter_modules(notebook: nbformat.NotebookNode) -> list[str]:
-    """The chapter modules (``mechbook.chapters.<name>``) the notebook's code cells import."""
-    found: dict[str, None] = {}
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            for match in IMPORT.finditer(cell.source):
-                found[f"mechbook.chapters.{match.group(1) or match.group(2)}"] = None
-    return list(found)
-
-
-def declared_claims(notebook: nbformat.NotebookNode, stem: str) -> tuple[Claim, ...]:
-    """The claims of chapter ``stem`` declared in the ``CLAIMS`` of the chapter modules its
-    notebook imports."""
-    out: list[Claim] = []
-    for name in chapter_modules(notebook):
-        module = importlib.import_module(name)
-        out += [c for c in getattr(module, "CLAIMS", ()) if c.chapter == stem]
-    return tuple(out)
+def declared_claims(stem: str) -> tuple[Claim, ...]:
+    """The claims of chapter ``stem``: its table in the part libraries of :data:`PARTS`."""
+    out: tuple[Claim, ...] = ()
+    for name in PARTS:
+        out += importlib.import_module(name).TABLES.get(stem, ())
+    return out
 
 
 @dataclass(frozen=True)
 class Chapter:
     """One chapter's part of the ledger in one profile: ``records`` are its ``claim.<id>`` records
     by id (None when it has no valid run in the profile, ``why`` saying so), ``declared`` the
-    claims its module declares, ``title`` its first heading."""
+    claims its table declares, ``title`` its first heading."""
 
     source: Path
     title: str
@@ -104,7 +92,7 @@ class Chapter:
         return sorted(recorded.values(), key=lambda r: r["source"] != "paper")
 
     def undeclared(self) -> list[str]:
-        """Ids a valid run recorded that no module's ``CLAIMS`` declares."""
+        """Ids a valid run recorded that no claims table declares."""
         declared = {c.id for c in self.declared}
         return [cid for cid in self.records or {} if cid not in declared]
 
@@ -118,7 +106,7 @@ class Chapter:
         return tally(claim, rec.get("seeds") or [], rec.get("values") or [], rec.get("release"))
 
     def unrecorded(self) -> list[str]:
-        """Ids the module declares that a valid run of the chapter did not record."""
+        """Ids the chapter's table declares that a valid run of the chapter did not record."""
         if self.records is None:
             return []
         return [c.id for c in self.declared if c.id not in self.records]
@@ -136,12 +124,12 @@ def _title(notebook: nbformat.NotebookNode, stem: str) -> str:
 def read_chapter(
     cfg: ExecuteConfig,
     source: Path,
-    declared: Callable[[nbformat.NotebookNode, str], tuple[Claim, ...]] = declared_claims,
+    declared: Callable[[str], tuple[Claim, ...]] = declared_claims,
 ) -> Chapter:
     """Chapter ``source`` (repo-relative notebook) of the ledger for ``cfg.profile``: its claim
-    records from ``cfg.out_dir`` and its declared claims (``declared(notebook, stem)``)."""
+    records from ``cfg.out_dir`` and its declared claims (``declared(stem)``)."""
     notebook = nbformat.read(cfg.root / source, as_version=4)
-    title, claims = _title(notebook, source.stem), declared(notebook, source.stem)
+    title, claims = _title(notebook, source.stem), declared(source.stem)
     out = cfg.out_dir / source
     not_run = f"the chapter was not executed in profile {cfg.profile}"
     if not out.exists():
@@ -159,7 +147,7 @@ def read_chapter(
 
 def read_ledger(
     cfg: ExecuteConfig,
-    declared: Callable[[nbformat.NotebookNode, str], tuple[Claim, ...]] = declared_claims,
+    declared: Callable[[str], tuple[Claim, ...]] = declared_claims,
 ) -> list[tuple[str, list[Chapter]]]:
     """``(part caption, chapters)`` for every part of ``_toc.yml``, in book order."""
     toc = yaml.safe_load((cfg.root / "_toc.yml").read_text(encoding="utf-8"))
@@ -303,7 +291,7 @@ def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, Any], profi
     """``(problems, notes)`` of the chapters' recorded verdicts against ``expected`` (one
     profile's ``claims.yml``). Problems: a verdict that differs from the stored one and is no draw
     (:func:`mechbook.book.draws.is_draw`), a stored claim that a valid run no longer records, a
-    declared claim a valid run did not record or a recorded one no module declares, an unknown
+    declared claim a valid run did not record or a recorded one no table declares, an unknown
     verdict in the file. Notes: a verdict that moved as a draw, with both counts; a recorded claim
     not in the file yet (new), in the profiles of :data:`NEW_IS_A_NOTE` (a problem in the others)."""
     write = f"`python -m mechbook claims --profile {profile} --write`"
@@ -339,13 +327,14 @@ def check_claims(chapters: Iterable[Chapter], expected: Mapping[str, Any], profi
             if cid.startswith(prefix) and cid not in chapter.records:
                 problems.append(f"{chapter.source}: claim {cid} in {EXPECTED} is no longer recorded; run {write}")
         problems += [
-            f"{chapter.source}: claim {cid} is declared in CLAIMS but not recorded: record it in record_all "
+            f"{chapter.source}: claim {cid} is declared in its part's claims table but not recorded: record it in "
+            "record_all "
             "(untested='why' where it cannot be measured)"
             for cid in chapter.unrecorded()
         ]
         problems += [
-            f"{chapter.source}: claim {cid} is recorded but not declared in the CLAIMS of the chapter module "
-            "the notebook imports: declare it there"
+            f"{chapter.source}: claim {cid} is recorded but not declared in a claims table (TABLES of "
+            f"{', '.join(PARTS)}): declare it there"
             for cid in chapter.undeclared()
         ]
     problems += [
