@@ -284,13 +284,13 @@ def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
         spec = ch08.curves_chart(result, phases, BASELINES).to_dict()
         measures = ch08.measures_chart(fake_measures(sorted(result.checkpoints), 1.0), phases, 59).to_dict()
     if phases.phase2 is None:
-        assert spec["title"].startswith("After 600 steps") and "chance 1.7%" in spec["title"]
+        assert spec["title"]["text"].startswith("After 600 steps") and "chance 1.7%" in spec["title"]["text"]
     else:
-        assert "before binding in a jump (phase 2, step 400)" in spec["title"]
-    assert len(spec["layer"]) == 2 + 2 * (not phases.marks().empty)
+        assert "before binding in a jump (phase 2, step 400)" in spec["title"]["text"]
+    assert len(spec["layer"]) == 3 + 2 * (not phases.marks().empty)  # curves, level rules and labels, phase marks
     levels = json.dumps(spec)
     assert "chance (1/59)" in levels and "1-var: adds any context value" in levels
-    assert "adder alone is right on 100% of pairs (chance 1.7%)" in measures["title"]
+    assert "adder alone is right on 100% of pairs (chance 1.7%)" in measures["title"]["text"]
     assert spec["width"] == "container"
 
 

@@ -385,3 +385,18 @@ def test_special_tokens_survive_markdown_and_html():
     for token in ("<unk>", "<|endoftext|>", "said, <unk>, *your* $5 car_", "# not a heading"):
         assert _markdown_text(viz.escape_markdown(token)) == token
     assert viz.escape_html('<unk> & "x"') == "&lt;unk&gt; &amp; &quot;x&quot;"
+
+
+def test_training_curves_mark_steps_and_levels_and_state_the_title():
+    frame = pd.DataFrame(
+        {"step": [0, 100, 200] * 2, "acc": [0.1, 0.5, 0.9, 0.0, 0.2, 0.3], "pool": ["a"] * 3 + ["b"] * 3}
+    )
+    lines = viz.highlight_lines(frame, x="step", y="acc", series="pool", x_title="step", y_title="accuracy")
+    marks = pd.DataFrame([{"phase": "jump", "step": 100}, {"phase": "late", "step": 200}])
+    levels = pd.DataFrame([{"baseline": "chance", "level": 0.05, "colour": "#777"}])
+    spec = viz.training_curves(lines, title=["Found", "and why"], marks=marks, levels=levels).to_dict()
+    assert spec["title"]["text"] == ["Found", "and why"] and len(spec["layer"]) == 5
+    marks_only = viz.training_curves(lines, title="t", marks=marks.iloc[:0]).to_dict()
+    assert len(marks_only["layer"]) == 1  # no mark and no level: the curves alone
+    with pytest.raises(ValueError, match="level"):
+        viz.training_curves(lines, title="t", levels=pd.DataFrame([{"baseline": "chance"}]))

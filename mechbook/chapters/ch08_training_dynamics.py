@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
 import mechbook
@@ -213,21 +212,6 @@ def curves_frame(history: pd.DataFrame) -> pd.DataFrame:
     return curves
 
 
-def phase_rules(marks: pd.DataFrame) -> list[alt.Chart]:
-    """Vertical rules with staggered labels at the detected phase steps (none when no phase was
-    detected: an empty frame has no type for Altair to infer)."""
-    if marks.empty:
-        return []
-    rule = alt.Chart(marks).mark_rule(color="#555", strokeDash=[3, 3]).encode(x="step:Q", tooltip=["phase:N", "step:Q"])
-    staggered = marks.assign(row=8 + 16 * np.arange(len(marks)))
-    label = (
-        alt.Chart(staggered)
-        .mark_text(align="left", dx=4, fontSize=12, color="#333")
-        .encode(x="step:Q", y=alt.Y("row:Q", scale=None, axis=None), text="phase:N")
-    )
-    return [rule, label]
-
-
 def baseline_frame(baselines: PoolBaselines, modulus: int) -> pd.DataFrame:
     """The accuracy baselines the curves are drawn against: chance and, for the 1-var and 2-var
     training pools, exact addition with any context value (``level``, ``baseline``, ``colour``)."""
@@ -241,20 +225,6 @@ def baseline_frame(baselines: PoolBaselines, modulus: int) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def baseline_rules(frame: pd.DataFrame) -> alt.LayerChart:
-    """Horizontal dotted rules at each baseline, labelled at the right edge."""
-    base = alt.Chart(frame).encode(
-        y=alt.Y("level:Q"),
-        color=alt.Color("colour:N", scale=None),
-        tooltip=["baseline:N", alt.Tooltip("level:Q", format=".3f")],
-    )
-    rule = base.mark_rule(strokeDash=[1, 3], strokeWidth=1.5)
-    text = base.mark_text(align="right", baseline="bottom", dy=-2, fontSize=11).encode(
-        x=alt.value("width"), text="baseline:N"
-    )
-    return rule + text
 
 
 def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
@@ -290,9 +260,7 @@ def curves_chart(result: TrainResult, phases: Phases, baselines: PoolBaselines) 
     )
     modulus = result.config.task.modulus
     title = curves_title(phases, result.accuracy(), modulus)
-    return alt.layer(
-        lines, baseline_rules(baseline_frame(baselines, modulus)), *phase_rules(phases.marks())
-    ).properties(title=title)
+    return viz.training_curves(lines, title=title, marks=phases.marks(), levels=baseline_frame(baselines, modulus))
 
 
 # ---------------------------------------------------------------- detecting the phases
@@ -547,7 +515,7 @@ def measures_chart(measures: pd.DataFrame, phases: Phases, modulus: int) -> alt.
         f"At the end the adder alone is right on {end['adder']:.0%} of pairs (chance {1 / modulus:.1%}) and layer 2's "
         f"top-2 keys are the needed numbers in {end['l2_needed_top2']:.0%} of sequences"
     )
-    return alt.layer(lines, baseline_rules(chance), *phase_rules(phases.marks())).properties(title=title)
+    return viz.training_curves(lines, title=title, marks=phases.marks(), levels=chance)
 
 
 def jumps_prose(d: Dynamics) -> str:

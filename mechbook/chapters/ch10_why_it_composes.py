@@ -196,13 +196,9 @@ def over_training_chart(over: pd.DataFrame, phase2: int | None) -> alt.LayerChar
         y_title="value",
         height=300,
     )
-    layers = [lines]
-    if phase2 is not None:
-        layers.append(
-            alt.Chart(pd.DataFrame({"step": [phase2]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="step:Q")
-        )
-    return alt.layer(*layers).properties(
-        title="The uniform-attention gradient block across training (dashed: the binding jump)"
+    marks = pd.DataFrame([{"phase": "binding jump", "step": phase2}] if phase2 is not None else [])
+    return viz.training_curves(
+        lines, title="The uniform-attention gradient block across training (dashed: the binding jump)", marks=marks
     )
 
 

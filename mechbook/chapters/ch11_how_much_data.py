@@ -417,12 +417,11 @@ def last_run_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
 
 
 def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: float) -> alt.TopLevelMixin:
-    """The training curves of one largest-r run with chance as its own line, titled with the
+    """The training curves of one largest-r run with chance as a labelled level, titled with the
     largest-r claim's reading of this run."""
     curves = history[history["pool"].isin(POOL_NAMES)][["step", "pool", "accuracy"]]
-    n = round(1 / chance_level)
-    chance_rows = pd.DataFrame(
-        {"step": sorted(curves["step"].unique()), "pool": f"chance (1/{n})", "accuracy": chance_level}
+    chance = pd.DataFrame(
+        [{"baseline": f"chance (1/{round(1 / chance_level)})", "level": chance_level, "colour": "#777"}]
     )
     pool, acc = lowest_final_pool(history)
     rule = by_id(CH11_CLAIMS)["ch11.largest_r_all_pools"].rule
@@ -431,8 +430,8 @@ def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: flo
         if rule.holds(acc)
         else f"{pool} ends at {fmt(acc, '.2f')}, below {rule.threshold}"
     )
-    return viz.highlight_lines(
-        pd.concat([curves, chance_rows], ignore_index=True),
+    lines = viz.highlight_lines(
+        curves,
         x="step",
         y="accuracy",
         series="pool",
@@ -440,8 +439,8 @@ def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: flo
         y_domain=[0, 1],
         x_title="training step",
         y_title="accuracy",
-        title=[f"The sweep run with r = {r:g} (seed {seed}):", verdict],
     )
+    return viz.training_curves(lines, title=[f"The sweep run with r = {r:g} (seed {seed}):", verdict], levels=chance)
 
 
 def thresholds_table(sw: Sweeps, found: dict[str, Evidence]) -> pd.DataFrame:

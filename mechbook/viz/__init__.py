@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import altair as alt
 
-from mechbook.viz.charts import attention_heatmap, curves_with_controls, highlight_lines, signed_heatmap
+from mechbook.viz.charts import (
+    attention_heatmap,
+    curves_with_controls,
+    highlight_lines,
+    level_rules,
+    signed_heatmap,
+    step_marks,
+    training_curves,
+)
 from mechbook.viz.explorer import MAX_GRID, explore, explore_grid, live_explorer, static_explorer
 from mechbook.viz.fmt import NOTATION, escape_html, escape_markdown, label
 from mechbook.viz.render import (
@@ -42,10 +50,13 @@ __all__ = [
     "fit_spec",
     "highlight_lines",
     "label",
+    "level_rules",
     "live_explorer",
     "render",
     "signed_heatmap",
     "static_explorer",
     "static_mode",
+    "step_marks",
     "theme",
+    "training_curves",
 ]

@@ -301,3 +301,54 @@ def curves_with_controls(
         params.append(alt.param(name=name, value=start, bind=control_binding(name, values)))
         base = base.transform_filter(control_filter(name, values))
     return highlight_lines(base, **lines).add_params(*params)
+
+
+def step_marks(marks: pd.DataFrame) -> list[alt.Chart]:
+    """Vertical dashed rules at named steps (``marks``: columns ``phase`` and ``step``, one row a
+    mark, e.g. the detected phases or the binding jump) with staggered labels at the top; none when
+    ``marks`` is empty (an empty frame has no type for Altair to infer)."""
+    if marks.empty:
+        return []
+    _require(marks, "phase", "step")
+    rule = alt.Chart(marks).mark_rule(color="#555", strokeDash=[3, 3]).encode(x="step:Q", tooltip=["phase:N", "step:Q"])
+    staggered = marks.assign(row=8 + 16 * np.arange(len(marks)))
+    label = (
+        alt.Chart(staggered)
+        .mark_text(align="left", dx=4, fontSize=12, color="#333")
+        .encode(x="step:Q", y=alt.Y("row:Q", scale=None, axis=None), text="phase:N")
+    )
+    return [rule, label]
+
+
+def level_rules(levels: pd.DataFrame) -> list[alt.Chart]:
+    """Horizontal dotted rules at reference levels (``levels``: columns ``baseline``, ``level`` and
+    ``colour``, e.g. chance and a control), each labelled at the right edge; none when empty."""
+    if levels.empty:
+        return []
+    _require(levels, "baseline", "level", "colour")
+    base = alt.Chart(levels).encode(
+        y=alt.Y("level:Q"),
+        color=alt.Color("colour:N", scale=None),
+        tooltip=["baseline:N", alt.Tooltip("level:Q", format=".3f")],
+    )
+    rule = base.mark_rule(strokeDash=[1, 3], strokeWidth=1.5)
+    text = base.mark_text(align="right", baseline="bottom", dy=-2, fontSize=11).encode(
+        x=alt.value("width"), text="baseline:N"
+    )
+    return [rule, text]
+
+
+def training_curves(
+    lines: alt.TopLevelMixin,
+    *,
+    title: str | Sequence[str],
+    marks: pd.DataFrame | None = None,
+    levels: pd.DataFrame | None = None,
+) -> alt.LayerChart:
+    """Training curves (a :func:`highlight_lines` chart) under a ``title`` that states the finding,
+    with named steps marked (:func:`step_marks`: the phases, the binding jump) and reference
+    levels drawn (:func:`level_rules`: chance, controls). The one curves chart of chapters 6, 8, 10
+    and 11."""
+    empty = pd.DataFrame()
+    layers = [lines, *level_rules(empty if levels is None else levels), *step_marks(empty if marks is None else marks)]
+    return _titled(alt.layer(*layers), title)
