@@ -23,11 +23,11 @@ from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.scores import pool_scores
+from mechbook.assign_add.seeds import bound_seeds, of_bound_seeds
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.theory import GRADIENT, LEARNED, PREDICTED, STEP, GradientReading
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch10_why_it_composes as ch10
-from mechbook.chapters.common import bound_seeds, of_bound_seeds
 from mechbook.claims import Runs, by_id, evidence
 
 TC = TaskConfig()

@@ -19,8 +19,9 @@ kept checkpoints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pandas as pd
 
@@ -31,6 +32,8 @@ from mechbook.assign_add.sweeps import final_accuracies
 from mechbook.assign_add.task import Task, union_accuracy
 from mechbook.assign_add.train import load_or_train
 from mechbook.validation import SEED, at_least, check_fields
+
+T = TypeVar("T")
 
 
 def seed_configs(base: TrainConfig, seeds: Sequence[int]) -> list[TrainConfig]:
@@ -132,3 +135,18 @@ def dissect(runs: SeedRuns, device: str | None = None) -> Dissected:
     by_seed = {r.config.seed: r for r in results}
     run = by_seed.get(chosen) or load_or_train(seed_configs(runs.train, [chosen])[0], device)
     return Dissected(results, summary, example, run)
+
+
+def bound_seeds(summary: pd.DataFrame) -> list[int]:
+    """The seeds of a seed summary (:func:`~mechbook.assign_add.seeds.seed_summary`) whose binding
+    jump chapter 8's phase-2 rule found, in the summary's order."""
+    return [int(s) for s in summary.loc[summary["phase2"].notna(), "seed"]]
+
+
+def of_bound_seeds(readings: Mapping[int, T], summary: pd.DataFrame) -> dict[int, T]:
+    """``readings`` (by seed) of the seeds that bound (:func:`bound_seeds`). Chapters 9 and 10 judge
+    their claims on these alone: the paper's circuit and its gradient argument describe a model that
+    binds, and a seed that has not bound by its last step has no binding circuit, nor a checkpoint
+    before its jump, to read (chapter 8 counts it against its phase claims instead)."""
+    bound = set(bound_seeds(summary))
+    return {s: r for s, r in readings.items() if s in bound}

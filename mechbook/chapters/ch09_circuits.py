@@ -73,7 +73,7 @@ def resolve(
 # ---------------------------------------------------------------------------- the opened run
 def model_prose(result: TrainResult, seeds: Sequence[int], bound: Sequence[int]) -> str:
     """Which run is opened, how well it ended, and over which seeds' final models the claims are
-    read: the ``bound`` ones of the stack's ``seeds`` (:func:`~mechbook.chapters.common.of_bound_seeds`)."""
+    read: the ``bound`` ones of the stack's ``seeds`` (:func:`~mechbook.assign_add.seeds.of_bound_seeds`)."""
     final = result.accuracy().iloc[-1]
     unbound = [s for s in seeds if s not in set(bound)]
     if not bound:
