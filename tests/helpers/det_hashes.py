@@ -1,6 +1,6 @@
-"""SHA-256 of every trained or sampled artifact's smoke-sized run, for tests/test_determinism.py.
+"""SHA-256 of every trained or sampled artifact's smoke-sized run, for tests/integration/test_determinism.py.
 
-Run as ``python tests/det_hashes.py [NAME ...]`` in a fresh process (the thread count comes from
+Run as ``python tests/helpers/det_hashes.py [NAME ...]`` in a fresh process (the thread count comes from
 ``OMP_NUM_THREADS``); prints one JSON object ``{name: sha256}``. Sizes are cut so that all of them
 take seconds, with batches large enough (512 rows for Part II) to reach torch's multi-threaded
 kernels.
@@ -126,7 +126,7 @@ def pythia_miniature() -> str:
 
     path = (
         os.environ.get("MECHBOOK_TINYSTORIES")
-        or Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+        or Path(__file__).resolve().parents[3] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
     )
     stories = load_stories(path=path, max_stories=200)
     cfg = MiniatureConfig(

@@ -15,7 +15,7 @@ from conftest import ROOT
 
 from mechbook.determinism import THREADS, deterministic
 
-SCRIPT = ROOT / "tests" / "det_hashes.py"
+SCRIPT = ROOT / "tests" / "helpers" / "det_hashes.py"
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 
 

@@ -31,7 +31,7 @@ from mechbook.chapters.intro import (
 SAMPLE = Path(
     os.environ.get(
         "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
     )
 )
 

@@ -18,7 +18,7 @@ from mechbook.assign_add.sweeps import point_configs
 from mechbook.cache import load_verified, torch_loads
 from mechbook.chapters import ch11_how_much_data as ch11
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "sweep_smoke_ch11.sbatch"
 SLURM = ["--executor", "slurm", "--partition", "gpu", "--gpus-per-job", "1", "--max-parallel", "4"]
 

@@ -19,7 +19,7 @@ from mechbook.leading_terms.plan import (
     steps_for_epochs,
 )
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
+SAMPLE = Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 
 
 @given(epochs=st.floats(0.1, 300), n=st.integers(1, 10**6), batch=st.integers(1, 4096))

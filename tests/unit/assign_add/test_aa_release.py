@@ -219,7 +219,7 @@ def test_every_released_file_has_a_packaged_sum():
 
 def test_the_packaged_sums_are_package_data():
     """An installed (not editable) package must carry the sums its loader reads."""
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     assert release.SUMS_FILE in pyproject["tool"]["setuptools"]["package-data"]["mechbook.assign_add"]
     assert (Path(release.__file__).parent / release.SUMS_FILE).is_file()
 

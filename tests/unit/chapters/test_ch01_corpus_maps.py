@@ -26,7 +26,7 @@ from mechbook.viz.fmt import escape_markdown as markdown_text
 SAMPLE = Path(
     os.environ.get(
         "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
     )
 )
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
@@ -200,7 +200,7 @@ def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
 def test_every_claim_is_declared_once_with_a_section_of_the_page():
     ids = [c.id for c in ch01.CLAIMS]
     assert len(ids) == len(set(ids)) and set(ch01.evidence(_numbers())) == set(ids)
-    source = Path(__file__).resolve().parents[1] / "book" / "part1" / "01_corpus_maps.ipynb"
+    source = Path(__file__).resolve().parents[3] / "book" / "part1" / "01_corpus_maps.ipynb"
     text = source.read_text()
     assert all(f"({c.section})=" in text for c in ch01.CLAIMS)
 
