@@ -14,7 +14,6 @@ from test_aa_stacked import RUNS as STACKED_RUNS
 from mechbook.assign_add import jobs, run_cache
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.runs import SWEEPS
-from mechbook.assign_add.seeds import SeedRuns, seed_configs, train_seeds
 from mechbook.assign_add.sweeps import point_configs
 from mechbook.assign_add.train import train_stacked
 from mechbook.cache import module_closure, torch_loads
@@ -103,17 +102,6 @@ def test_a_job_writes_the_entry_the_chapters_read(monkeypatch, tmp_path):
     assert_same_run(read, here)
     with open(path, "rb") as fh:
         assert_same_run(torch_loads(fh.read()), here)
-
-
-def test_chapter_8_seed_runs_trained_here_are_cached_jobs(monkeypatch):
-    monkeypatch.setitem(jobs.SEED_RUNS, "smoke", SeedRuns(TINY, seeds=(0, 1, 2, 3)))
-    before = jobs.plan("smoke", 8, 5, "cpu")
-    assert [j.name for j in before.jobs] == [f"ch08 seed {s}" for s in (0, 1, 2, 3, 4)]
-    assert not any(j.cached for j in before.jobs) and all(j.keep for j in before.jobs)
-    train_seeds(TINY, (0, 1, 2, 3), "cpu", keep=True)  # what chapter 8 calls (via dissect)
-    after = jobs.plan("smoke", 8, 5, "cpu")
-    assert [j.name for j in after.missing] == ["ch08 seed 4"]
-    assert after.missing[0].cfg == seed_configs(TINY, [4])[0]
 
 
 def test_chapter_11_jobs_are_the_sweep_points_per_seed():

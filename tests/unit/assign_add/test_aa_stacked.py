@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mechbook.assign_add.config import TrainConfig, keep_steps, native_bf16, with_overrides
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.task import Task
-from mechbook.assign_add.train import _draw_stream, check_stackable, groups_of, train, train_groups, train_stacked
+from mechbook.assign_add.train import _draw_stream, check_stackable, groups_of, train, train_stacked
 
 BASE = TrainConfig(
     steps=24,
@@ -62,14 +62,6 @@ def test_bf16_changes_the_weights_but_not_what_is_learned():
     np.testing.assert_allclose(bf16.history["loss"], fp32.history["loss"], rtol=0.02)
 
 
-def test_the_stream_does_not_depend_on_chunks_or_workers():
-    one = train_stacked(RUNS[:2], device="cpu", chunk=24, workers=1)
-    pooled = train_stacked(RUNS[:2], device="cpu", chunk=7, workers=2)
-    for a, b in zip(one, pooled):
-        for name in a.final_state:
-            assert torch.equal(a.final_state[name], b.final_state[name])
-
-
 def test_draw_stream_continues_the_generator_like_train():
     cfg = RUNS[0]
     task = Task(cfg.task)
@@ -112,17 +104,6 @@ def test_groups_cut_the_runs_in_order_into_near_equal_stacks(n, size):
     assert len(groups) == -(-n // size)
     assert max(map(len, groups)) <= size
     assert max(map(len, groups)) - min(map(len, groups)) <= 1
-
-
-def test_stacks_in_parallel_processes_equal_the_same_stacks_trained_here():
-    runs = [*RUNS, with_overrides(BASE, seed=5, model__seed=5)]
-    parallel = train_groups(runs, device="cpu", processes=2)
-    here = [r for g in groups_of(runs) for r in train_stacked(g, device="cpu")]
-    assert [r.config for r in parallel] == runs
-    for a, b in zip(parallel, here):
-        assert a.history.equals(b.history)
-        for name in a.final_state:
-            assert torch.equal(a.final_state[name], b.final_state[name])
 
 
 def test_each_run_of_a_stack_keeps_its_own_checkpoints_as_if_trained_alone():

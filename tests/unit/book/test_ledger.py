@@ -199,18 +199,6 @@ def test_declared_claims_come_from_the_chapter_modules_the_notebook_imports(repo
     assert ledger.declared_claims(nb, "09_other") == ()
 
 
-@pytest.mark.book
-def test_the_ledger_page_builds_and_links_to_its_sections(repo, root):
-    """Sphinx (warnings are errors) resolves the rows' {ref} and {doc} links."""
-    from mechbook.book.site import build_site
-
-    (repo / "_config.yml").write_text((root / "_config.yml").read_text())
-    html = (build_site(ExecuteConfig(profile="smoke", root=repo)) / "book" / "appendix" / "ledger.html").read_text()
-    assert 'href="../p2/08_fake.html#ch08-jump"' in html
-    assert 'href="../p2/08_fake.html"' in html and 'href="../p1/01_fake.html"' in html
-    assert "<table" in html and html.count("untested: ") == 2
-
-
 def test_a_new_claim_fails_check_outside_smoke(repo):
     chapters = [c for _, chs in ledger.read_ledger(ExecuteConfig(profile="smoke", root=repo)) for c in chs]
     stored = {"ch08.jump_step": "partly"}

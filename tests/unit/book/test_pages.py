@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import nbformat
 from conftest import ROOT, make_notebook
@@ -12,8 +11,7 @@ from conftest import ROOT, make_notebook
 from mechbook.book import pages
 from mechbook.book.config import ExecuteConfig
 from mechbook.book.relay import format_seconds
-from mechbook.book.run import write_atomic
-from mechbook.book.site import PLACEHOLDER, build_site, placeholder_figures, stage_site
+from mechbook.book.site import PLACEHOLDER, placeholder_figures
 from mechbook.book.toc import toc_notebooks
 
 
@@ -94,26 +92,3 @@ def _book_of_two(tmp_path):
         json.dumps({"trains": {"cpu": {"08_a": "two runs"}}, "opens": {"09_b": ["08_a"]}})
     )
     return ExecuteConfig(profile="cpu", root=tmp_path)
-
-
-def test_a_site_of_missing_and_failed_chapters_builds_and_marks_them(tmp_path, capsys):
-    cfg = _book_of_two(tmp_path)
-    failed = nbformat.read(tmp_path / "book" / "p" / "09_b.ipynb", as_version=4)
-    failed.metadata["mechbook"] = {
-        "status": "failed",
-        "failure": "code cell 2 line 2 ('x'): KeyError: 'x' (report: /r)",
-    }
-    write_atomic(failed, cfg.out_dir / "book" / "p" / "09_b.ipynb")
-    stage_site(cfg)
-    assert "book/p/08_a.ipynb has not been executed for profile cpu" in capsys.readouterr().out
-    html = build_site(cfg)
-    eight = (html / "book" / "p" / "08_a.html").read_text(encoding="utf-8")
-    nine = (html / "book" / "p" / "09_b.html").read_text(encoding="utf-8")
-    text = re.sub(r"<[^>]+>", "", eight)
-    assert "What this page costs." in text and "this page trains two runs" in text
-    assert "It took 2 min 05 s on the machine that timed the book (Test CPU, 2 cores)" in text
-    assert "Chapter 9 opens its runs" in text
-    assert "This page has not been executed for the cpu profile" in text
-    assert "not-computed.svg" in eight and "Fig. 1" in eight, "the figure keeps its number and link"
-    assert "Its last run stopped, at" in re.sub(r"<[^>]+>", "", nine) and "/r" not in re.sub(r"<[^>]+>", "", nine)
-    assert eight.index("What this page costs") < eight.index("not-computed.svg"), "under the profile line"

@@ -7,14 +7,11 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
 
 from mechbook import arguments, cache, cache_bundle, data
 from mechbook.__main__ import main
@@ -149,19 +146,6 @@ def test_an_unexpected_error_is_one_line_unless_debug(env, monkeypatch, capsys):
     monkeypatch.setenv("MECHBOOK_DEBUG", "1")
     with pytest.raises(FileNotFoundError):
         main(["execute", "--profile", "smoke", "--root", str(missing)])
-
-
-def test_the_console_gets_one_line_and_exit_1_from_a_real_process(env):
-    done = subprocess.run(
-        [sys.executable, "-m", "mechbook", "cache", "export", str(env / "b.tar")],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "MECHBOOK_DEVICE": "gpu"},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "error: MECHBOOK_DEVICE='gpu' is not a device torch knows: use cpu, or cuda (cuda:N) on a machine with a GPU"
-    ]
 
 
 def test_no_warning_escapes_a_clean_start_up(env):

@@ -7,12 +7,9 @@ import io
 import json
 
 import pytest
-from conftest import make_notebook
 
 from mechbook import notices
-from mechbook.book.config import ExecuteConfig
 from mechbook.book.relay import Relay
-from mechbook.book.run import execute_book
 
 
 def test_notice_warns_and_appends_to_the_executors_file(tmp_path, monkeypatch):
@@ -52,27 +49,6 @@ for _ in range(2):
     stories = data.load_stories(path="tiny.txt", max_stories=50)
 value = cache.cached("t/unpicklable", {"k": 1}, lambda: (lambda: 1))
 """
-
-
-@pytest.mark.book
-def test_reader_facing_warnings_reach_the_console_once_and_transport_chatter_does_not(tmp_path, capfd, monkeypatch):
-    repo = tmp_path / "repo"
-    (repo / "mechbook").mkdir(parents=True)
-    (repo / "_config.yml").write_text("title: tiny\n")
-    (repo / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/warns\n")
-    (repo / "book" / "intro.md").parent.mkdir()
-    (repo / "book" / "intro.md").write_text("# Intro\n")
-    make_notebook(repo / "book" / "warns.ipynb", [("code", WARNING_CELL)], parameters='profile = "smoke"')
-    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "cache"))
-    [result] = execute_book(ExecuteConfig(profile="smoke", root=repo, lanes=1), stream=None)
-    assert result.status == "executed", result.failure
-    out, err = capfd.readouterr()
-    console = out + err
-    fewer = [line for line in console.splitlines() if "fewer than the 50 asked for" in line]
-    assert len(fewer) == 1 and fewer[0].startswith("[1/1] warns: warning: ")
-    assert sum("could not serialise the value of the cache entry" in line for line in console.splitlines()) == 1
-    assert "without encryption" not in console and "IPKernelApp" not in console
-    assert "KeyboardInterrupt" not in console
 
 
 def _noticed(file) -> list[str]:
