@@ -1,15 +1,27 @@
 """Shared fixtures: the repository root, tiny notebooks, and the book executed once per session
-in the smoke profile (``_build/executed/smoke``) for the chapter, site and browser tests."""
+in the smoke profile (``_build/executed/smoke``) for the chapter, site and browser tests.
+
+The tests mirror the package: ``unit/<part>/`` (core, book, viz, assign_add, leading_terms, pythia,
+chapters, exercises) and ``integration/`` (what trains for real, spawns a process or a kernel,
+executes a notebook or builds the site). ``helpers/`` and every folder of tests are put on
+``sys.path`` here, so a test imports a helper (``from lt_markov import ...``) or a name of another
+test module (``from test_aa_release import needs_release``) by its basename in any selection of
+folders; basenames are unique across folders (pytest's default import mode needs that anyway)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+for _folder in [TESTS / "helpers", *sorted({p.parent for p in TESTS.rglob("test_*.py")})]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 KERNELSPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 

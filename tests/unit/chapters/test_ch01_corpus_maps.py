@@ -1,0 +1,344 @@
+"""Chapter 1's module (mechbook.chapters.ch01_corpus_maps) and the helpers it uses: escaping
+corpus text for Markdown (mechbook.viz.escape_markdown, rendered back by markdown-it), the validated config, the recorded numbers against literal
+counts, the computed sentences, the heatmap blocks, and the smoke bounds against a broken corpus."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import itertools
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import ch01_corpus_maps as ch01
+from mechbook.leading_terms.stats import corpus_stats
+from mechbook.viz.fmt import escape_markdown as markdown_text
+
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
+needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
+CFG = ch01.CONFIGS["smoke"]
+RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
+
+
+def _rendered_text(markdown: str) -> str:
+    out = RENDER.render(markdown)
+    assert "<em>" not in out and "<strong>" not in out and "<a " not in out and "math" not in out, out
+    return html.unescape(re.sub(r"</?p>|\n", "", out))
+
+
+@given(st.text(alphabet=st.sampled_from(list("abc XYZ<>&*_`$[]()#+-.!|~\\{}'\"=;:/")), min_size=1, max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_markdown_text_renders_back_to_the_text(text):
+    text = re.sub(r" +", " ", text).strip()
+    if not text:
+        return
+    assert _rendered_text(markdown_text(text)) == text
+
+
+def test_special_tokens_survive_markdown():
+    for token in ("<unk>", "<|endoftext|>"):
+        assert token in _rendered_text(f'said, "{markdown_text(token)}, your car"')
+    assert "&lt;unk&gt;" in RENDER.render(markdown_text('said, "<unk>, your car"'))
+    assert "<unk>" in RENDER.render('said, "<unk>, your car"')  # unescaped, a tag the browser drops
+
+
+@pytest.mark.parametrize(
+    "field", ["table_k", "n_adjectives", "n_per_class", "block_per_class", "successors_k", "purity_k"]
+)
+@pytest.mark.parametrize(
+    "value, error, allowed",
+    [(0, ValueError, "at least 1"), (-3, ValueError, "at least 1"), (True, TypeError, "an int")],
+)
+def test_sizes_must_be_positive_integers(field, value, error, allowed):
+    with pytest.raises(error, match=rf"ChapterConfig\.{field} must be {allowed}, got"):
+        dataclasses.replace(ch01.CONFIGS["smoke"], **{field: value})
+
+
+def test_corpus_knobs_reach_the_nested_config():
+    cfg = ch01.resolve("smoke", corpus__vocab_size=300, corpus__policy="drop")
+    assert (cfg.corpus.vocab_size, cfg.corpus.policy, cfg.corpus.context) == (300, "drop", 32)
+    assert ch01.resolve("cpu") == ch01.CONFIGS["cpu"]
+    with pytest.raises(ValueError, match="policy"):
+        ch01.resolve("smoke", corpus__policy="keep")
+    with pytest.raises(ValueError, match="n_stories"):
+        ch01.resolve("smoke", corpus__n_stories=-5)
+
+
+@pytest.fixture(scope="module")
+def maps(tmp_path_factory):
+    if not SAMPLE.exists():
+        pytest.skip("needs the TinyStories sample")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    mp.setenv("MECHBOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
+    yield ch01.build(ch01.CONFIGS["smoke"])
+
+    mp.undo()
+
+
+def _literal_successor_rank(tokens, tok, row, column):
+    """Rank of ``column`` after ``row`` by bigram count (ties by id), the <unk> column left out."""
+    a, c = tok.token_to_id[row], tok.token_to_id[column]
+    counts = np.zeros(tok.vocab_size)
+    for seq in tokens:
+        for x, y in itertools.pairwise(seq):
+            if x == a:
+                counts[y] += 1
+    keep = [i for i in range(tok.vocab_size) if i != tok.unk_id]
+    order = sorted(keep, key=lambda i: (-counts[i], i))
+    return order.index(c) + 1
+
+
+def test_headline_against_literal_counts(maps):
+    n = ch01.numbers(maps, CFG)
+    assert n["b_rank_upon_after_once"] == _literal_successor_rank(maps.sequences.tokens, maps.tokenizer, "once", "upon")
+    assert n["n_sequences"] == len(maps.sequences.tokens) and n["context"] == maps.sequences.tokens.shape[1] - 1
+    unk = maps.tokenizer.unk_id
+    assert n["unk_fraction"] == pytest.approx(float((maps.sequences.tokens == unk).mean()))
+    ranks = ch01.pair_table(maps)
+    assert n["phi_pair_median_rank"] == float(np.median(ranks["rank in Φ"]))
+    fish = ch01.context_table(maps, CFG).loc["fish"].tolist()
+    if n["phi_rank_pond_for_fish"] <= len(fish):
+        assert fish[n["phi_rank_pond_for_fish"] - 1] == "pond"
+
+
+def test_sentences_quote_the_numbers(maps):
+    n = ch01.numbers(maps, CFG)
+    assert f"*upon* ranks **{n['b_rank_upon_after_once']}**" in ch01.bigram_prose(maps, CFG, n)
+    assert f"**{n['phi_pair_median_rank']:.0f}** in $\\Phi$" in ch01.context_prose(maps, n)
+    assert f"**{n['sigma_class_purity']:.0%}**" in ch01.sigma_prose(maps, CFG, n)
+    assert f"**{maps.sequences.n_kept:,} sequences**" in ch01.corpus_prose(maps, n)
+    assert "the first 5,000 stories" in ch01.profile_prose(CFG).lower()
+    sentence = ch01.sample_prose(maps)
+    assert sentence.startswith("> ") and "<unk>" not in sentence and "&lt;unk&gt;" in RENDER.render(sentence)
+
+
+def test_heatmap_blocks_hold_the_tables_words(maps):
+    blocks = ch01.map_blocks(maps, CFG)
+    _, rows, cols = blocks["B: adjective → next word"]
+    table = ch01.bigram_table(maps, CFG)
+    assert rows == list(table.index) and set(table["1"]) <= set(cols)
+    _, rows, cols = blocks["Σ_B (cosine): interchangeable words"]
+    assert rows == cols and len(rows) == 3 * CFG.block_per_class
+    spec = ch01.heatmap(__import__("altair").Chart(__import__("pandas").DataFrame())).to_dict()
+    assert spec["width"] <= 560 and spec["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+def test_smoke_bounds_pass_the_maps_and_reject_a_shuffled_corpus(maps):
+    bounds = load_thresholds("01_corpus_maps")["smoke"]
+    assert check_thresholds(ch01.numbers(maps, CFG), bounds) == []
+    rng = np.random.default_rng(0)
+    shuffled = rng.permuted(maps.sequences.tokens, axis=1)  # same tokens, order destroyed
+    broken = dataclasses.replace(maps, stats=corpus_stats(shuffled, maps.tokenizer.vocab_size))
+    problems = check_thresholds(ch01.numbers(broken, CFG), bounds)
+    assert any(p.startswith("b_rank_upon_after_once") for p in problems), problems
+
+
+def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_ratio=2.5, other_over_phi=100.0):
+    """Chapter 1's numbers with each claim's value set (chance levels fixed)."""
+    return {
+        "drop_kept_fraction": drop,
+        "b_rank_upon_after_once": rank,
+        "b_adj_noun_share": noun_ratio * 0.1,
+        "b_adj_noun_chance": 0.1,
+        "phi_pair_median_rank": phi,
+        "b_pair_median_rank": b_over_phi * phi,
+        "phi_pair_mismatched_median_rank": other_over_phi * phi,
+        "sigma_class_purity": class_ratio * 0.3,
+        "sigma_class_chance": 0.3,
+        "phi_rank_pond_for_fish": None,
+        "n_context_pairs": 9,
+    }
+
+
+@pytest.mark.parametrize(
+    ("knob", "holds", "fails", "partly"),
+    [
+        ("drop", 0.01, 0.5, 0.1),
+        ("rank", 1, 2, None),
+        ("noun_ratio", 2.5, 1.0, 1.5),
+        ("phi", 4.0, 50.0, 20.0),
+        ("b_over_phi", 5.0, 1.0, 2.0),
+        ("class_ratio", 2.2, 1.0, 1.5),
+        ("other_over_phi", 3.0, 1.0, 2.0),
+    ],
+)
+def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
+    cid = {
+        "drop": "ch01.drop_keeps_little",
+        "rank": "ch01.upon_after_once",
+        "noun_ratio": "ch01.adjective_nouns",
+        "phi": "ch01.scene_pairs",
+        "b_over_phi": "ch01.phi_not_b",
+        "class_ratio": "ch01.word_classes",
+        "other_over_phi": "ch01.pairs_not_frequency",
+    }[knob]
+    claim = next(c for c in ch01.CLAIMS if c.id == cid)
+    good, bad = ch01.evidence(_numbers(**{knob: holds}))[cid], ch01.evidence(_numbers(**{knob: fails}))[cid]
+    assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
+    yes, no = ("Holds", "Does not hold") if claim.source == "book" else ("Reproduced", "Not reproduced")
+    assert good.sentence().startswith(f"**{yes}.**") and bad.sentence().startswith(f"**{no}.**")
+    assert claim.statement in good.sentence()
+    if partly is not None:
+        assert ch01.evidence(_numbers(**{knob: partly}))[cid].verdict == "partly"
+
+
+def test_every_claim_is_declared_once_with_a_section_of_the_page():
+    ids = [c.id for c in ch01.CLAIMS]
+    assert len(ids) == len(set(ids)) and set(ch01.evidence(_numbers())) == set(ids)
+    source = Path(__file__).resolve().parents[3] / "book" / "part1" / "01_corpus_maps.ipynb"
+    text = source.read_text()
+    assert all(f"({c.section})=" in text for c in ch01.CLAIMS)
+
+
+def test_takeaway_reads_the_verdicts():
+    assert "already hold recognisable pieces of language" in ch01.takeaway_prose(_numbers())
+    partial = ch01.takeaway_prose(_numbers(class_ratio=1.0))
+    assert "not (or only in part) for which words play the same part" in partial and "already hold" not in partial
+    none = ch01.takeaway_prose(_numbers(noun_ratio=1.0, phi=100.0, class_ratio=1.0))
+    assert "hold for none of the maps" in none
+
+
+@given(st.floats(1, 500), st.floats(1, 500))
+@settings(max_examples=200, deadline=None)
+def test_context_sentence_never_contradicts_its_ranks(phi, b):
+    import types
+
+    n = _numbers(phi=phi, b_over_phi=b / phi)
+    text = ch01.context_prose(types.SimpleNamespace(n_readable=600), n).split("\n\n")[0]
+    shown_phi, shown_b = (float(x) for x in re.findall(r"\*\*(\d+)\*\*", text)[:2])
+    if shown_phi < shown_b:
+        assert "higher in $\\Phi$ than in $B$" in text
+    elif shown_phi > shown_b:
+        assert "higher in $B$ than in $\\Phi$" in text
+    else:
+        assert "alike in both" in text
+
+
+def test_corpus_prose_branches_on_the_policy(maps):
+    n = ch01.numbers(maps, CFG)
+    unk = ch01.corpus_prose(maps, n)
+    assert "Under the **unk** policy" in unk and "**Holds.**" in unk
+    drop = dataclasses.replace(maps, corpus=dataclasses.replace(maps.corpus, policy="drop"))
+    text = ch01.corpus_prose(drop, {**n, "drop_kept_fraction": 0.5})
+    assert "follows the paper's **drop** policy" in text and "**Does not hold.**" in text
+    assert ch01.profile_prose(
+        dataclasses.replace(CFG, corpus=dataclasses.replace(CFG.corpus, n_stories=None))
+    ).startswith("All the stories")
+
+
+def test_no_scene_pair_in_the_vocabulary_leaves_the_pair_claims_untested_and_says_why():
+    """A corpus too small to hold any scene pair: no ranks to compare, so the two pair claims are
+    untested with the reason, and the prose says there is nothing to read (no NaN reaches a word)."""
+    n = {
+        **_numbers(),
+        "phi_pair_median_rank": None,
+        "b_pair_median_rank": None,
+        "n_context_pairs": 0,
+        "vocab_size": 144,
+    }
+    ev = ch01.evidence(n)
+    for cid in ("ch01.scene_pairs", "ch01.phi_not_b"):
+        assert ev[cid].verdict == "untested" and "no scene pair" in ev[cid].sentence()
+    assert ev["ch01.upon_after_once"].verdict != "untested"
+
+
+def test_the_context_prose_without_pairs_reads_no_rank(maps):
+    n = {**ch01.numbers(maps, CFG), "phi_pair_median_rank": None, "b_pair_median_rank": None, "n_context_pairs": 0}
+    text = ch01.context_prose(maps, n)
+    assert text.startswith("None of these pairs has both its words") and "nan" not in text.lower()
+
+
+def test_a_vocabulary_too_small_for_the_tables_is_refused_in_one_line(maps, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
+    need = max(len(maps.words_of(c)) for c in ("noun", "verb", "adjective")) + 1
+    with pytest.raises(ValueError, match=rf"too small for chapter 1: .* need {need} words of each class") as info:
+        ch01.build(dataclasses.replace(CFG, block_per_class=need))
+    assert "\n" not in str(info.value) and "use a larger corpus" in str(info.value)
+
+
+def test_the_mismatched_row_control_against_a_literal_count(maps):
+    """Each pair's control is the median rank of its surrounding in the other entities' rows of Φ,
+    recounted here from the matrix: readable tokens only, the row word itself left out."""
+    from mechbook.leading_terms.associations import mismatched_pair_ranks, readable_exclusions
+
+    tok, phi = maps.tokenizer, maps.stats.Phi
+    banned = set(readable_exclusions(tok))
+    table = mismatched_pair_ranks(phi, tok)
+    assert len(table) > 0
+    pairs = set(zip(table["row"], table["column"]))
+    rows = list(dict.fromkeys(table["row"]))
+    for a, b, got in table.itertuples(index=False):
+        ranks = []
+        for o in (o for o in rows if o not in (a, b) and (o, b) not in pairs):
+            i = tok.token_to_id[o]
+            scores = [(phi[i, j], j) for t, j in tok.token_to_id.items() if t not in banned and t != o]
+            ordered = [j for _, j in sorted(scores, key=lambda x: (-x[0], x[1]))]
+            ranks.append(ordered.index(tok.token_to_id[b]) + 1)
+        assert got == float(np.median(ranks))
+
+
+def test_the_models_vocabulary_counts_the_chapters_words_it_keeps():
+    """in_model_vocabulary against a literal count: lexicon words and scene pairs of chapter 1's
+    vocabulary that a smaller vocabulary keeps, and the words it loses to <unk>."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from mechbook.leading_terms.associations import CONTEXT_PAIRS
+    from mechbook.leading_terms.maps import in_model_vocabulary
+
+    big = [w for pair in CONTEXT_PAIRS for w in pair] + ["red", "happy", "ran"]
+    small = ["fish", "pond", "water", "red"]
+    lexicon = pd.DataFrame(
+        {"word": ["red", "happy", "ran", "fish"], "class": ["adjective", "adjective", "verb", "noun"]}
+    )
+    maps = SimpleNamespace(tokenizer=SimpleNamespace(token_to_id={w: i for i, w in enumerate(big)}), lexicon=lexicon)
+    model = SimpleNamespace(token_to_id={w: i for i, w in enumerate(small)}, vocab_size=len(small))
+    got = in_model_vocabulary(maps, model)
+    pairs_kept = sum(a in small and b in small for a, b in CONTEXT_PAIRS)
+    assert got == {
+        "model_vocab_size": 4,
+        "lexicon": 4,
+        "lexicon_kept": 2,
+        "lexicon_lost": ["happy", "ran"],
+        "pairs": len(CONTEXT_PAIRS),
+        "pairs_kept": pairs_kept,
+    }
+    assert pairs_kept == 2, "fish-pond and fish-water"
+
+
+def test_recurring_words_are_the_words_of_two_rows_or_more():
+    import pandas as pd
+
+    from mechbook.leading_terms.associations import recurring_words
+
+    table = pd.DataFrame(
+        [["pond", "day", "time"], ["sky", "day", "time"], ["day", "nest", ""], ["time", "time", ""]],
+        index=["fish", "bird", "tree", "x"],
+        columns=["1", "2", "3"],
+    )
+    literal = {}
+    for word in {w for w in table.to_numpy().ravel() if w}:
+        n = sum(word in set(row) for _, row in table.iterrows())
+        if n >= 2:
+            literal[word] = n
+    got = recurring_words(table)
+    assert got == literal == {"day": 3, "time": 3}
+    assert list(got) == ["day", "time"], "most rows first, ties in order of first appearance"
+    text = ch01.context_recurring_prose(table)
+    assert "**7 of the 10**" in text and "*day* (3 rows)" in text

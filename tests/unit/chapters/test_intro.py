@@ -1,0 +1,229 @@
+"""mechbook.chapters.intro (the introduction): fast vectorised counts vs literal loops, the
+validated profile config, the computed sentences and charts, and the smoke bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mechbook
+from mechbook.book.checks import check_thresholds, load_thresholds
+from mechbook.chapters import intro
+from mechbook.chapters.intro import (
+    CONFIGS,
+    ChapterConfig,
+    build_overview,
+    coverage_histogram,
+    headline,
+    story_coverage,
+    story_table,
+    token_coverage,
+    words,
+)
+
+SAMPLE = Path(
+    os.environ.get(
+        "MECHBOOK_TINYSTORIES",
+        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
+    )
+)
+
+WORDS = st.sampled_from(["the", "dog", "ran", "tom's", "a", "big", "red", "truck", "sun"])
+STORIES = st.lists(st.lists(WORDS, min_size=0, max_size=12).map(" ".join), min_size=1, max_size=8)
+
+
+def _reference_coverage(stories, vocab_size):
+    freq = Counter(w for s in stories for w in words(s))
+    top = set(sorted(freq, key=lambda w: (-freq[w], w))[:vocab_size])
+    out = []
+    for s in stories:
+        ws = words(s)
+        out.append(sum(w in top for w in ws) / len(ws) if ws else 1.0)
+    return out
+
+
+def test_words_split_on_letters_and_apostrophes():
+    assert words("Tom's dog RAN. 3 cats!") == ["tom's", "dog", "ran", "cats"]
+
+
+@given(STORIES, st.integers(1, 10))
+@settings(max_examples=60, deadline=None)
+def test_story_coverage_matches_literal_loop(stories, vocab_size):
+    ov = build_overview(stories)
+    assert np.allclose(story_coverage(ov, vocab_size), _reference_coverage(stories, vocab_size))
+
+
+@given(STORIES)
+@settings(max_examples=40, deadline=None)
+def test_table_and_token_coverage_invariants(stories):
+    ov = build_overview(stories)
+    table = story_table(ov)
+    assert list(table.words) == [len(words(s)) for s in stories]
+    assert list(table.distinct) == [len(set(words(s))) for s in stories]
+    assert (table.distinct <= table.words).all()
+    if ov.counts.sum():
+        covs = [token_coverage(ov, v) for v in range(1, len(ov.vocab) + 1)]
+        assert all(a <= b + 1e-12 for a, b in zip(covs, covs[1:])) and covs[-1] == pytest.approx(1.0)
+
+
+def test_histogram_counts_every_story_once():
+    stories = ["the dog ran", "the the the sun", "a big red truck", "dog"]
+    ov = build_overview(stories)
+    hist = coverage_histogram(ov, 2, bins=5, lo=0.0)
+    assert hist.stories.sum() == len(stories)
+    assert np.allclose(hist.hi - hist.lo, 0.2)
+
+
+def test_bad_input_is_explained():
+    with pytest.raises(ValueError, match="no stories"):
+        build_overview([])
+    ov = build_overview(["a b"])
+    with pytest.raises(ValueError, match="at least 1"):
+        story_coverage(ov, 0)
+    with pytest.raises(ValueError, match="lo must be"):
+        coverage_histogram(ov, 1, lo=1.0)
+
+
+@pytest.mark.parametrize(
+    "knobs, error, message",
+    [
+        ({"max_stories": -5}, ValueError, r"max_stories must be at least 1 \(or None for every story\)"),
+        ({"max_stories": 0}, ValueError, r"max_stories must be at least 1 \(or None for every story\)"),
+        ({"max_stories": 2.5}, TypeError, "max_stories must be an int or None"),
+        ({"chart_stories": 0}, ValueError, "chart_stories must be at least 1"),
+        ({"chart_stories": True}, TypeError, "chart_stories must be an int, got bool"),
+        ({"vocab_sizes": ()}, ValueError, "not empty"),
+        ({"vocab_sizes": (500, 250)}, ValueError, "strictly increasing"),
+        ({"vocab_sizes": (0, 250)}, ValueError, r"vocab_sizes must be at least 1, got 0 \(in"),
+        ({"seed": -1}, ValueError, "seed must be at least 0"),
+    ],
+)
+def test_every_knob_is_checked(knobs, error, message):
+    with pytest.raises(error, match=message):
+        dataclasses.replace(CONFIGS["smoke"], **knobs)
+
+
+def test_a_negative_max_stories_knob_is_refused_not_sliced():
+    with pytest.raises(ValueError, match=r"max_stories must be at least 1 \(or None for every story\)"):
+        intro.resolve("smoke", max_stories=-5)
+
+
+def test_profiles_are_valid_and_max_stories_none_means_all():
+    assert set(CONFIGS) == set(mechbook.PROFILES)
+    assert intro.resolve("smoke", max_stories=7, seed=2).max_stories == 7
+    assert dataclasses.replace(CONFIGS["cpu"], max_stories=None).max_stories is None
+
+
+def _literal_headline(stories):
+    split = [words(s) for s in stories]
+    flat = [w for ws in split for w in ws]
+    freq = Counter(flat)
+    ranked = sorted(freq, key=lambda w: (-freq[w], w))
+    lengths = sorted(len(ws) for ws in split)
+    n = len(lengths)
+    median = (lengths[(n - 1) // 2] + lengths[n // 2]) / 2
+    cover = {v: sum(freq[w] for w in ranked[:v]) / len(flat) for v in intro.COVERAGE_SIZES}
+    return {
+        "n_stories": n,
+        "n_words": len(flat),
+        "vocabulary": len(freq),
+        "median_words": median,
+        **{f"coverage_top{v}": c for v, c in cover.items()},
+    }
+
+
+@given(STORIES)
+@settings(max_examples=40, deadline=None)
+def test_headline_matches_literal_counts(stories):
+    if not any(words(s) for s in stories):
+        return
+    assert headline(build_overview(stories)) == pytest.approx(_literal_headline(stories))
+
+
+def test_prose_quotes_the_computed_numbers():
+    stories = ["the dog ran", "the the the sun", "a big red truck", "dog", "sun"]
+    ov = build_overview(stories)
+    text = intro.corpus_prose(ov)
+    assert "**5 stories**" in text and "**13 words**" in text and "**8 of them distinct**" in text
+    assert "median story has **3 words**" in text and "between 1 and 4" in text
+    coverage = intro.coverage_prose(ov)
+    assert coverage.count("**100.0%**") == 2  # 8 distinct words: both vocabularies cover every occurrence
+    assert "**Holds.**" in coverage and "100.0% (rule ≥ 95.0% (partly from 80.0%))" in coverage
+
+
+def test_chart_sample_is_seeded_and_bounded():
+    ov = build_overview([" ".join([f"w{i}"] * (i + 1)).replace("0", "a") for i in range(50)])
+    cfg = ChapterConfig(max_stories=None, chart_stories=20, vocab_sizes=(10,), seed=3)
+    a, b = intro.chart_sample(ov, cfg), intro.chart_sample(ov, cfg)
+    assert len(a) == 20 and a.equals(b) and a.story.is_unique
+    other = intro.chart_sample(ov, dataclasses.replace(cfg, seed=4))
+    assert not a.story.equals(other.story)
+    assert len(intro.chart_sample(ov, dataclasses.replace(cfg, chart_stories=500))) == 50
+
+
+def test_length_chart_fits_the_column_and_states_the_share():
+    ov = build_overview(["the dog ran and the dog sat", "a cat", "sun sun sun sun"])
+    spec = intro.length_chart(ov, ChapterConfig(None, 10, (2,))).to_dict()
+    widths = [v["width"] for v in spec["vconcat"]]
+    assert all(w <= intro.COLUMN_WIDTH for w in widths)
+    share = np.median([5 / 7, 1.0, 0.25])
+    assert spec["vconcat"][1]["title"] == f"In the median story {share:.0%} of the words are distinct"
+    assert spec["title"]["subtitle"] == "3 TinyStories stories, a random sample"
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
+def test_smoke_bounds_pass_the_corpus_and_reject_a_broken_word_split():
+    from mechbook.data import load_stories
+
+    stories = load_stories(SAMPLE, max_stories=CONFIGS["smoke"].max_stories)
+    bounds = load_thresholds("intro")["smoke"]
+    assert check_thresholds(headline(build_overview(stories)), bounds) == []
+    # a word split that keeps only the first word of each sentence
+    broken = [". ".join(line.split(" ")[0] for line in s.split(". ")) for s in stories]
+    assert check_thresholds(headline(build_overview(broken)), bounds)
+    # reading every story instead of the profile's 1,000
+    assert check_thresholds(headline(build_overview(load_stories(SAMPLE))), bounds)
+
+
+def test_length_prose_and_title_follow_the_reuse_reading():
+    # long stories repeat one word: their share of distinct words falls
+    reuse = build_overview(["a b", "c d", "e f g", "h i", "x x x x x x x x y", "z z z z z z z w", "q q q q q q q q"])
+    assert intro.reuse_gap(reuse) < 0
+    text = intro.length_prose(reuse)
+    assert "**Holds.**" in text and "points less" in text
+    title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"]
+    assert title == "Distinct words grow slower than story length"
+    # every story all distinct words: the share does not fall
+    fresh = build_overview(["a b", "c d e", "f g h i j k", "l m n o p q r s", "t u"])
+    assert intro.reuse_gap(fresh) == 0.0
+    assert "**Does not hold.**" in intro.length_prose(fresh) and "no different" in intro.length_prose(fresh)
+    assert intro.length_chart(fresh, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"].startswith("Longer")
+
+
+@pytest.mark.parametrize("claim", intro.CLAIMS, ids=lambda c: c.id)
+def test_each_claim_on_both_sides_of_its_rule(claim):
+    t = claim.rule.threshold
+    hold, fail = (t - 0.01, t + 0.01) if claim.rule.op == "<" else (t + 0.01, t - 0.5)
+    assert claim.evidence(hold).verdict == "reproduced" and claim.evidence(fail).verdict == "not reproduced"
+    assert claim.evidence(hold).sentence().startswith("**Holds.**")
+    assert claim.evidence(fail).sentence().startswith("**Does not hold.**")
+    assert claim.section.startswith("intro-")
+
+
+@given(STORIES)
+@settings(max_examples=30, deadline=None)
+def test_the_coverage_sentence_never_contradicts_its_number(stories):
+    if not any(words(s) for s in stories):
+        return
+    ov = build_overview(stories)
+    text = intro.coverage_prose(ov)
+    value = token_coverage(ov, intro.PAPER_VOCAB)
+    assert ("**Holds.**" in text) == (value >= 0.95)
+    assert f"{value:.1%}" in text
