@@ -7,7 +7,7 @@ profile's run, two stacked sweep runs, and a Part I model trained on seeded rand
 corpus needed). Each trains in a fresh state under :func:`mechbook.determinism.deterministic`, on
 the CPU code paths that ``import mechbook`` pins (:func:`mechbook.determinism.pin_portable_kernels`).
 A match on another CPU is evidence that the book's numbers do not depend on the processor; a
-mismatch names the run whose bits moved. tests/test_determinism.py checks the same runs across
+mismatch names the run whose bits moved. tests/integration/test_determinism.py checks the same runs across
 processes and thread counts on one machine.
 """
 

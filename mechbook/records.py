@@ -1,6 +1,6 @@
 """A chapter's headline numbers: ``record`` them while it runs, ``read_records`` them back.
 
-Used by every chapter and by ``tests/test_chapters.py``. ``record(name, value)`` emits a display
+Used by every chapter and by ``tests/integration/test_chapters.py``. ``record(name, value)`` emits a display
 output whose MIME types carry myst-nb's glue prefix (``application/papermill.record/``), the form
 ``myst_nb.glue(..., display=False)`` writes: the site build shows nothing for it, the value stays in
 the executed notebook as JSON, and a page can still quote it with ``{glue:}``.

@@ -69,7 +69,7 @@ class TrainConfig:
     precision: str = "fp32"
     # torch.compile the forward and backward: a speed switch (its fused kernels may round otherwise
     # than eager's, so it is part of the key); off by default, because a compile takes one to three
-    # minutes a process on a small CPU and the eager step is the one tests/test_determinism.py
+    # minutes a process on a small CPU and the eager step is the one tests/integration/test_determinism.py
     # checks bit for bit
     compile: bool = False
     # stop at the first evaluation whose training cross-entropy (mean over the batches since the

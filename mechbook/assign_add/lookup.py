@@ -23,7 +23,7 @@ A step's matrix work falls from O(B·P·d²) (every residual times every weight)
 plus O((V+P)·d²) plus layer 2's MLP at '=', which then dominates. The function is the same as
 :meth:`~mechbook.assign_add.model.AssignAddModel.forward` with ``last_only`` and as
 :func:`~mechbook.assign_add.model.stacked_logits` (the direct products, kept as the benchmark's
-baseline), to rounding (tests/test_aa_lookup.py); the additions come in another order, so the
+baseline), to rounding (tests/unit/assign_add/test_aa_lookup.py); the additions come in another order, so the
 rounding and hence a run's bits are its own. ``python -m mechbook bench assign-add`` measures the
 speed-up.
 """

@@ -40,7 +40,7 @@ class PhaseRules:
     jump_window: int = 500
     min_jump: float = 0.1
     # the binding rise ends at least this high: the any-value control of ``1var_train`` (0.43,
-    # chapter 8's baseline) plus ``min_jump``, rounded up (tests/test_aa_phases.py holds it there)
+    # chapter 8's baseline) plus ``min_jump``, rounded up (tests/unit/assign_add/test_aa_phases.py holds it there)
     phase2_end: float = 0.55
     phase3_pools: tuple[str, ...] = MISPLACED_POOLS
     plateau_len: int = 1000

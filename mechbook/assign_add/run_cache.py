@@ -11,8 +11,8 @@ it trains one run as a stack of one and writes it into the same entry. So when
 as it finds one it trained itself, and a grid stopped half-way trains only what is missing.
 
 Numerics: on a CPU a run's slice of a stack equals the run trained as a stack of one bit for bit
-(weights and history; ``tests/test_aa_jobs.py`` checks it on a small config, and
-``tests/test_aa_stacked.py`` that stacks trained in parallel processes equal stacks trained in
+(weights and history; ``tests/unit/assign_add/test_aa_jobs.py`` checks it on a small config, and
+``tests/integration/test_aa_stacked_processes.py`` that stacks trained in parallel processes equal stacks trained in
 this one), so either way the entry holds the same numbers. On CUDA the batched products of a
 wider stack round differently: an entry written by a GPU job holds that run's single-run (stack
 of one) numerics, which differ slightly from the same run's slice of an in-process GPU stack; the

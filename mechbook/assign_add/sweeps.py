@@ -126,7 +126,7 @@ def point_configs(
 def history_until(history: pd.DataFrame, step: int) -> pd.DataFrame:
     """The rows of a training history up to ``step``, which must be an evaluated step: with a
     constant learning rate and a sequential data stream, what a run of ``step`` steps would have
-    recorded (``tests/test_aa_sweeps.py`` trains both and compares)."""
+    recorded (``tests/integration/test_aa_sweeps_training.py`` trains both and compares)."""
     if step not in set(history["step"]):
         raise ValueError(f"step {step:,} was not evaluated; the evaluated steps are every eval_every up to the last")
     return history[history["step"] <= step]

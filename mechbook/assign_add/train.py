@@ -21,7 +21,7 @@ own initialisation (``model.seed``) and its own data stream (``numpy.random.defa
 so run k computes the same mathematics as training it alone. On a CPU (one thread, as
 :func:`~mechbook.determinism.deterministic` sets) each run's products are the same kernels on the
 same numbers whatever K, so a stacked run equals the run trained alone bit for bit
-(tests/test_aa_stacked.py asserts ``torch.equal``); on a GPU the batched kernels may round
+(tests/unit/assign_add/test_aa_stacked.py asserts ``torch.equal``); on a GPU the batched kernels may round
 differently, and AdamW's normalised steps carry the difference forward.
 
 Batches are drawn ``chunk`` steps at a time. With ``workers > 1`` the runs' streams are drawn in
