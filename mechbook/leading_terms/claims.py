@@ -5,10 +5,13 @@ one entry with its ``read`` (:class:`mechbook.claims.Claim`).
 verdicts with ``mechbook.claims.evidence(TABLES[stem], readings)``, where ``readings`` is what its
 claims read:
 
-- ``intro``: the :class:`~mechbook.leading_terms.overview.CorpusOverview`.
+- ``intro``: the :class:`~mechbook.leading_terms.overview.CorpusOverview`;
+- ``01_corpus_maps``: chapter 1's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from mechbook.claims import Claim, Measured, Rule
 from mechbook.leading_terms.overview import PAPER_VOCAB, reuse_gap, token_coverage
@@ -40,7 +43,114 @@ INTRO: tuple[Claim, ...] = (
 )
 """The introduction's claims: the book's two readings of the corpus that its sentences assert."""
 
+
+def _pairs(n: dict[str, Any], value: Any) -> Measured:
+    """Chapter 1's ``value``, untested where there is none because no scene pair is in the
+    vocabulary (its Φ median rank is None)."""
+    if value is None and n["phi_pair_median_rank"] is None:
+        return Measured(
+            untested=f"no scene pair of the chapter has both its words in this vocabulary of {n['vocab_size']} "
+            "tokens (a larger corpus or vocabulary has them)"
+        )
+    return Measured(value)
+
+
+def _over_phi(n: dict[str, Any], rank: str) -> float | None:
+    """The median rank ``n[rank]`` over the pairs' median rank in Φ (None where either is None)."""
+    phi = n["phi_pair_median_rank"]
+    return None if phi is None or n[rank] is None else n[rank] / phi
+
+
+CH01 = "01_corpus_maps"
+CH01_CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch01.drop_keeps_little",
+        CH01,
+        "book",
+        "On a corpus this size the paper's drop policy keeps almost nothing",
+        "share of the stories whose every token is in the vocabulary",
+        Rule("<=", 0.05, partly=0.2),
+        section="ch01-sequences",
+        spec=".1%",
+        read=lambda n: _pairs(n, n["drop_kept_fraction"]),
+    ),
+    Claim(
+        "ch01.upon_after_once",
+        CH01,
+        "book",
+        "In the row of *once*, B ranks *upon* first",
+        "rank of *upon* among all tokens in the row of *once* of B",
+        Rule("==", 1),
+        section="ch01-bigram",
+        spec="d",
+        read=lambda n: _pairs(n, n["b_rank_upon_after_once"]),
+    ),
+    Claim(
+        "ch01.adjective_nouns",
+        CH01,
+        "paper",
+        "B links adjectives to the nouns they modify",
+        "share of lexicon nouns among the adjectives' strongest readable successors, over its chance level",
+        Rule(">=", 2, partly=1.2),
+        paper="red → truck",
+        section="ch01-bigram",
+        spec=".2f",
+        read=lambda n: _pairs(n, n["b_adj_noun_share"] / n["b_adj_noun_chance"]),
+    ),
+    Claim(
+        "ch01.scene_pairs",
+        CH01,
+        "paper",
+        "Φ links an entity to its usual surroundings",
+        "median rank of the surrounding in the entity's row of Φ, over the known pairs (readable tokens)",
+        Rule("<=", 10, partly=30),
+        paper="fish → pond",
+        section="ch01-context",
+        spec=".0f",
+        read=lambda n: _pairs(n, n["phi_pair_median_rank"]),
+    ),
+    Claim(
+        "ch01.phi_not_b",
+        CH01,
+        "book",
+        "The bigram map cannot give these pairs: B ranks them far below Φ",
+        "median rank of the pairs in B over their median rank in Φ",
+        Rule(">=", 3, partly=1.5),
+        section="ch01-context",
+        spec=".1f",
+        read=lambda n: _pairs(n, _over_phi(n, "b_pair_median_rank")),
+    ),
+    Claim(
+        "ch01.pairs_not_frequency",
+        CH01,
+        "book",
+        "The pairs' ranks in Φ are the pairs' own: in the other entities' rows the same surroundings rank far "
+        "lower, so their frequency alone does not put them at the top",
+        "median rank of the surroundings in the other entities' rows of Φ (the mismatched-row control) over "
+        "their median rank in their own entity's row",
+        Rule(">=", 3, partly=1.5),
+        section="ch01-context",
+        spec=".1f",
+        read=lambda n: _pairs(n, _over_phi(n, "phi_pair_mismatched_median_rank")),
+    ),
+    Claim(
+        "ch01.word_classes",
+        CH01,
+        "paper",
+        "Σ_B groups interchangeable words",
+        "share of Σ̃_B's nearest lexicon neighbours of a word's own class, over its chance level",
+        Rule(">=", 2, partly=1.2),
+        paper="car ∼ truck",
+        section="ch01-sigma",
+        spec=".2f",
+        read=lambda n: _pairs(n, n["sigma_class_purity"] / n["sigma_class_chance"]),
+    ),
+)
+"""Chapter 1's claims: the paper's three readings of the maps (its examples as its numbers) and the
+book's own readings that a sentence of the page asserts."""
+
 TABLES: dict[str, tuple[Claim, ...]] = {
     "intro": INTRO,
+    CH01: CH01_CLAIMS,
 }
 """Every Part I chapter's claims, by notebook stem."""
