@@ -1,6 +1,7 @@
 """Part I: how attention models learn to associate tokens (gradient leading terms).
 
 - :mod:`~mechbook.leading_terms.overview`: the introduction's word counts of TinyStories.
+- :mod:`~mechbook.leading_terms.readings`: what the chapters read off their runs for their records and claims.
 - :mod:`~mechbook.leading_terms.claims`: the claims of the introduction and chapters 1-5, one table per chapter.
 - :mod:`~mechbook.leading_terms.tokenize`: natural, byte-level BPE and cased BPE tokenizers, training sequences.
 - :mod:`~mechbook.leading_terms.corpus`: the corpus settings per profile, ``load_corpus``.

@@ -6,7 +6,8 @@ verdicts with ``mechbook.claims.evidence(TABLES[stem], readings)``, where ``read
 claims read:
 
 - ``intro``: the :class:`~mechbook.leading_terms.overview.CorpusOverview`;
-- ``01_corpus_maps``: chapter 1's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers`).
+- ``01_corpus_maps``: chapter 1's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers`);
+- ``02_leading_terms``: :class:`~mechbook.leading_terms.readings.CheckReadings`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from mechbook.claims import Claim, Measured, Rule
+from mechbook.leading_terms.check import departure_steps
+from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.overview import PAPER_VOCAB, reuse_gap, token_coverage
+from mechbook.leading_terms.readings import BREAK_COSINE, EXPONENTS, CheckReadings, attention_first
 
 INTRO: tuple[Claim, ...] = (
     Claim(
@@ -149,8 +153,84 @@ CH01_CLAIMS: tuple[Claim, ...] = (
 """Chapter 1's claims: the paper's three readings of the maps (its examples as its numbers) and the
 book's own readings that a sentence of the page asserts."""
 
+
+def _attention_leaves_first(r: CheckReadings) -> Measured:
+    """The share of the sweep's rates at which some term leaves where W and P leave first; untested
+    where no term leaves."""
+    order = departure_steps(r.sweep, BREAK_COSINE).dropna(how="all")
+    if not len(order):
+        return Measured(untested=f"no matrix fell below cosine {BREAK_COSINE} up to η·s = {r.sweep['eta_s'].max():.3g}")
+    return Measured(float(attention_first(order).mean()))
+
+
+CH02 = "02_leading_terms"
+_PAPER_FORMS = "W_O ∼ ηsB, V ∼ ½η²s(s−1)(BΦ)ᵀ, W ∼ c₄Q and P ∼ c₄𝒫 while η·s is small"
+CH02_CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "ch02.closed_form_direction",
+        CH02,
+        "paper",
+        "Trained from zero, every matrix points along its leading term while η·s is small",
+        "lowest cosine with the closed form over every matrix, layer and step of the smallest learning rate",
+        Rule(">=", 0.999),
+        paper=_PAPER_FORMS,
+        section="ch02-check",
+        spec=".7f",
+        read=lambda r: Measured(r.numbers["check_min_cosine"]),
+    ),
+    Claim(
+        "ch02.closed_form_size",
+        CH02,
+        "paper",
+        "The leading terms give each matrix's size too, with the exact coefficients",
+        "largest |norm / predicted norm − 1| over the same matrices and steps",
+        Rule("<=", 0.02),
+        paper=_PAPER_FORMS,
+        section="ch02-check",
+        spec=".2%",
+        read=lambda r: Measured(r.numbers["check_max_ratio_error"]),
+    ),
+    Claim(
+        "ch02.eta_exponents",
+        CH02,
+        "book",
+        "At fixed s the norms grow as η¹, η², η⁴, η⁴ (W_O, V, W, P)",
+        "largest distance of a fitted exponent in η from 1, 2, 4, 4",
+        Rule("<=", 0.01, partly=0.05),
+        section="ch02-slopes",
+        spec=".4f",
+        read=lambda r: Measured(max(abs(r.numbers[f"slope_eta_{k}"] - EXPONENTS[k]) for k in KINDS)),
+    ),
+    Claim(
+        "ch02.s_slopes_above",
+        CH02,
+        "book",
+        "The slopes in s of V, W and P sit above their integer exponents 2, 4, 4 at small s",
+        "smallest fitted slope in s minus its integer exponent, over V, W and P",
+        Rule(">", 0),
+        section="ch02-slopes",
+        spec=".3f",
+        read=lambda r: Measured(min(r.numbers[f"slope_s_{k}"] - EXPONENTS[k] for k in ("V", "W", "P"))),
+    ),
+    Claim(
+        "ch02.attention_leaves_first",
+        CH02,
+        "book",
+        "The attention terms (W, P), fourth order in η·s, leave their leading forms before the output and value "
+        "terms (W_O, V)",
+        "share of the sweep's learning rates at which some term leaves (lowest cosine over the layers below 0.99) "
+        "where both W and P leave before both W_O and V (a term that never leaves counts as leaving last)",
+        Rule(">=", 1.0, partly=0.5),
+        section="ch02-validity",
+        read=_attention_leaves_first,
+    ),
+)
+"""Chapter 2's claims: the paper's closed forms (direction and size) and the book's readings that a
+sentence of the page asserts."""
+
 TABLES: dict[str, tuple[Claim, ...]] = {
     "intro": INTRO,
     CH01: CH01_CLAIMS,
+    CH02: CH02_CLAIMS,
 }
 """Every Part I chapter's claims, by notebook stem."""
