@@ -3,7 +3,8 @@ objects :mod:`mechbook.leading_terms.claims` reads). Cheap and uncached; kept ap
 modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose code is part of
 their cache keys.
 
-- chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`.
+- chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`;
+- chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import numpy as np
 import pandas as pd
 
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
+from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
 from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.train import Runs, TrainResult
 
 BREAK_COSINE = 0.99
 """Chapter 2's line: a matrix has left its leading form once its lowest cosine over the layers is
@@ -61,3 +64,60 @@ class CheckReadings:
 def check_readings(data: CheckRuns, s_last: int) -> CheckReadings:
     """Chapter 2's :class:`CheckReadings` of its two runs, the check's slopes fitted up to ``s_last``."""
     return CheckReadings(check_numbers(data, s_last), data.sweep)
+
+
+TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
+"""Chapter 3's words for its claim runs' tokenizers."""
+
+
+def tokenizer_name(name: str) -> str:
+    """A tokenizer's short label: "natural", "cased BPE"."""
+    return TOKENIZER_LABELS.get(name, name).split(" (")[0]
+
+
+def short_of(reached: float, target: PaperTarget) -> str | None:
+    """Why chapter 3's runs that stop at η·s ``reached`` leave a claim at the paper's η·s untested
+    (None where they reach it)."""
+    if reached >= target.eta_s - 1e-9:
+        return None
+    return f"this profile's runs stop at η·s = {reached:.3g} of the paper's {target.eta_s:.3g}"
+
+
+def training_numbers(runs: Runs, claim: dict[str, TrainResult], reading: ClaimReading) -> dict[str, float]:
+    """Chapter 3's numbers (``book/thresholds/03_training.yml`` bounds them): per shared run
+    (``paper_lr``, ``large_lr``) the lowest final cosine of each kind and the final loss; the
+    paper's η·s; per tokenizer the claim runs' η·s, lowest final cosines (also without ``<unk>``),
+    loss and ``<unk>`` share; and the theory-setting runs' η·s and claim measure per tokenizer and
+    batch."""
+    paper_lr, large_lr = sorted(runs.results)
+    out: dict[str, float] = {}
+    for tag, lr in (("paper_lr", paper_lr), ("large_lr", large_lr)):
+        for kind, value in final_min_cosines(runs.results[lr]).items():
+            out[f"min_cos_{kind}_{tag}"] = value
+        out[f"final_loss_{tag}"] = final_loss(runs.results[lr])
+    out["paper_eta_s"] = reading.target.eta_s
+    for name, result in claim.items():
+        out[f"claim_eta_s_{name}"] = result.train_cfg.lr * result.train_cfg.steps
+        for kind, value in reading.cosines[name].items():
+            out[f"claim_min_cos_{kind}_{name}"] = value
+        out[f"claim_final_loss_{name}"] = reading.losses[name]
+        out[f"claim_cos_no_unk_{name}"] = claim_value(reading.cosines_no_unk[name])
+        out[f"unk_share_{name}"] = reading.unk_shares[name]
+        for run in reading.setting[name]:
+            tag = "full" if run.batch_size is None else f"b{run.batch}"
+            out[f"setting_cos_{name}_{tag}"] = claim_value(run.cosines)
+        out[f"setting_cos_no_unk_{name}_full"] = claim_value(reading.full_batch(name).cosines_no_unk)
+    out["setting_eta_s"] = reading.setting_eta_s
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingReadings:
+    """What chapter 3's claims read: the shared ``runs`` (the smaller learning rate is the
+    paper's; :data:`~mechbook.leading_terms.claims.CH03_SHARED` reads them) and the ``reading`` of
+    the claim runs and the theory's setting (:data:`~mechbook.leading_terms.claims.CH03_CLAIM`).
+    Either is None where only the other part is read: the page states the shared runs' claims
+    before the claim runs train."""
+
+    runs: Runs | None = None
+    reading: ClaimReading | None = None
