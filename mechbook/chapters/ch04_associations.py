@@ -22,7 +22,6 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.chapters.part1_labels import run_labels
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.associations import (
     TRAINED_TERMS,
@@ -35,6 +34,7 @@ from mechbook.leading_terms.associations import (
     top_k,
 )
 from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained, run_drops, run_label
+from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs
 from mechbook.validation import POSITIVE, at_least, check_fields

@@ -23,10 +23,10 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit, eval_runs
 from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, run_drops, run_label
+from mechbook.leading_terms.labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
 from mechbook.leading_terms.runs import SHARED_RUNS
 from mechbook.leading_terms.train import RunsConfig, chapter_runs

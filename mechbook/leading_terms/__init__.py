@@ -16,4 +16,5 @@
 - :mod:`~mechbook.leading_terms.claim`: the paper's 100-epoch claim, its theory-setting runs, the cause rule.
 - :mod:`~mechbook.leading_terms.associations`: ranked association tables and heatmap subsets.
 - :mod:`~mechbook.leading_terms.ablation`: removing each leading term from a trained model.
+- :mod:`~mechbook.leading_terms.labels`: the names of chapters 3-5's two runs and matrices in records and charts.
 """
