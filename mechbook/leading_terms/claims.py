@@ -9,7 +9,8 @@ claims read:
 - ``01_corpus_maps``: chapter 1's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers`);
 - ``02_leading_terms``: :class:`~mechbook.leading_terms.readings.CheckReadings`;
 - ``03_training``: :class:`~mechbook.leading_terms.readings.TrainingReadings` (:data:`CH03_SHARED` reads its
-  shared runs alone, so the page states them before the claim runs train).
+  shared runs alone, so the page states them before the claim runs train);
+- ``04_associations``: :class:`~mechbook.leading_terms.readings.AssociationReadings`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from mechbook.claims import Claim, Measured, Rule, evidence
-from mechbook.leading_terms.check import LEARNED_NATS, TRAINED_NATS, departure_steps, is_trained, loss_drop
+from mechbook.leading_terms.associations import TRAINED_TERMS
+from mechbook.leading_terms.check import (
+    LEARNED_NATS,
+    TRAINED_NATS,
+    decisive_run,
+    departure_steps,
+    is_trained,
+    loss_drop,
+    run_label,
+)
 from mechbook.leading_terms.claim import (
     CLAIM_KINDS,
     THRESHOLD,
@@ -32,6 +42,7 @@ from mechbook.leading_terms.overview import PAPER_VOCAB, reuse_gap, token_covera
 from mechbook.leading_terms.readings import (
     BREAK_COSINE,
     EXPONENTS,
+    AssociationReadings,
     CheckReadings,
     TrainingReadings,
     attention_first,
@@ -436,10 +447,104 @@ def claim_cause(reading: ClaimReading) -> str:
     )
 
 
+def _untrained(drops: dict[float, float]) -> str:
+    """Why chapters 4 and 5 leave their claims untested where neither of chapter 3's runs has trained."""
+    return (
+        f"neither of chapter 3's runs has trained: their losses fell {' and '.join(f'{d:.3f}' for d in drops.values())} "
+        f"nats, under {TRAINED_NATS}"
+    )
+
+
+def _overlap(trained: str, centred: bool) -> Any:
+    """The read of a chapter 4 claim on the trained map ``trained``: the overlap's excess over the
+    harder baseline (``centred``: of the row-centred maps over another word's row), on the run
+    that has trained (:func:`~mechbook.leading_terms.check.decisive_run`); untested, with the
+    drops, when neither has."""
+
+    def read(r: AssociationReadings) -> Measured:
+        lr = decisive_run(r.drops)
+        if lr is None:
+            return Measured(untested=_untrained(r.drops))
+        o = r.overlaps[lr][trained]
+        return Measured(o.centred - o.centred_mismatched if centred else o.excess, run=run_label(lr, r.drops[lr]))
+
+    return read
+
+
+def _overlap_claim(name: str, trained: str, statement: str, paper: str) -> Claim:
+    term = TRAINED_TERMS[trained]
+    return Claim(
+        f"ch04.{name}",
+        CH04,
+        "paper",
+        statement,
+        f"overlap@10 of {term} and {trained} over the content words minus the harder baseline (the larger of "
+        "chance and the overlap with another word's row), on the run of chapter 3 that has trained",
+        Rule(">=", 0.5, partly=0.25),
+        paper=paper,
+        section="ch04-overlap",
+        spec=".2f",
+        read=_overlap(trained, centred=False),
+    )
+
+
+def _centred_claim(name: str, trained: str) -> Claim:
+    term = TRAINED_TERMS[trained]
+    return Claim(
+        f"ch04.{name}",
+        CH04,
+        "book",
+        f"With the profile every row shares taken out, each word's row of {trained} still ranks what its row of "
+        f"{term} ranks",
+        f"overlap@10 of the row-centred {term} and {trained} minus the same overlap with another word's row, on "
+        "the run of chapter 3 that has trained",
+        Rule(">=", 0.3, partly=0.1),
+        section="ch04-overlap",
+        spec=".2f",
+        read=_overlap(trained, centred=True),
+    )
+
+
+CH04 = "04_associations"
+CH04_CLAIMS: tuple[Claim, ...] = (
+    _overlap_claim(
+        "w_o_ranks_b",
+        "W_O",
+        "The trained output matrix W_O lists each word's bigram successors, as B does",
+        "W_O ≈ ηs B: its rows list B's successors (the association tables)",
+    ),
+    _overlap_claim(
+        "vw_o_ranks_g",
+        "V W_O",
+        "The trained value-output path V W_O lists, for each context word, the next words G lists",
+        "V W_O ∝ G = ΦᵀΣ_B: context → words interchangeable with its usual successors",
+    ),
+    _overlap_claim(
+        "w_ranks_q",
+        "W",
+        "The trained key-query matrix W lists, for each query word, the keys Q lists",
+        "W ∝ Q: which earlier tokens a token attends to",
+    ),
+    _centred_claim("w_o_ranks_b_centred", "W_O"),
+    _centred_claim("vw_o_ranks_g_centred", "V W_O"),
+    _centred_claim("w_ranks_q_centred", "W"),
+)
+"""Chapter 4's claims: the paper's reading of each trained map as its leading term, judged against
+the mismatched-row baseline, and the book's row-centred reading of the same maps."""
+
+CH04_CLAIM_OF = {
+    "W_O": ("ch04.w_o_ranks_b", "ch04.w_o_ranks_b_centred"),
+    "V W_O": ("ch04.vw_o_ranks_g", "ch04.vw_o_ranks_g_centred"),
+    "W": ("ch04.w_ranks_q", "ch04.w_ranks_q_centred"),
+}
+"""The (raw, row-centred) claim ids of each trained map of chapter 4."""
+
+
 TABLES: dict[str, tuple[Claim, ...]] = {
     "intro": INTRO,
     CH01: CH01_CLAIMS,
     CH02: CH02_CLAIMS,
     CH03: CH03_CLAIMS,
+    CH04: CH04_CLAIMS,
 }
 """Every Part I chapter's claims, by notebook stem."""

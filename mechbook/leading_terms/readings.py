@@ -4,7 +4,8 @@ modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose co
 their cache keys.
 
 - chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`;
-- chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`.
+- chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`;
+- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
 from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
+from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS
 from mechbook.leading_terms.train import Runs, TrainResult
 
@@ -121,3 +124,30 @@ class TrainingReadings:
 
     runs: Runs | None = None
     reading: ClaimReading | None = None
+
+
+def association_numbers(overlaps: dict[float, dict[str, OverlapReading]]) -> dict[str, float]:
+    """Chapter 4's recorded overlaps per run: ``overlap_<term>_<map>_<run>`` (e.g.
+    ``overlap_G_VW_O_paper_lr``), ``mismatched_...`` (another word's row), ``excess_...`` (over
+    the harder baseline) and ``centred_excess_...`` (row-centred maps)."""
+    labels = run_labels(tuple(overlaps))
+    out: dict[str, float] = {}
+    for lr, per_map in overlaps.items():
+        for name, r in per_map.items():
+            key = f"{TRAINED_TERMS[name]}_{name.replace(' ', '')}_{labels[lr]}"
+            out[f"overlap_{key}"] = r.matched
+            out[f"mismatched_{key}"] = r.mismatched
+            out[f"excess_{key}"] = r.excess
+            out[f"centred_excess_{key}"] = r.centred - r.centred_mismatched
+    return out
+
+
+@dataclass(frozen=True)
+class AssociationReadings:
+    """What chapter 4's claims read: the ``overlaps`` of both runs
+    (:func:`~mechbook.leading_terms.associations.overlap_readings`) and how far each run's loss
+    fell (``drops``, :func:`~mechbook.leading_terms.check.run_drops`), which decide the run the
+    claims are read on."""
+
+    overlaps: dict[float, dict[str, OverlapReading]]
+    drops: dict[float, float]
