@@ -10,11 +10,17 @@ claims read:
 - ``02_leading_terms``: :class:`~mechbook.leading_terms.readings.CheckReadings`;
 - ``03_training``: :class:`~mechbook.leading_terms.readings.TrainingReadings` (:data:`CH03_SHARED` reads its
   shared runs alone, so the page states them before the claim runs train);
-- ``04_associations``: :class:`~mechbook.leading_terms.readings.AssociationReadings`.
+- ``04_associations``: :class:`~mechbook.leading_terms.readings.AssociationReadings`;
+- ``05_cooperation``: :class:`~mechbook.leading_terms.readings.CooperationReadings` (:data:`CH05_PATHS` reads
+  its path means alone, so the page states it before the experiments run).
+
+The claims of chapters 4 and 5 are decided on the run of chapter 3 that has trained
+(:func:`~mechbook.leading_terms.check.decisive_run`), and say so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mechbook.claims import Claim, Measured, Rule, evidence
@@ -44,6 +50,7 @@ from mechbook.leading_terms.readings import (
     EXPONENTS,
     AssociationReadings,
     CheckReadings,
+    CooperationReadings,
     TrainingReadings,
     attention_first,
     short_of,
@@ -455,20 +462,29 @@ def _untrained(drops: dict[float, float]) -> str:
     )
 
 
-def _overlap(trained: str, centred: bool) -> Any:
-    """The read of a chapter 4 claim on the trained map ``trained``: the overlap's excess over the
-    harder baseline (``centred``: of the row-centred maps over another word's row), on the run
-    that has trained (:func:`~mechbook.leading_terms.check.decisive_run`); untested, with the
-    drops, when neither has."""
+def _on_trained(value: Callable[[Any, float], Any]) -> Callable[[Any], Measured]:
+    """The read of a chapter 4 or 5 claim: ``value(readings, lr)`` on the run that has trained
+    (:func:`~mechbook.leading_terms.check.decisive_run` of ``readings.drops``), named as the run it
+    was decided on; untested, with the drops, when neither run has trained."""
 
-    def read(r: AssociationReadings) -> Measured:
+    def read(r: Any) -> Measured:
         lr = decisive_run(r.drops)
         if lr is None:
             return Measured(untested=_untrained(r.drops))
-        o = r.overlaps[lr][trained]
-        return Measured(o.centred - o.centred_mismatched if centred else o.excess, run=run_label(lr, r.drops[lr]))
+        return Measured(value(r, lr), run=run_label(lr, r.drops[lr]))
 
     return read
+
+
+def _overlap(trained: str, centred: bool) -> Callable[[Any], Measured]:
+    """The read of a chapter 4 claim on the trained map ``trained``: the overlap's excess over the
+    harder baseline (``centred``: of the row-centred maps over another word's row)."""
+
+    def value(r: AssociationReadings, lr: float) -> float:
+        o = r.overlaps[lr][trained]
+        return o.centred - o.centred_mismatched if centred else o.excess
+
+    return _on_trained(value)
 
 
 def _overlap_claim(name: str, trained: str, statement: str, paper: str) -> Claim:
@@ -540,11 +556,123 @@ CH04_CLAIM_OF = {
 """The (raw, row-centred) claim ids of each trained map of chapter 4."""
 
 
+def _path_gap(r: CooperationReadings, lr: float) -> float:
+    p = r.exps[lr].paths.set_index("removal")["delta_loss"]
+    return float(p["without the residual path"] - p["without every attention path"])
+
+
+CH05 = "05_cooperation"
+CH05_PATHS: tuple[Claim, ...] = (
+    Claim(
+        "ch05.residual_leads",
+        CH05,
+        "paper",
+        "Once the model has trained, the residual (bigram) path carries more of the right token's logit than the "
+        "attention paths together",
+        "attention paths' share a/(|a|+|r|) of the right token's mean centred logit, on the run of chapter 3 that has trained",
+        Rule("<", 0.5),
+        paper="logits ≈ ηs B[x_t] + (η³s³/2) Σ_l (A x)ᵀ ΦᵀΣ_B: the bigram path is first order, attention third",
+        section="ch05-paths",
+        read=_on_trained(lambda r, lr: float(r.means.loc[lr, "attention share"])),
+    ),
+)
+"""Chapter 5's claim on the paths' mean contributions (it reads ``CooperationReadings.means``)."""
+
+CH05_ABLATIONS: tuple[Claim, ...] = (
+    Claim(
+        "ch05.w_o_costliest",
+        CH05,
+        "paper",
+        "The bigram term of W_O carries most of what the model has learned: its removal costs more than any other "
+        "single leading term's",
+        "the matrix whose leading-term removal raises the loss most, on the run of chapter 3 that has trained",
+        Rule("==", "W_O"),
+        paper="W_O ≈ ηs B is the first-order term; the others enter at higher order",
+        section="ch05-ablation",
+        read=_on_trained(lambda r, lr: r.exps[lr].costliest[0]),
+    ),
+    Claim(
+        "ch05.w_p_least",
+        CH05,
+        "paper",
+        "Removing a key-query or position leading term moves the loss less than removing any output or value one "
+        "(they only reshape attention, a fourth-order effect)",
+        "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), on the run of chapter 3 that has trained",
+        Rule("<", 0.0),
+        paper="W ≈ (η⁴s⁴/8) Q (Q averaged over the NT positions, as in chapter 2): attention departs from uniform only at fourth order",
+        section="ch05-ablation",
+        read=_on_trained(lambda r, lr: r.exps[lr].attention_shaping_gap),
+    ),
+    Claim(
+        "ch05.leading_terms_hold_the_skill",
+        CH05,
+        "book",
+        "The leading terms hold the model's skill: removing every leading component at once takes the model back to "
+        "the zero model",
+        "share of the way from the full model's loss back to the zero model's with every leading component removed"
+        ", on the run of chapter 3 that has trained",
+        Rule(">=", 0.9, partly=0.5),
+        section="ch05-ablation",
+        spec=".0%",
+        read=_on_trained(lambda r, lr: r.exps[lr].way_back),
+    ),
+    Claim(
+        "ch05.residual_path_costs_most",
+        CH05,
+        "book",
+        "Dropping the residual path costs more than dropping every attention path",
+        "loss increase without the residual path minus that without every attention path (nats), on the run of chapter 3 that has trained",
+        Rule(">", 0.0),
+        section="ch05-path-ablation",
+        read=_on_trained(_path_gap),
+    ),
+    Claim(
+        "ch05.remainder_pushes_down",
+        CH05,
+        "book",
+        "Alone, what is left of W_O after its B part pushes the right next token down, which is how removing the B "
+        "part can cost more than the zero model",
+        "mean centred logit of the right next token from W_O's remainder alone (nats), on the run of chapter 3 that has trained",
+        Rule("<", 0.0),
+        section="ch05-remainder",
+        read=_on_trained(lambda r, lr: r.exps[lr].split.right_remainder),
+    ),
+    Claim(
+        "ch05.remainder_corrects_b",
+        CH05,
+        "book",
+        "W_O's remainder corrects its B part: the logits the two write point in opposite directions",
+        "cosine between the centred logits of W_O's B part and of its remainder, on the run of chapter 3 that has trained",
+        Rule("<", 0.0),
+        section="ch05-remainder",
+        read=_on_trained(lambda r, lr: r.exps[lr].split.logit_cosine),
+    ),
+    Claim(
+        "ch05.w_zero_idle",
+        CH05,
+        "book",
+        "Attention stays near uniform, so the key-query matrices hold none of the skill: W := 0 leaves the loss where "
+        "it is",
+        "share of the full model's gain over the zero model lost with every W := 0, on the run of chapter 3 that has trained",
+        Rule("<", 0.01),
+        section="ch05-w-zero",
+        spec=".2%",
+        read=_on_trained(lambda r, lr: r.exps[lr].idle_share),
+    ),
+)
+"""Chapter 5's claims on its ablation experiments (they read ``CooperationReadings.exps``)."""
+
+CH05_CLAIMS: tuple[Claim, ...] = CH05_PATHS + CH05_ABLATIONS
+"""Chapter 5's claims: the paper's ordering of the paths and of the terms, and the book's readings
+of the ablations and their controls."""
+
+
 TABLES: dict[str, tuple[Claim, ...]] = {
     "intro": INTRO,
     CH01: CH01_CLAIMS,
     CH02: CH02_CLAIMS,
     CH03: CH03_CLAIMS,
     CH04: CH04_CLAIMS,
+    CH05: CH05_CLAIMS,
 }
 """Every Part I chapter's claims, by notebook stem."""

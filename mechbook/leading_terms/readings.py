@@ -5,16 +5,19 @@ their cache keys.
 
 - chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`;
 - chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`;
-- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`.
+- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
+- chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from mechbook.leading_terms.ablation import Cooperation
 from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
 from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
@@ -151,3 +154,49 @@ class AssociationReadings:
 
     overlaps: dict[float, dict[str, OverlapReading]]
     drops: dict[float, float]
+
+
+FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
+"""The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table` (chapter 5)."""
+
+
+def cooperation_numbers(exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
+    r"""Chapter 5's recorded numbers per run (``*_paper_lr``, ``*_large_lr``) of its experiments
+    ``exps`` and path ``means`` (:func:`~mechbook.leading_terms.logit_paths.mean_paths`): mean
+    residual and attention contributions; loss of the full model, with every leading term removed
+    and with W_O's removed, the largest single-removal increase and its matrix, the single
+    removals' sum and the joint increase, the path removals, the W_O split and the W := 0 loss;
+    and the zero model's loss (:math:`\log |V|`)."""
+    lrs = tuple(exps)
+    numbers: dict[str, Any] = {}
+    for lr, name in run_labels(lrs).items():
+        e = exps[lr]
+        rows = e.matrices.set_index("ablation")
+        paths = e.paths.set_index("removal")["delta_loss"]
+        numbers[f"mean_residual_{name}"] = float(means.loc[lr, "residual"])
+        numbers[f"mean_attention_{name}"] = float(means.loc[lr, "attention"])
+        numbers[f"loss_full_{name}"] = float(rows.loc[FULL, "loss"])
+        numbers[f"loss_no_leading_{name}"] = float(rows.loc[EVERY, "loss"])
+        numbers[f"loss_no_W_O_term_{name}"] = float(rows.loc["remove leading term of W_O", "loss"])
+        numbers[f"worst_single_{name}"], numbers[f"max_single_delta_{name}"] = e.costliest
+        numbers[f"sum_single_delta_{name}"], numbers[f"joint_delta_{name}"] = e.matrix_additivity
+        numbers[f"delta_no_residual_path_{name}"] = float(paths["without the residual path"])
+        numbers[f"delta_no_attention_paths_{name}"] = float(paths["without every attention path"])
+        numbers[f"loss_W_O_b_part_{name}"] = e.split.loss_b_part
+        numbers[f"loss_W_O_remainder_{name}"] = e.split.loss_remainder
+        numbers[f"loss_W_zero_{name}"] = e.loss_w_zero
+    numbers["loss_zero"] = float(exps[lrs[0]].matrices.set_index("ablation").loc[ZERO, "loss"])
+    return numbers
+
+
+@dataclass(frozen=True)
+class CooperationReadings:
+    """What chapter 5's claims read: how far each run's loss fell (``drops``, which decide the run
+    the claims are read on), the mean path contributions (``means``;
+    :data:`~mechbook.leading_terms.claims.CH05_PATHS` reads them) and the ablation experiments
+    (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`). Either is None where only
+    the other part is read: the page states the paths' claim before the experiments run."""
+
+    drops: dict[float, float]
+    means: pd.DataFrame | None = None
+    exps: dict[float, Cooperation] | None = None
