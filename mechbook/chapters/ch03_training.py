@@ -1,5 +1,6 @@
 """Chapter 3, "Training the 3-layer attention model" (book/part1/03_training.ipynb): its config,
-claims, charts and prose, in page order.
+charts and prose, in page order (its claims are :data:`mechbook.leading_terms.claims.CH03_CLAIMS`,
+its numbers :func:`mechbook.leading_terms.readings.training_numbers`).
 
 Two sets of runs (configs in :mod:`mechbook.leading_terms.runs`). The shared runs (the paper's lr
 0.005 and a larger one, on the natural-tokenizer corpus) are the models chapters 4 and 5 read as

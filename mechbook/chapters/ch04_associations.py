@@ -6,7 +6,9 @@ leading terms, row by row: W_O against B (bigram successors), V W_O against G = 
 shows ranked tables, the overlap@k of the rankings over the most frequent content words against
 two baselines (chance :math:`k/|V|` and the harder mismatched-row overlap, also for the row-centred maps),
 and an explorer of one word's corpus associations and trained rankings. The readings are computed
-in :mod:`mechbook.leading_terms.associations`; this module presents them, in page order.
+in :mod:`mechbook.leading_terms.associations`, the recorded numbers in
+:mod:`mechbook.leading_terms.readings` and the claims are
+:data:`mechbook.leading_terms.claims.CH04_CLAIMS`; this module presents them, in page order.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ path by its centred contribution to the logit of the right next token, sentence 
 on average; then removes each trained matrix's leading component, and each path, and measures
 what it costs in loss (:mod:`mechbook.leading_terms.ablation`, which computes every experiment):
 how far the removals are from additive, why removing W_O's B part can cost more than zeroing the
-whole model, and the "W := 0" control, for chapter 3's two runs. This module presents them in page
-order.
+whole model, and the "W := 0" control, for chapter 3's two runs. The recorded numbers are
+:func:`mechbook.leading_terms.readings.cooperation_numbers` and the claims
+:data:`mechbook.leading_terms.claims.CH05_CLAIMS`. This module presents them in page order.
 """
 
 from __future__ import annotations

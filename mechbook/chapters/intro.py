@@ -211,7 +211,8 @@ def coverage_prose(ov: CorpusOverview) -> str:
 
 
 def record_all(ov: CorpusOverview) -> dict[str, Any]:
-    """Record the introduction's numbers (:func:`headline`) and its claims; returns the records."""
+    """Record the introduction's numbers (:func:`~mechbook.leading_terms.overview.headline`) and its
+    claims; returns the records."""
     records = record_numbers(headline(ov))
     records.update(claims.record_claims(claims.evidence(INTRO, ov).values()))
     return records
