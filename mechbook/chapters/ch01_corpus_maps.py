@@ -2,7 +2,8 @@
 
 The chapter tokenises TinyStories with the paper's natural tokenizer, computes the bigram map B,
 the context map Φ and the interchangeability map Σ_B = BᵀB on the whole training set
-(:mod:`mechbook.leading_terms.maps` computes and measures them), and presents them in page order:
+(:mod:`mechbook.leading_terms.maps` computes and measures them, its claims are
+:data:`mechbook.leading_terms.claims.CH01_CLAIMS`), and presents them in page order:
 the corpus, ranked tables for a few adjectives, entities and lexicon words, the rank of known
 (entity, surrounding) pairs in Φ and in B, the word-class purity of Σ_B's nearest neighbours, a
 heatmap explorer of a readable block of each map, and a take-away read from the claims. Its corpus
@@ -21,10 +22,10 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_cells, top_k
+from mechbook.leading_terms.claims import CH01_CLAIMS
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
-from mechbook.leading_terms.maps import CorpusMaps, build_maps, in_model_vocabulary, maps_numbers, pair_rank_table
+from mechbook.leading_terms.maps import CorpusMaps, in_model_vocabulary
 from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
@@ -82,114 +83,9 @@ def resolve(
     )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "ch01.drop_keeps_little",
-        CHAPTER,
-        "book",
-        "On a corpus this size the paper's drop policy keeps almost nothing",
-        "share of the stories whose every token is in the vocabulary",
-        Rule("<=", 0.05, partly=0.2),
-        section="ch01-sequences",
-        spec=".1%",
-    ),
-    Claim(
-        "ch01.upon_after_once",
-        CHAPTER,
-        "book",
-        "In the row of *once*, B ranks *upon* first",
-        "rank of *upon* among all tokens in the row of *once* of B",
-        Rule("==", 1),
-        section="ch01-bigram",
-        spec="d",
-    ),
-    Claim(
-        "ch01.adjective_nouns",
-        CHAPTER,
-        "paper",
-        "B links adjectives to the nouns they modify",
-        "share of lexicon nouns among the adjectives' strongest readable successors, over its chance level",
-        Rule(">=", 2, partly=1.2),
-        paper="red → truck",
-        section="ch01-bigram",
-        spec=".2f",
-    ),
-    Claim(
-        "ch01.scene_pairs",
-        CHAPTER,
-        "paper",
-        "Φ links an entity to its usual surroundings",
-        "median rank of the surrounding in the entity's row of Φ, over the known pairs (readable tokens)",
-        Rule("<=", 10, partly=30),
-        paper="fish → pond",
-        section="ch01-context",
-        spec=".0f",
-    ),
-    Claim(
-        "ch01.phi_not_b",
-        CHAPTER,
-        "book",
-        "The bigram map cannot give these pairs: B ranks them far below Φ",
-        "median rank of the pairs in B over their median rank in Φ",
-        Rule(">=", 3, partly=1.5),
-        section="ch01-context",
-        spec=".1f",
-    ),
-    Claim(
-        "ch01.pairs_not_frequency",
-        CHAPTER,
-        "book",
-        "The pairs' ranks in Φ are the pairs' own: in the other entities' rows the same surroundings rank far "
-        "lower, so their frequency alone does not put them at the top",
-        "median rank of the surroundings in the other entities' rows of Φ (the mismatched-row control) over "
-        "their median rank in their own entity's row",
-        Rule(">=", 3, partly=1.5),
-        section="ch01-context",
-        spec=".1f",
-    ),
-    Claim(
-        "ch01.word_classes",
-        CHAPTER,
-        "paper",
-        "Σ_B groups interchangeable words",
-        "share of Σ̃_B's nearest lexicon neighbours of a word's own class, over its chance level",
-        Rule(">=", 2, partly=1.2),
-        paper="car ∼ truck",
-        section="ch01-sigma",
-        spec=".2f",
-    ),
-)
-"""Every claim this chapter tests: the paper's three readings of the maps (its examples as its
-numbers) and the book's own readings that a sentence of the page asserts."""
-
-_CLAIM = {c.id: c for c in CLAIMS}
-
-
-def evidence(n: dict[str, Any]) -> dict[str, Evidence]:
-    """Each claim's :class:`~mechbook.claims.Evidence` from the chapter's numbers
-    (:func:`~mechbook.leading_terms.maps.maps_numbers`), by claim id."""
-    phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
-    values = {
-        "ch01.drop_keeps_little": n["drop_kept_fraction"],
-        "ch01.upon_after_once": n["b_rank_upon_after_once"],
-        "ch01.adjective_nouns": n["b_adj_noun_share"] / n["b_adj_noun_chance"],
-        "ch01.scene_pairs": phi,
-        "ch01.phi_not_b": None if phi is None else b / phi,
-        "ch01.pairs_not_frequency": None
-        if phi is None or n["phi_pair_mismatched_median_rank"] is None
-        else n["phi_pair_mismatched_median_rank"] / phi,
-        "ch01.word_classes": n["sigma_class_purity"] / n["sigma_class_chance"],
-    }
-    no_pairs = None
-    if phi is None:
-        no_pairs = (
-            f"no scene pair of the chapter has both its words in this vocabulary of {n['vocab_size']} tokens "
-            "(a larger corpus or vocabulary has them)"
-        )
-    return {
-        cid: _CLAIM[cid].evidence(untested=no_pairs) if value is None and no_pairs else _CLAIM[cid].evidence(value)
-        for cid, value in values.items()
-    }
+CLAIMS = CH01_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH01_CLAIMS`), where the
+ledger looks for them."""
 
 
 def profile_prose(cfg: ChapterConfig) -> str:
@@ -200,27 +96,6 @@ def profile_prose(cfg: ChapterConfig) -> str:
         f"{which[0].upper()}{which[1:]} stories, a vocabulary of $|V| = {c.vocab_size}$ tokens, sequences of "
         f"$T = {c.context}$ predicted positions, vocabulary policy **{c.policy}**."
     )
-
-
-def build(cfg: ChapterConfig) -> CorpusMaps:
-    """The chapter's corpus and its three maps (:func:`~mechbook.leading_terms.maps.build_maps`,
-    cached); refused, in one line, when its vocabulary is too small for the chapter's tables."""
-    m = build_maps(cfg.corpus)
-    have = {c: len(m.words_of(c)) for c in ("noun", "verb", "adjective")}
-    short = {c: k for c, k in have.items() if k < cfg.block_per_class}
-    if short or not m.entities:
-        lacking = [f"{k} {c}s" for c, k in short.items()] + ([] if m.entities else ["no entity of a scene pair"])
-        raise ValueError(
-            f"the corpus is too small for chapter 1: its {m.tokenizer.vocab_size}-token vocabulary holds only "
-            f"{' and '.join(lacking)} of the chapter's lexicon, where its tables need {cfg.block_per_class} words of "
-            "each class and the scene pairs' entities: use a larger corpus (the 5,000-story sample has them)"
-        )
-    return m
-
-
-def numbers(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
-    """The chapter's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers` at this config's sizes)."""
-    return maps_numbers(m, successors_k=cfg.successors_k, purity_k=cfg.purity_k)
 
 
 def model_vocabulary_prose(m: CorpusMaps, profile: str) -> str:
@@ -250,7 +125,7 @@ def corpus_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     n_real = m.tokenizer.vocab_size - (m.tokenizer.unk_id is not None)
     kept_share = s["in_vocabulary"] / s["stories"]
     opening = f"Of the **{m.n_read:,} stories**, {s['long_enough']:,} have at least $T+1 = {T + 1}$ tokens. "
-    verdict = " " + evidence(n)["ch01.drop_keeps_little"].sentence()
+    verdict = " " + claims.evidence(CH01_CLAIMS, n)["ch01.drop_keeps_little"].sentence()
     if m.corpus.policy == "unk":
         return (
             opening
@@ -293,7 +168,7 @@ def bigram_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
 def bigram_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
     """The two checks of B: *upon* after *once*, and the adjectives' noun successors against chance,
     each with its claim's verdict."""
-    ev = evidence(n)
+    ev = claims.evidence(CH01_CLAIMS, n)
     return (
         f"Two checks. Most TinyStories stories open with *once upon a time*: in the row of *once*, "
         f"*upon* ranks **{n['b_rank_upon_after_once']}** among all {m.tokenizer.vocab_size} tokens. And of the "
@@ -337,15 +212,10 @@ def context_recurring_prose(table: pd.DataFrame) -> str:
     )
 
 
-def pair_table(m: CorpusMaps) -> pd.DataFrame:
-    """Rank of each (entity, surrounding) pair's surrounding in the entity's row of Φ and of B."""
-    return pair_rank_table(m)
-
-
 def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
     """Median rank of the pairs in Φ and in B, *pond*'s rank for *fish*, and the two claims' verdicts."""
     phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
-    ev = evidence(n)
+    ev = claims.evidence(CH01_CLAIMS, n)
     verdicts = "".join(
         f"\n\n{ev[c].sentence()}" for c in ("ch01.scene_pairs", "ch01.pairs_not_frequency", "ch01.phi_not_b")
     )
@@ -386,7 +256,7 @@ def sigma_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
         f"({', '.join(f'{c} {k}s' for k, c in counts.items())}) and, for each, its {cfg.purity_k} nearest other "
         f"lexicon words under $\\tilde\\Sigma_B$. **{n['sigma_class_purity']:.0%}** of them are of the word's own class "
         f"(raw $\\Sigma_B$: {n['sigma_class_purity_raw']:.0%}), against **{n['sigma_class_chance']:.0%}** for "
-        f"neighbours drawn at random.\n\n{evidence(n)['ch01.word_classes'].sentence()}"
+        f"neighbours drawn at random.\n\n{claims.evidence(CH01_CLAIMS, n)['ch01.word_classes'].sentence()}"
     )
 
 
@@ -457,7 +327,7 @@ _READS = {
 
 def takeaway_prose(n: dict[str, Any]) -> str:
     """The chapter's summary, read from the verdicts of the paper's three readings of the maps."""
-    ev = evidence(n)
+    ev = claims.evidence(CH01_CLAIMS, n)
     held = [text for cid, text in _READS.items() if ev[cid].verdict == "reproduced"]
     missed = [text for cid, text in _READS.items() if ev[cid].verdict != "reproduced"]
     if not missed:
@@ -471,10 +341,9 @@ def takeaway_prose(n: dict[str, Any]) -> str:
     return text + f"not (or only in part) for {', '.join(missed)}: see the verdicts above."
 
 
-def record_all(m: CorpusMaps, cfg: ChapterConfig) -> dict[str, Any]:
-    """Record the chapter's numbers (bounded by ``book/thresholds/01_corpus_maps.yml``) and its
-    claims; return the records."""
-    n = numbers(m, cfg)
+def record_all(n: dict[str, Any]) -> dict[str, Any]:
+    """Record the chapter's numbers ``n`` (:func:`~mechbook.leading_terms.maps.maps_numbers`,
+    bounded by ``book/thresholds/01_corpus_maps.yml``) and its claims; return the records."""
     records = common.record_all(n)
-    records.update(claims.record_claims(evidence(n).values()))
+    records.update(claims.record_claims(claims.evidence(CH01_CLAIMS, n).values()))
     return records

@@ -1,5 +1,6 @@
-"""Chapter 2, "Leading terms" (book/part1/02_leading_terms.ipynb): its config, claims, charts and
-prose, in page order.
+"""Chapter 2, "Leading terms" (book/part1/02_leading_terms.ipynb): its config, charts and prose, in
+page order (its claims are :data:`mechbook.leading_terms.claims.CH02_CLAIMS`, its numbers
+:func:`mechbook.leading_terms.readings.check_numbers`).
 
 The chapter runs full-batch float64 SGD from zero twice through
 :func:`mechbook.leading_terms.check.check_runs` (configs in :data:`mechbook.leading_terms.runs.CHECK_RUNS`):
@@ -19,11 +20,9 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.check import (
     CheckRuns,
     CheckRunsConfig,
-    check_runs,
     check_summary,
     compared,
     departure_steps,
@@ -35,16 +34,14 @@ from mechbook.leading_terms.check import (
     lowest_over_layers,
     slopes,
 )
-from mechbook.leading_terms.leading import KINDS, coefficient
+from mechbook.leading_terms.claims import CH02_CLAIMS
+from mechbook.leading_terms.leading import coefficient
+from mechbook.leading_terms.readings import BREAK_COSINE, check_readings
 from mechbook.leading_terms.runs import CHECK_RUNS
 from mechbook.validation import check_fields
 
 CHAPTER = "02_leading_terms"
 TERMS = {"W_O": "W_O ∼ B", "V": "V ∼ (BΦ)ᵀ", "W": "W ∼ Q", "P": "P ∼ 𝒫"}
-COSINE_FLOOR = 0.999
-RATIO_TOLERANCE = 0.02
-BREAK_COSINE = 0.99
-EXPONENTS = {"W_O": 1, "V": 2, "W": 4, "P": 4}
 WIDTH = 680
 
 
@@ -79,119 +76,9 @@ def resolve(
     )
 
 
-_PAPER_FORMS = "W_O ∼ ηsB, V ∼ ½η²s(s−1)(BΦ)ᵀ, W ∼ c₄Q and P ∼ c₄𝒫 while η·s is small"
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "ch02.closed_form_direction",
-        CHAPTER,
-        "paper",
-        "Trained from zero, every matrix points along its leading term while η·s is small",
-        "lowest cosine with the closed form over every matrix, layer and step of the smallest learning rate",
-        Rule(">=", COSINE_FLOOR),
-        paper=_PAPER_FORMS,
-        section="ch02-check",
-        spec=".7f",
-    ),
-    Claim(
-        "ch02.closed_form_size",
-        CHAPTER,
-        "paper",
-        "The leading terms give each matrix's size too, with the exact coefficients",
-        "largest |norm / predicted norm − 1| over the same matrices and steps",
-        Rule("<=", RATIO_TOLERANCE),
-        paper=_PAPER_FORMS,
-        section="ch02-check",
-        spec=".2%",
-    ),
-    Claim(
-        "ch02.eta_exponents",
-        CHAPTER,
-        "book",
-        "At fixed s the norms grow as η¹, η², η⁴, η⁴ (W_O, V, W, P)",
-        "largest distance of a fitted exponent in η from 1, 2, 4, 4",
-        Rule("<=", 0.01, partly=0.05),
-        section="ch02-slopes",
-        spec=".4f",
-    ),
-    Claim(
-        "ch02.s_slopes_above",
-        CHAPTER,
-        "book",
-        "The slopes in s of V, W and P sit above their integer exponents 2, 4, 4 at small s",
-        "smallest fitted slope in s minus its integer exponent, over V, W and P",
-        Rule(">", 0),
-        section="ch02-slopes",
-        spec=".3f",
-    ),
-    Claim(
-        "ch02.attention_leaves_first",
-        CHAPTER,
-        "book",
-        "The attention terms (W, P), fourth order in η·s, leave their leading forms before the output and value "
-        "terms (W_O, V)",
-        "share of the sweep's learning rates at which some term leaves (lowest cosine over the layers below 0.99) "
-        "where both W and P leave before both W_O and V (a term that never leaves counts as leaving last)",
-        Rule(">=", 1.0, partly=0.5),
-        section="ch02-validity",
-    ),
-)
-"""Every claim this chapter tests: the paper's closed forms (direction and size) and the book's
-readings that a sentence of the page asserts."""
-
-_CLAIM = {c.id: c for c in CLAIMS}
-
-
-def numbers(data: CheckRuns, cfg: ChapterConfig) -> dict[str, float]:
-    """The numbers ``book/thresholds/02_leading_terms.yml`` bounds: the check's lowest cosine and
-    largest ratio error, the slopes in s and η per kind, the first η·s below cosine 0.99 (the
-    sweep's largest η·s when none falls below) and how far the loss had fallen from log :math:`|V|` there."""
-    min_cos, max_err = check_summary(data.check)
-    table = slopes(data.check, cfg.runs.check_steps)
-    out = {"check_min_cosine": min_cos, "check_max_ratio_error": max_err}
-    for kind in KINDS:
-        out[f"slope_s_{kind}"] = float(table.iloc[:, 0][kind])
-        out[f"slope_eta_{kind}"] = float(table.iloc[:, 1][kind])
-    first = first_departure(data.sweep, BREAK_COSINE)
-    out["breakdown_eta_s"] = first.eta_s if first else float(data.sweep["eta_s"].max())
-    if first:
-        out["breakdown_loss_drop"] = loss_drop(first.loss, data.vocab_size)
-    return out
-
-
-def attention_first(order: pd.DataFrame) -> pd.Series:
-    """Per learning rate of ``order`` (:func:`~mechbook.leading_terms.check.departure_steps`):
-    whether both W and P leave before both W_O and V, a term that never leaves counting as last."""
-    steps = order.fillna(np.inf)
-    return steps[["W", "P"]].max(axis=1) < steps[["W_O", "V"]].min(axis=1)
-
-
-def evidence(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Evidence]:
-    """Each claim's :class:`~mechbook.claims.Evidence`, by claim id."""
-    n = numbers(data, cfg)
-    eta_dev = max(abs(n[f"slope_eta_{k}"] - EXPONENTS[k]) for k in KINDS)
-    s_above = min(n[f"slope_s_{k}"] - EXPONENTS[k] for k in ("V", "W", "P"))
-    ev = {
-        "ch02.closed_form_direction": _CLAIM["ch02.closed_form_direction"].evidence(n["check_min_cosine"]),
-        "ch02.closed_form_size": _CLAIM["ch02.closed_form_size"].evidence(n["check_max_ratio_error"]),
-        "ch02.eta_exponents": _CLAIM["ch02.eta_exponents"].evidence(eta_dev),
-        "ch02.s_slopes_above": _CLAIM["ch02.s_slopes_above"].evidence(s_above),
-    }
-    leaves = _CLAIM["ch02.attention_leaves_first"]
-    order = departure_steps(data.sweep, BREAK_COSINE).dropna(how="all")
-    ev[leaves.id] = (
-        leaves.evidence(float(attention_first(order).mean()))
-        if len(order)
-        else leaves.evidence(
-            untested=f"no matrix fell below cosine {BREAK_COSINE} up to η·s = {data.sweep['eta_s'].max():.3g}"
-        )
-    )
-    return ev
-
-
-def compute(cfg: ChapterConfig) -> CheckRuns:
-    """The chapter's corpus slice and both runs (:func:`~mechbook.leading_terms.check.check_runs`, cached)."""
-    return check_runs(cfg.runs)
+CLAIMS = CH02_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH02_CLAIMS`), where the
+ledger looks for them."""
 
 
 def setup_prose(profile: str, cfg: ChapterConfig, data: CheckRuns) -> str:
@@ -236,7 +123,7 @@ def check_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
     min_cos, max_err = check_summary(data.check)
     rows = data.check[data.check["lr"] == data.check["lr"].min()]
     last = float(rows.loc[rows["step"] == rows["step"].max(), "loss"].iloc[0])
-    ev = evidence(data, cfg)
+    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
     s_last = cfg.runs.check_steps
     return (
         f"With $\\eta = {float(data.check['lr'].min()):g}$ over $s = 1..{s_last}$, every matrix of every layer has "
@@ -283,7 +170,7 @@ def slope_table(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
 
 def slopes_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
     """The verdicts on the two readings of the slopes."""
-    ev = evidence(data, cfg)
+    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
     return f"{ev['ch02.s_slopes_above'].sentence()}\n\n{ev['ch02.eta_exponents'].sentence()}"
 
 
@@ -385,12 +272,14 @@ def departure_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
         text += (
             f" Learning rate(s) {', '.join(f'{lr:g}' for lr in diverged)} diverged before {cfg.runs.sweep_steps} steps."
         )
-    return text + "\n\n" + evidence(data, cfg)["ch02.attention_leaves_first"].sentence()
+    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
+    return text + "\n\n" + ev["ch02.attention_leaves_first"].sentence()
 
 
 def record_all(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Any]:
     """Record the chapter's numbers (bounded by ``book/thresholds/02_leading_terms.yml``) and its
     claims; return the records."""
-    records = common.record_all(numbers(data, cfg))
-    records.update(claims.record_claims(evidence(data, cfg).values()))
+    readings = check_readings(data, cfg.runs.check_steps)
+    records = common.record_all(readings.numbers)
+    records.update(claims.record_claims(claims.evidence(CH02_CLAIMS, readings).values()))
     return records

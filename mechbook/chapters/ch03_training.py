@@ -1,5 +1,6 @@
 """Chapter 3, "Training the 3-layer attention model" (book/part1/03_training.ipynb): its config,
-claims, charts and prose, in page order.
+charts and prose, in page order (its claims are :data:`mechbook.leading_terms.claims.CH03_CLAIMS`,
+its numbers :func:`mechbook.leading_terms.readings.training_numbers`).
 
 Two sets of runs (configs in :mod:`mechbook.leading_terms.runs`). The shared runs (the paper's lr
 0.005 and a larger one, on the natural-tokenizer corpus) are the models chapters 4 and 5 read as
@@ -22,38 +23,32 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters import common
-from mechbook.claims import Claim, Evidence, Rule
-from mechbook.leading_terms import claim as claim_lib
 from mechbook.leading_terms.check import (
-    LEARNED_NATS,
-    TRAINED_NATS,
     CheckRunsConfig,
-    check_runs,
     has_learned,
-    is_trained,
     loss_drop,
 )
 from mechbook.leading_terms.claim import (
-    CLAIM_KINDS,
     THRESHOLD,
     ClaimConfig,
     ClaimReading,
     PaperTarget,
+    SettingConfig,
     claim_run_configs,
     claim_value,
-    explain,
     final_loss,
     final_min_cosines,
     run_plan,
 )
+from mechbook.leading_terms.claims import CH03_CLAIM, CH03_CLAIMS, CH03_SHARED, claim_cause
 from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.readings import TOKENIZER_LABELS, TrainingReadings, short_of, training_numbers
 from mechbook.leading_terms.runs import CHECK_RUNS, CLAIM_RUNS, PAPER_BPE_VOCAB, SHARED_RUNS
-from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig, TrainResult
+from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig
 from mechbook.validation import SEED, check_fields
 
 CHAPTER = "03_training"
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
-TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
 WIDTH = 680
 
 
@@ -79,6 +74,10 @@ class ChapterConfig:
         """The claim runs with this chapter's seed, one per tokenizer."""
         return claim_run_configs(self.claim, self.runs.corpus, target, self.runs.n_layers, self.seed)
 
+    def setting(self) -> SettingConfig:
+        """The theory-setting runs with this chapter's seed."""
+        return replace(self.claim.setting, seed=self.seed)
+
 
 #: The chapter's config per profile, all from :mod:`mechbook.leading_terms.runs`.
 CONFIGS: dict[str, ChapterConfig] = {
@@ -95,182 +94,9 @@ def resolve(
     )
 
 
-_PAPER_CLAIM = "cosine > 0.99 for V and W even after 100 epochs (η = 0.005, batch 2,048)"
-_MEASURE = "lowest final cosine of V and W over the layers and both tokenizers"
-
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "ch03.paper_lr_learned",
-        CHAPTER,
-        "book",
-        f"At the paper's learning rate the shared run has learned: its loss falls at least {LEARNED_NATS} nats "
-        "below log |V|",
-        "log |V| minus the final batch loss (nats)",
-        Rule(">=", LEARNED_NATS),
-        section="ch03-cosines",
-        spec=".3f",
-    ),
-    Claim(
-        "ch03.paper_lr_holds",
-        CHAPTER,
-        "book",
-        "At the paper's learning rate W_O, V and W stay along their leading terms over the shared run",
-        "lowest final cosine of W_O, V and W over the layers",
-        Rule(">", THRESHOLD),
-        section="ch03-cosines",
-        spec=".4f",
-    ),
-    Claim(
-        "ch03.large_lr_drifts",
-        CHAPTER,
-        "book",
-        "At the larger learning rate the matrices acquire components the leading terms do not contain",
-        "lowest final cosine of any kind of matrix over the layers",
-        Rule("<", THRESHOLD),
-        section="ch03-cosines",
-        spec=".4f",
-    ),
-    Claim(
-        "ch03.attention_most_fragile",
-        CHAPTER,
-        "book",
-        "At the larger learning rate the attention terms (W, P) end furthest from their leading terms",
-        "whether the kind with the lowest final cosine is W or P",
-        Rule("==", True),
-        section="ch03-cosines",
-    ),
-    Claim(
-        "ch03.cosine_100_epochs",
-        CHAPTER,
-        "paper",
-        "V and W keep cosine > 0.99 with their leading terms at the η·s of 100 of the paper's epochs",
-        f"{_MEASURE}, in the claim runs",
-        Rule(">", THRESHOLD),
-        paper=_PAPER_CLAIM,
-        section="ch03-claim",
-        spec=".4f",
-    ),
-    Claim(
-        "ch03.chapter2_curves",
-        CHAPTER,
-        "book",
-        "Chapter 2's full-batch curves keep V and W above 0.99 at the paper's η·s",
-        "lowest cosine of V and W over the layers at the paper's η·s, at the smallest rate of the sweep that reaches it",
-        Rule(">", THRESHOLD),
-        section="ch03-setting",
-        spec=".4f",
-    ),
-    Claim(
-        "ch03.full_batch_claim",
-        CHAPTER,
-        "book",
-        "In the theory's own setting (full-batch gradient descent at η = 0.005) V and W keep cosine > 0.99 "
-        "at the paper's η·s, so gradient noise would explain the claim runs' gap (the book's diagnosis of the "
-        "gap, on a small subset: the paper claims nothing about it)",
-        f"{_MEASURE}, full batch on the subset",
-        Rule(">", THRESHOLD),
-        section="ch03-setting",
-        spec=".4f",
-    ),
-    Claim(
-        "ch03.without_unk",
-        CHAPTER,
-        "book",
-        "With `<unk>` left out of the maps, full-batch V and W keep cosine > 0.99 at the paper's η·s, so the "
-        "vocabulary would explain the gap",
-        f"{_MEASURE}, full batch on the subset, `<unk>`'s row and column left out",
-        Rule(">", THRESHOLD),
-        section="ch03-setting",
-        spec=".4f",
-    ),
-)
-"""Every claim this chapter tests: the paper's 100-epoch claim on the claim runs, and the book's
-readings that a sentence of the page asserts (its diagnosis of the gap in the theory's setting
-among them)."""
-
-_CLAIM = {c.id: c for c in CLAIMS}
-
-
-def _short(reached: float, target: PaperTarget) -> str | None:
-    if reached >= target.eta_s - 1e-9:
-        return None
-    return f"this profile's runs stop at η·s = {reached:.3g} of the paper's {target.eta_s:.3g}"
-
-
-def shared_evidence(runs: Runs) -> dict[str, Evidence]:
-    """The claims on the shared runs (the smaller learning rate is the paper's)."""
-    paper_lr, large_lr = sorted(runs.results)
-    small, large = runs.results[paper_lr], runs.results[large_lr]
-    cos_small, cos_large = final_min_cosines(small), final_min_cosines(large)
-    drop = loss_drop(final_loss(small), small.model_cfg.d_vocab)
-    worst = min(cos_large, key=cos_large.get)
-    return {
-        "ch03.paper_lr_learned": _CLAIM["ch03.paper_lr_learned"].evidence(drop),
-        "ch03.paper_lr_holds": _CLAIM["ch03.paper_lr_holds"].evidence(min(cos_small[k] for k in ("W_O", "V", "W"))),
-        "ch03.large_lr_drifts": _CLAIM["ch03.large_lr_drifts"].evidence(min(cos_large.values())),
-        "ch03.attention_most_fragile": _CLAIM["ch03.attention_most_fragile"].evidence(worst in ("W", "P")),
-    }
-
-
-def _tokenizer(name: str) -> str:
-    """A tokenizer's short label: "natural", "cased BPE"."""
-    return TOKENIZER_LABELS.get(name, name).split(" (")[0]
-
-
-def claim_evidence(reading: ClaimReading) -> dict[str, Evidence]:
-    """The claims on the claim runs and in the theory's setting. The 100-epoch claim is decided on
-    the claim runs that have trained (:func:`~mechbook.leading_terms.check.is_trained`); a run
-    that has not is named and left out (a cosine near 1 on an unmoved model says nothing)."""
-    target = reading.target
-    out: dict[str, Evidence] = {}
-    c = _CLAIM["ch03.cosine_100_epochs"]
-    why = _short(reading.reached, target)
-    drops = {n: reading.log_vocab[n] - reading.losses[n] for n in reading.cosines}
-    trained = [n for n in reading.cosines if is_trained(drops[n])]
-    left = [
-        f"the {_tokenizer(n)} run fell {drops[n]:.3f}, under {TRAINED_NATS}, and is left out"
-        for n in drops
-        if n not in trained
-    ]
-    if why:
-        out[c.id] = c.evidence(untested=why)
-    elif not trained:
-        out[c.id] = c.evidence(untested=f"no claim run has trained: {'; '.join(left)}")
-    else:
-        run = " and ".join(f"the {_tokenizer(n)} run (its loss fell {drops[n]:.2f} nats)" for n in trained)
-        out[c.id] = c.evidence(
-            min(claim_value(reading.cosines[n]) for n in trained), run=run + (f"; {'; '.join(left)}" if left else "")
-        )
-    c = _CLAIM["ch03.chapter2_curves"]
-    ch2 = reading.chapter2
-    at = ch2[(ch2["lr"] == ch2["lr"].min()) & ch2["kind"].isin(CLAIM_KINDS)] if len(ch2) else ch2
-    out[c.id] = (
-        c.evidence(float(at["cosine"].min()))
-        if len(at)
-        else c.evidence(untested=f"no rate of chapter 2's sweep reaches η·s = {target.eta_s:.3g} in this profile")
-    )
-    why = _short(reading.setting_eta_s, target)
-    for cid, attr in (("ch03.full_batch_claim", "cosines"), ("ch03.without_unk", "cosines_no_unk")):
-        c = _CLAIM[cid]
-        value = min(claim_value(getattr(reading.full_batch(n), attr)) for n in reading.setting)
-        out[cid] = c.evidence(untested=why) if why else c.evidence(value)
-    return out
-
-
-def _holds(ev: Evidence) -> bool | None:
-    return None if ev.verdict == "untested" else ev.verdict == "reproduced"
-
-
-def cause(reading: ClaimReading) -> str:
-    """What explains the claim runs' disagreement with the paper
-    (:func:`~mechbook.leading_terms.claim.explain` on the three verdicts)."""
-    ev = claim_evidence(reading)
-    return explain(
-        _holds(ev["ch03.cosine_100_epochs"]),
-        _holds(ev["ch03.full_batch_claim"]),
-        _holds(ev["ch03.without_unk"]),
-        _holds(ev["ch03.chapter2_curves"]),
-    )
+CLAIMS = CH03_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH03_CLAIMS`), where the
+ledger looks for them."""
 
 
 def target_prose(target: PaperTarget) -> str:
@@ -292,18 +118,6 @@ def plans_prose(cfg: ChapterConfig, target: PaperTarget) -> str:
     for name, run in cfg.claim_runs(target).items():
         items[f"Claim run, {TOKENIZER_LABELS[name]}"] = run_plan(run)
     return "\n".join(f"- **{label}**: {plan.markdown()}" for label, plan in items.items())
-
-
-def train_claim(cfg: ChapterConfig, target: PaperTarget) -> dict[str, TrainResult]:
-    """The claim runs, one per tokenizer (:func:`~mechbook.leading_terms.claim.train_claim`, cached)."""
-    return claim_lib.train_claim(cfg.claim_runs(target))
-
-
-def read_claim(cfg: ChapterConfig, target: PaperTarget, results: dict[str, TrainResult]) -> ClaimReading:
-    """The chapter's reading of the claim (:func:`~mechbook.leading_terms.claim.read_claim`): it
-    trains the theory-setting runs (cached) and reads chapter 2's cached sweep."""
-    setting = replace(cfg.claim.setting, seed=cfg.seed)
-    return claim_lib.read_claim(results, cfg.claim_runs(target), setting, target, check_runs(cfg.check).sweep)
 
 
 def _learned(drop: float, log_vocab: float) -> str:
@@ -389,7 +203,7 @@ def cosine_chart(runs: Runs) -> alt.FacetChart:
 
 def shared_prose(runs: Runs) -> str:
     """The verdicts on the shared runs, and the kind furthest from its term at the larger rate."""
-    ev = shared_evidence(runs)
+    ev = claims.evidence(CH03_SHARED, TrainingReadings(runs))
     large = max(runs.results)
     cos = final_min_cosines(runs.results[large])
     worst = min(cos, key=cos.get)
@@ -462,7 +276,7 @@ def claim_chart(reading: ClaimReading, claim: dict) -> alt.LayerChart:
         alt.Chart(pd.DataFrame({"cosine": [THRESHOLD]})).mark_rule(strokeDash=[2, 2], color="gray").encode(y="cosine:Q")
     )
     rule_x = alt.Chart(pd.DataFrame({"eta_s": [target.eta_s]})).mark_rule(color="firebrick").encode(x="eta_s:Q")
-    short = "reach" if _short(reading.reached, target) is None else f"stop at η·s = {reading.reached:.3g} of"
+    short = "reach" if short_of(reading.reached, target) is None else f"stop at η·s = {reading.reached:.3g} of"
     fell = ", ".join(
         f"{TOKENIZER_LABELS[n].split(' (')[0]} {reading.log_vocab[n] - reading.losses[n]:.3f}" for n in reading.losses
     )
@@ -494,7 +308,8 @@ def claim_prose(reading: ClaimReading, batch_size: int) -> str:
             f"these runs carry {target.batch_size / batch_size:.0f} times the paper's. The next section tests whether "
             "that noise is what separates them from the paper."
         )
-    return text + "\n\n" + claim_evidence(reading)["ch03.cosine_100_epochs"].sentence()
+    ev = claims.evidence(CH03_CLAIM, TrainingReadings(reading=reading))
+    return text + "\n\n" + ev["ch03.cosine_100_epochs"].sentence()
 
 
 def bpe_prose(claim: ClaimConfig, support: pd.DataFrame, natural_vocab: int) -> str:
@@ -687,10 +502,10 @@ def setting_prose(reading: ClaimReading, setting_n: int, setting_context: int) -
         + "; ".join(series)
         + ".\n\n"
     )
-    ev = claim_evidence(reading)
+    ev = claims.evidence(CH03_CLAIM, TrainingReadings(reading=reading))
     for cid in ("ch03.chapter2_curves", "ch03.full_batch_claim", "ch03.without_unk"):
         text += ev[cid].sentence() + "\n\n"
-    return text + _CAUSE_WORDS[cause(reading)] + evidence_weight(reading, setting_n, setting_context)
+    return text + _CAUSE_WORDS[claim_cause(reading)] + evidence_weight(reading, setting_n, setting_context)
 
 
 def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int) -> str:
@@ -699,7 +514,7 @@ def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int)
     claim runs' on the whole corpus (at the same η and η·s), the subset is fit beyond the paper's
     regime and the cause is a reading of weak evidence; chapter 2's curves reach the paper's η·s
     only at larger rates. Empty where the rule names no cause from those runs."""
-    if cause(reading) in ("none", "untested"):
+    if claim_cause(reading) in ("none", "untested"):
         return ""
     full = {name: reading.full_batch(name) for name in reading.setting}
     fell = {name: r.log_vocab - r.loss for name, r in full.items()}
@@ -731,7 +546,7 @@ def evidence_weight(reading: ClaimReading, setting_n: int, setting_context: int)
 
 def reading_prose(runs: Runs, reading: ClaimReading) -> str:
     """The chapter's take-away, read from the verdicts of its claims."""
-    ev = {**shared_evidence(runs), **claim_evidence(reading)}
+    ev = claims.evidence(CH03_CLAIMS, TrainingReadings(runs, reading))
     learned = ev["ch03.paper_lr_learned"].verdict == "reproduced"
     holds = ev["ch03.paper_lr_holds"].verdict == "reproduced"
     first = (
@@ -751,40 +566,12 @@ def reading_prose(runs: Runs, reading: ClaimReading) -> str:
         "not reproduced": "The paper's 100-epoch claim is not reproduced on the claim runs.",
         "untested": "The paper's 100-epoch claim is untested in this profile (its runs stop short of the paper's η·s).",
     }[paper]
-    return f"{first} {second} {_CAUSE_WORDS[cause(reading)]}"
-
-
-def numbers(runs: Runs, claim: dict, reading: ClaimReading) -> dict[str, float]:
-    """The numbers ``book/thresholds/03_training.yml`` bounds: per shared run (``paper_lr``,
-    ``large_lr``) the lowest final cosine of each kind and the final loss; the paper's η·s; per
-    tokenizer the claim runs' η·s, lowest final cosines (also without ``<unk>``), loss and
-    ``<unk>`` share; and the theory-setting runs' η·s and claim measure per tokenizer and batch."""
-    paper_lr, large_lr = sorted(runs.results)
-    out: dict[str, float] = {}
-    for tag, lr in (("paper_lr", paper_lr), ("large_lr", large_lr)):
-        for kind, value in final_min_cosines(runs.results[lr]).items():
-            out[f"min_cos_{kind}_{tag}"] = value
-        out[f"final_loss_{tag}"] = final_loss(runs.results[lr])
-    out["paper_eta_s"] = reading.target.eta_s
-    for name, result in claim.items():
-        out[f"claim_eta_s_{name}"] = result.train_cfg.lr * result.train_cfg.steps
-        for kind, value in reading.cosines[name].items():
-            out[f"claim_min_cos_{kind}_{name}"] = value
-        out[f"claim_final_loss_{name}"] = reading.losses[name]
-        out[f"claim_cos_no_unk_{name}"] = claim_value(reading.cosines_no_unk[name])
-        out[f"unk_share_{name}"] = reading.unk_shares[name]
-        for run in reading.setting[name]:
-            tag = "full" if run.batch_size is None else f"b{run.batch}"
-            out[f"setting_cos_{name}_{tag}"] = claim_value(run.cosines)
-        out[f"setting_cos_no_unk_{name}_full"] = claim_value(reading.full_batch(name).cosines_no_unk)
-    out["setting_eta_s"] = reading.setting_eta_s
-    return out
+    return f"{first} {second} {_CAUSE_WORDS[claim_cause(reading)]}"
 
 
 def record_all(runs: Runs, claim: dict, reading: ClaimReading) -> dict[str, Any]:
     """Record the chapter's numbers (bounded by ``book/thresholds/03_training.yml``), the cause the
     rule names, and the claims; return the records."""
-    records = common.record_all({**numbers(runs, claim, reading), "claim_cause": cause(reading)})
-    evidences = {**shared_evidence(runs), **claim_evidence(reading)}
-    records.update(claims.record_claims(evidences.values()))
+    records = common.record_all({**training_numbers(runs, claim, reading), "claim_cause": claim_cause(reading)})
+    records.update(claims.record_claims(claims.evidence(CH03_CLAIMS, TrainingReadings(runs, reading)).values()))
     return records

@@ -6,7 +6,9 @@ leading terms, row by row: W_O against B (bigram successors), V W_O against G = 
 shows ranked tables, the overlap@k of the rankings over the most frequent content words against
 two baselines (chance :math:`k/|V|` and the harder mismatched-row overlap, also for the row-centred maps),
 and an explorer of one word's corpus associations and trained rankings. The readings are computed
-in :mod:`mechbook.leading_terms.associations`; this module presents them, in page order.
+in :mod:`mechbook.leading_terms.associations`, the recorded numbers in
+:mod:`mechbook.leading_terms.readings` and the claims are
+:data:`mechbook.leading_terms.claims.CH04_CLAIMS`; this module presents them, in page order.
 """
 
 from __future__ import annotations
@@ -22,21 +24,20 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.chapters.part1_labels import run_labels
-from mechbook.claims import Claim, Evidence, Rule
 from mechbook.leading_terms.associations import (
     TRAINED_TERMS,
     OverlapReading,
     RunMaps,
-    overlap_readings,
     ranked_words,
     recurring_cells,
-    run_maps,
     top_k,
 )
-from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained, run_drops, run_label
+from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained, run_drops
+from mechbook.leading_terms.claims import CH04_CLAIM_OF, CH04_CLAIMS
+from mechbook.leading_terms.labels import run_labels
+from mechbook.leading_terms.readings import AssociationReadings, association_numbers
 from mechbook.leading_terms.runs import SHARED_RUNS
-from mechbook.leading_terms.train import RunsConfig, chapter_runs
+from mechbook.leading_terms.train import RunsConfig
 from mechbook.validation import POSITIVE, at_least, check_fields
 
 STEM = "04_associations"
@@ -91,80 +92,9 @@ def resolve(
     )
 
 
-def _overlap_claim(name: str, trained: str, statement: str, paper: str) -> Claim:
-    term = TERM[trained]
-    return Claim(
-        f"ch04.{name}",
-        STEM,
-        "paper",
-        statement,
-        f"overlap@10 of {term} and {trained} over the content words minus the harder baseline (the larger of "
-        "chance and the overlap with another word's row), on the run of chapter 3 that has trained",
-        Rule(">=", 0.5, partly=0.25),
-        paper=paper,
-        section="ch04-overlap",
-        spec=".2f",
-    )
-
-
-def _centred_claim(name: str, trained: str) -> Claim:
-    term = TERM[trained]
-    return Claim(
-        f"ch04.{name}",
-        STEM,
-        "book",
-        f"With the profile every row shares taken out, each word's row of {trained} still ranks what its row of "
-        f"{term} ranks",
-        f"overlap@10 of the row-centred {term} and {trained} minus the same overlap with another word's row, on "
-        "the run of chapter 3 that has trained",
-        Rule(">=", 0.3, partly=0.1),
-        section="ch04-overlap",
-        spec=".2f",
-    )
-
-
-CLAIMS: tuple[Claim, ...] = (
-    _overlap_claim(
-        "w_o_ranks_b",
-        "W_O",
-        "The trained output matrix W_O lists each word's bigram successors, as B does",
-        "W_O ≈ ηs B: its rows list B's successors (the association tables)",
-    ),
-    _overlap_claim(
-        "vw_o_ranks_g",
-        "V W_O",
-        "The trained value-output path V W_O lists, for each context word, the next words G lists",
-        "V W_O ∝ G = ΦᵀΣ_B: context → words interchangeable with its usual successors",
-    ),
-    _overlap_claim(
-        "w_ranks_q",
-        "W",
-        "The trained key-query matrix W lists, for each query word, the keys Q lists",
-        "W ∝ Q: which earlier tokens a token attends to",
-    ),
-    _centred_claim("w_o_ranks_b_centred", "W_O"),
-    _centred_claim("vw_o_ranks_g_centred", "V W_O"),
-    _centred_claim("w_ranks_q_centred", "W"),
-)
-"""Chapter 4's claims: the paper's reading of each trained map as its leading term, judged against
-the mismatched-row baseline, and the book's row-centred reading of the same maps."""
-
-CLAIM_OF = {
-    "W_O": ("ch04.w_o_ranks_b", "ch04.w_o_ranks_b_centred"),
-    "V W_O": ("ch04.vw_o_ranks_g", "ch04.vw_o_ranks_g_centred"),
-    "W": ("ch04.w_ranks_q", "ch04.w_ranks_q_centred"),
-}
-"""The (raw, row-centred) claim ids of each trained map."""
-
-
-def claim(claim_id: str) -> Claim:
-    """The claim of :data:`CLAIMS` with id ``claim_id``."""
-    return {c.id: c for c in CLAIMS}[claim_id]
-
-
-def load(cfg: ChapterConfig) -> RunMaps:
-    """Chapter 3's runs (trained, or read from the cache) read as maps."""
-    return run_maps(chapter_runs(cfg.runs), cfg.n_words)
+CLAIMS = CH04_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH04_CLAIMS`), where the
+ledger looks for them."""
 
 
 def profile_prose(cfg: ChapterConfig, rm: RunMaps) -> str:
@@ -216,11 +146,6 @@ def shared_profile_prose(table: pd.DataFrame) -> str:
     )
 
 
-def overlaps(cfg: ChapterConfig, rm: RunMaps) -> dict[float, dict[str, OverlapReading]]:
-    """The overlap readings of both runs (:func:`mechbook.leading_terms.associations.overlap_readings`)."""
-    return overlap_readings(rm, cfg.k)
-
-
 def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFrame:
     """One row per (learning rate, pair): the matched overlap@k, chance, the mismatched-row
     overlap, the excess over the harder baseline, and the same for the row-centred maps."""
@@ -243,30 +168,11 @@ def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFr
     return pd.DataFrame(rows).set_index(["learning rate", "pair"])
 
 
-def evidences(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float]) -> dict[str, Evidence]:
-    """Every claim's evidence, read on the run that has trained (:func:`~mechbook.leading_terms.check.decisive_run`
-    of the runs' loss ``drops``); untested, with the drops, when neither has."""
-    lr = decisive_run(drops)
-    if lr is None:
-        why = (
-            f"neither of chapter 3's runs has trained: their losses fell {' and '.join(f'{d:.3f}' for d in drops.values())} "
-            f"nats, under {TRAINED_NATS}"
-        )
-        return {cid: claim(cid).evidence(untested=why) for pair in CLAIM_OF.values() for cid in pair}
-    run = run_label(lr, drops[lr])
-    out = {}
-    for name, (raw, centred) in CLAIM_OF.items():
-        r = readings[lr][name]
-        out[raw] = claim(raw).evidence(r.excess, run=run)
-        out[centred] = claim(centred).evidence(r.centred - r.centred_mismatched, run=run)
-    return out
-
-
 def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float], k: int) -> str:
     """Per run, how far its loss fell, then per map: the overlap and the two baselines (the words
     derived from the printed numbers); each claim's verdict sentence under the run it is decided on
     (the run that has trained), the other run's numbers shown beside it."""
-    ev = evidences(readings, drops)
+    ev = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, drops))
     decided = decisive_run(drops)
     blocks = []
     for lr, per_map in readings.items():
@@ -281,7 +187,7 @@ def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[
         lines = [f"At $\\eta = {lr}$ the loss fell **{drops[lr]:.3f}** nats below $\\log |V|$: {state}\n"]
         for name in TRAINED:
             r = per_map[name]
-            raw, centred = CLAIM_OF[name]
+            raw, centred = CH04_CLAIM_OF[name]
             verdicts = f"\n  {ev[raw].sentence()}\n  {ev[centred].sentence()}" if lr == decided else ""
             lines.append(
                 f"- **{TERM[name]} vs {name}**: overlap@{k} {r.matched:.2f}, against {r.chance:.2f} for a random "
@@ -291,7 +197,7 @@ def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[
             )
         blocks.append("\n".join(lines))
     if decided is None:
-        blocks.append("\n\n".join(e.sentence() for e in ev.values()))
+        blocks.append("\n\n".join(ev[cid].sentence() for pair in CH04_CLAIM_OF.values() for cid in pair))
     return "\n\n".join(blocks)
 
 
@@ -375,24 +281,9 @@ def word_explorer(cfg: ChapterConfig, rm: RunMaps) -> Any:
     )
 
 
-def headline(readings: dict[float, dict[str, OverlapReading]]) -> dict[str, float]:
-    """The recorded overlaps per run: ``overlap_<term>_<map>_<run>`` (e.g. ``overlap_G_VW_O_paper_lr``),
-    ``mismatched_...`` (another word's row), ``excess_...`` (over the harder baseline) and
-    ``centred_excess_...`` (row-centred maps)."""
-    labels = run_labels(tuple(readings))
-    out: dict[str, float] = {}
-    for lr, per_map in readings.items():
-        for name, r in per_map.items():
-            key = f"{TERM[name]}_{name.replace(' ', '')}_{labels[lr]}"
-            out[f"overlap_{key}"] = r.matched
-            out[f"mismatched_{key}"] = r.mismatched
-            out[f"excess_{key}"] = r.excess
-            out[f"centred_excess_{key}"] = r.centred - r.centred_mismatched
-    return out
-
-
 def record_all(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float]) -> dict[str, Any]:
-    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
-    records = record_numbers(headline(readings))
-    records.update(claims.record_claims(evidences(readings, drops).values()))
+    """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.association_numbers`)
+    and its claims; returns the records."""
+    records = record_numbers(association_numbers(readings))
+    records.update(claims.record_claims(claims.evidence(CH04_CLAIMS, AssociationReadings(readings, drops)).values()))
     return records

@@ -6,13 +6,13 @@ path by its centred contribution to the logit of the right next token, sentence 
 on average; then removes each trained matrix's leading component, and each path, and measures
 what it costs in loss (:mod:`mechbook.leading_terms.ablation`, which computes every experiment):
 how far the removals are from additive, why removing W_O's B part can cost more than zeroing the
-whole model, and the "W := 0" control, for chapter 3's two runs. This module presents them in page
-order.
+whole model, and the "W := 0" control, for chapter 3's two runs. The recorded numbers are
+:func:`mechbook.leading_terms.readings.cooperation_numbers` and the claims
+:data:`mechbook.leading_terms.claims.CH05_CLAIMS`. This module presents them in page order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,18 +23,17 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.chapters.part1_labels import TERM_LABELS, matrix_label, run_labels
-from mechbook.claims import Claim, Evidence, Rule
-from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit, eval_runs
-from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, run_drops, run_label
-from mechbook.leading_terms.logit_paths import logit_paths, mean_paths
+from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit
+from mechbook.leading_terms.check import decisive_run, run_drops, run_label
+from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS
+from mechbook.leading_terms.labels import TERM_LABELS, matrix_label, run_labels
+from mechbook.leading_terms.logit_paths import logit_paths
+from mechbook.leading_terms.readings import EVERY, FULL, ZERO, CooperationReadings, cooperation_numbers
 from mechbook.leading_terms.runs import SHARED_RUNS
-from mechbook.leading_terms.train import RunsConfig, chapter_runs
+from mechbook.leading_terms.train import RunsConfig
 from mechbook.validation import POSITIVE, check_fields
 
 STEM = "05_cooperation"
-FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
-"""The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table`."""
 
 
 @dataclass(frozen=True)
@@ -70,104 +69,9 @@ def resolve(profile: str, n_eval: int | None = None, seed: int | None = None) ->
     return mechbook.resolve_profile(CONFIGS, profile, n_eval=n_eval, runs__seed=seed)
 
 
-CLAIMS: tuple[Claim, ...] = (
-    Claim(
-        "ch05.residual_leads",
-        STEM,
-        "paper",
-        "Once the model has trained, the residual (bigram) path carries more of the right token's logit than the "
-        "attention paths together",
-        "attention paths' share a/(|a|+|r|) of the right token's mean centred logit, on the run of chapter 3 that has trained",
-        Rule("<", 0.5),
-        paper="logits ≈ ηs B[x_t] + (η³s³/2) Σ_l (A x)ᵀ ΦᵀΣ_B: the bigram path is first order, attention third",
-        section="ch05-paths",
-    ),
-    Claim(
-        "ch05.w_o_costliest",
-        STEM,
-        "paper",
-        "The bigram term of W_O carries most of what the model has learned: its removal costs more than any other "
-        "single leading term's",
-        "the matrix whose leading-term removal raises the loss most, on the run of chapter 3 that has trained",
-        Rule("==", "W_O"),
-        paper="W_O ≈ ηs B is the first-order term; the others enter at higher order",
-        section="ch05-ablation",
-    ),
-    Claim(
-        "ch05.w_p_least",
-        STEM,
-        "paper",
-        "Removing a key-query or position leading term moves the loss less than removing any output or value one "
-        "(they only reshape attention, a fourth-order effect)",
-        "largest loss increase from a W or P removal minus the smallest from a W_O or V removal (nats), on the run of chapter 3 that has trained",
-        Rule("<", 0.0),
-        paper="W ≈ (η⁴s⁴/8) Q (Q averaged over the NT positions, as in chapter 2): attention departs from uniform only at fourth order",
-        section="ch05-ablation",
-    ),
-    Claim(
-        "ch05.leading_terms_hold_the_skill",
-        STEM,
-        "book",
-        "The leading terms hold the model's skill: removing every leading component at once takes the model back to "
-        "the zero model",
-        "share of the way from the full model's loss back to the zero model's with every leading component removed"
-        ", on the run of chapter 3 that has trained",
-        Rule(">=", 0.9, partly=0.5),
-        section="ch05-ablation",
-        spec=".0%",
-    ),
-    Claim(
-        "ch05.residual_path_costs_most",
-        STEM,
-        "book",
-        "Dropping the residual path costs more than dropping every attention path",
-        "loss increase without the residual path minus that without every attention path (nats), on the run of chapter 3 that has trained",
-        Rule(">", 0.0),
-        section="ch05-path-ablation",
-    ),
-    Claim(
-        "ch05.remainder_pushes_down",
-        STEM,
-        "book",
-        "Alone, what is left of W_O after its B part pushes the right next token down, which is how removing the B "
-        "part can cost more than the zero model",
-        "mean centred logit of the right next token from W_O's remainder alone (nats), on the run of chapter 3 that has trained",
-        Rule("<", 0.0),
-        section="ch05-remainder",
-    ),
-    Claim(
-        "ch05.remainder_corrects_b",
-        STEM,
-        "book",
-        "W_O's remainder corrects its B part: the logits the two write point in opposite directions",
-        "cosine between the centred logits of W_O's B part and of its remainder, on the run of chapter 3 that has trained",
-        Rule("<", 0.0),
-        section="ch05-remainder",
-    ),
-    Claim(
-        "ch05.w_zero_idle",
-        STEM,
-        "book",
-        "Attention stays near uniform, so the key-query matrices hold none of the skill: W := 0 leaves the loss where "
-        "it is",
-        "share of the full model's gain over the zero model lost with every W := 0, on the run of chapter 3 that has trained",
-        Rule("<", 0.01),
-        section="ch05-w-zero",
-        spec=".2%",
-    ),
-)
-"""Chapter 5's claims: the paper's ordering of the paths and of the terms, and the book's readings
-of the ablations and their controls."""
-
-
-def claim(claim_id: str) -> Claim:
-    """The claim of :data:`CLAIMS` with id ``claim_id``."""
-    return {c.id: c for c in CLAIMS}[claim_id]
-
-
-def load(cfg: ChapterConfig) -> EvalRuns:
-    """Chapter 3's runs (trained, or read from the cache), their models and evaluation sequences."""
-    return eval_runs(chapter_runs(cfg.runs), cfg.n_eval)
+CLAIMS = CH05_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH05_CLAIMS`), where the
+ledger looks for them."""
 
 
 def profile_prose(c: EvalRuns) -> str:
@@ -224,16 +128,11 @@ def path_explorer(cfg: ChapterConfig, c: EvalRuns) -> Any:
     )
 
 
-def path_means(c: EvalRuns) -> pd.DataFrame:
-    """:func:`mechbook.leading_terms.logit_paths.mean_paths` of both runs."""
-    return mean_paths(c.models, c.evaluation)
-
-
 def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
     """What each kind of path adds at both learning rates, and the verdict of the paper's ordering
     (on the run that has trained)."""
     paper_lr, large_lr = c.lrs
-    ev = evidence_of_paths(means, run_drops(c.runs))
+    ev = claims.evidence(CH05_PATHS, CooperationReadings(run_drops(c.runs), means))["ch05.residual_leads"]
     return (
         f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
         f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
@@ -243,24 +142,6 @@ def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
         f"{means.loc[paper_lr, 'attention share']:.3g} to {means.loc[large_lr, 'attention share']:.3g} between the two "
         f"rates.\n\n{ev.sentence()}"
     )
-
-
-def judged(claim_id: str, drops: dict[float, float], value: Callable[[float], Any]) -> Evidence:
-    """The evidence of ``claim_id``: ``value(lr)`` on the run that has trained
-    (:func:`~mechbook.leading_terms.check.decisive_run` of the runs' loss ``drops``), named as the
-    run it was decided on; untested, with the drops, when neither run has trained."""
-    lr = decisive_run(drops)
-    if lr is None:
-        fell = " and ".join(f"{d:.3f}" for d in drops.values())
-        return claim(claim_id).evidence(
-            untested=f"neither of chapter 3's runs has trained: their losses fell {fell} nats, under {TRAINED_NATS}"
-        )
-    return claim(claim_id).evidence(value(lr), run=run_label(lr, drops[lr]))
-
-
-def evidence_of_paths(means: pd.DataFrame, drops: dict[float, float]) -> Evidence:
-    """The evidence of ``ch05.residual_leads``: the attention share, on the run that has trained."""
-    return judged("ch05.residual_leads", drops, lambda lr: float(means.loc[lr, "attention share"]))
 
 
 # --- Ablation: removing the leading components ---------------------------------------------------
@@ -276,11 +157,6 @@ def ablation_label(row: pd.Series) -> str:
     if row["ablation"] == ZERO:
         return "zero model (all weights 0)"
     return f"{matrix_label(row['matrix'])} − its {TERM_LABELS[row['kind']]} part"
-
-
-def experiments(c: EvalRuns) -> dict[float, Cooperation]:
-    """Every ablation experiment of both runs (cached; :meth:`EvalRuns.experiments`)."""
-    return c.experiments()
 
 
 def ablation(exps: dict[float, Cooperation]) -> pd.DataFrame:
@@ -349,18 +225,6 @@ def against_sum(joint: float, total: float, spec: str) -> str:
     return f"{gap} than their sum" if gap else "equal to their sum"
 
 
-def ablation_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> dict[str, Evidence]:
-    """Evidence of the matrix-ablation claims on the run that has trained: the costliest removal,
-    the W/P against W_O/V gap and the way back to the zero model."""
-    return {
-        "ch05.w_o_costliest": judged("ch05.w_o_costliest", drops, lambda lr: exps[lr].costliest[0]),
-        "ch05.w_p_least": judged("ch05.w_p_least", drops, lambda lr: exps[lr].attention_shaping_gap),
-        "ch05.leading_terms_hold_the_skill": judged(
-            "ch05.leading_terms_hold_the_skill", drops, lambda lr: exps[lr].way_back
-        ),
-    }
-
-
 def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """The zero model's loss, then per run: the full loss, the loss with every leading component
     removed (and how far back to the zero model that is), the costliest single removal, and how far
@@ -379,8 +243,8 @@ def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation], drops: d
             f"(+{cost:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
             f"removal costs +{joint:.4f} ({against_sum(joint, total, '.4f')})."
         )
-    verdicts = "\n".join(f"- {ev.sentence()}" for ev in ablation_evidence(exps, drops).values())
-    return " ".join(parts) + "\n\n" + verdicts
+    ev = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))
+    return " ".join(parts) + "\n\n" + claims.section_prose(ev, "ch05-ablation")
 
 
 # --- Ablating one path ---------------------------------------------------------------------------
@@ -393,16 +257,6 @@ def path_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
     return table.rename(columns={"loss": "loss (nats)", "delta_loss": "minus the full model"}).rename_axis(
         columns=[None, "learning rate"]
     )
-
-
-def path_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> Evidence:
-    """Evidence of ``ch05.residual_path_costs_most`` on the run that has trained."""
-
-    def gap(lr: float) -> float:
-        p = exps[lr].paths.set_index("removal")["delta_loss"]
-        return float(p["without the residual path"] - p["without every attention path"])
-
-    return judged("ch05.residual_path_costs_most", drops, gap)
 
 
 def path_ablation_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
@@ -421,7 +275,8 @@ def path_ablation_prose(exps: dict[float, Cooperation], drops: dict[float, float
             f"{top.removeprefix('without ')} costs most (+{layers[top]:.4g}). The layers' single costs add up to "
             f"+{total:.4g}, the joint removal costs +{joint:.4g} ({against_sum(joint, total, '.4g')})."
         )
-    return " ".join(parts) + "\n\n" + path_evidence(exps, drops).sentence()
+    ev = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))
+    return " ".join(parts) + "\n\n" + ev["ch05.residual_path_costs_most"].sentence()
 
 
 # --- Why removing W_O's B part can cost more than the zero model ---------------------------------
@@ -446,21 +301,12 @@ def split_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
     ).rename_axis(columns="learning rate")
 
 
-def split_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> dict[str, Evidence]:
-    """Evidence of the two remainder claims on the run that has trained."""
-    return {
-        "ch05.remainder_pushes_down": judged(
-            "ch05.remainder_pushes_down", drops, lambda lr: exps[lr].split.right_remainder
-        ),
-        "ch05.remainder_corrects_b": judged("ch05.remainder_corrects_b", drops, lambda lr: exps[lr].split.logit_cosine),
-    }
-
-
 def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
     """The W_O split at the larger learning rate in words (each comparison's word derived from the
     printed numbers), then the verdicts of the two remainder claims (on the run that has trained)."""
     lr = tuple(exps)[1]
     s = exps[lr].split
+    remainder = [c for c in CH05_ABLATIONS if c.section == "ch05-remainder"]  # they read the split alone
     rest = claims.compare(s.loss_remainder, s.loss_zero, ".3f", claims.Words("worse than", "better than", "as good as"))
     return (
         f"At $\\eta = {lr}$, W_O's B part alone gives a loss of **{s.loss_b_part:.3f}** nats (the whole W_O "
@@ -471,7 +317,7 @@ def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> st
         f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's. "
         + b_part_alone_prose(s)
         + "\n\n"
-        + "\n".join(f"- {ev.sentence()}" for ev in split_evidence(exps, drops).values())
+        + claims.section_prose(claims.evidence(remainder, CooperationReadings(drops, exps=exps)), "ch05-remainder")
     )
 
 
@@ -509,7 +355,7 @@ def w_zero_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> s
             f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {e.idle_share:.2%} of the "
             f"model's gain over the zero model)"
         )
-    verdict = w_zero_evidence(exps, drops).sentence()
+    verdict = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))["ch05.w_zero_idle"].sentence()
     return (
         "With every key-query matrix set to zero, "
         + "; ".join(parts)
@@ -548,57 +394,13 @@ def w_against_paths(exps: dict[float, Cooperation], drops: dict[float, float]) -
     )
 
 
-def w_zero_evidence(exps: dict[float, Cooperation], drops: dict[float, float]) -> Evidence:
-    """Evidence of ``ch05.w_zero_idle`` on the run that has trained."""
-    return judged("ch05.w_zero_idle", drops, lambda lr: exps[lr].idle_share)
-
-
 # --- Records --------------------------------------------------------------------------------------
 
 
-def headline(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
-    r"""The recorded numbers per run (``*_paper_lr``, ``*_large_lr``): mean residual and attention
-    contributions; loss of the full model, with every leading term removed and with W_O's removed,
-    the largest single-removal increase and its matrix, the single removals' sum and the joint
-    increase, the path removals, the W_O split and the W := 0 loss; and the zero model's loss
-    (:math:`\log |V|`)."""
-    labels = run_labels(c.lrs)
-    numbers: dict[str, Any] = {}
-    for lr, name in labels.items():
-        e = exps[lr]
-        rows = e.matrices.set_index("ablation")
-        paths = e.paths.set_index("removal")["delta_loss"]
-        numbers[f"mean_residual_{name}"] = float(means.loc[lr, "residual"])
-        numbers[f"mean_attention_{name}"] = float(means.loc[lr, "attention"])
-        numbers[f"loss_full_{name}"] = float(rows.loc[FULL, "loss"])
-        numbers[f"loss_no_leading_{name}"] = float(rows.loc[EVERY, "loss"])
-        numbers[f"loss_no_W_O_term_{name}"] = float(rows.loc["remove leading term of W_O", "loss"])
-        numbers[f"worst_single_{name}"], numbers[f"max_single_delta_{name}"] = e.costliest
-        numbers[f"sum_single_delta_{name}"], numbers[f"joint_delta_{name}"] = e.matrix_additivity
-        numbers[f"delta_no_residual_path_{name}"] = float(paths["without the residual path"])
-        numbers[f"delta_no_attention_paths_{name}"] = float(paths["without every attention path"])
-        numbers[f"loss_W_O_b_part_{name}"] = e.split.loss_b_part
-        numbers[f"loss_W_O_remainder_{name}"] = e.split.loss_remainder
-        numbers[f"loss_W_zero_{name}"] = e.loss_w_zero
-    numbers["loss_zero"] = float(exps[c.lrs[0]].matrices.set_index("ablation").loc[ZERO, "loss"])
-    return numbers
-
-
-def evidences(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> list[Evidence]:
-    """Every claim's evidence, in the order of :data:`CLAIMS`."""
-    drops = run_drops(c.runs)
-    found = {
-        "ch05.residual_leads": evidence_of_paths(means, drops),
-        **ablation_evidence(exps, drops),
-        "ch05.residual_path_costs_most": path_evidence(exps, drops),
-        **split_evidence(exps, drops),
-        "ch05.w_zero_idle": w_zero_evidence(exps, drops),
-    }
-    return [found[cl.id] for cl in CLAIMS]
-
-
 def record_all(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
-    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
-    records = record_numbers(headline(c, exps, means))
-    records.update(claims.record_claims(evidences(c, exps, means)))
+    """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.cooperation_numbers`)
+    and its claims; returns the records."""
+    records = record_numbers(cooperation_numbers(exps, means))
+    readings = CooperationReadings(run_drops(c.runs), means, exps)
+    records.update(claims.record_claims(claims.evidence(CH05_CLAIMS, readings).values()))
     return records

@@ -1,9 +1,10 @@
 """Chapter 6, "The same features in a real LLM" (book/part1/06_pythia.ipynb): its config per
-profile, its claims, its charts and computed prose in page order, and its records.
+profile, its charts and computed prose in page order, and its records.
 
 The study itself (run configs, the checkpoint source, the similarity of every checkpoint to the
-leading-term features, the controls and the readings each claim rests on) is computed in
-:mod:`mechbook.pythia.study`; this module presents it.
+leading-term features and the controls) is computed in :mod:`mechbook.pythia.study`, the readings
+each claim rests on and the recorded numbers in :mod:`mechbook.pythia.readings`, and the claims are
+:mod:`mechbook.pythia.claims`; this module presents them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.claims import Claim, Evidence, Rule
+from mechbook.claims import Evidence
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS
+from mechbook.pythia.claims import CH06_CLAIMS, FADE, claim_id
+from mechbook.pythia.readings import MAPPING_LABELS, control_readings, study_numbers, study_readings
 from mechbook.pythia.similarity import MEASURE_LABELS, MEASURES
 from mechbook.pythia.study import (
     STUDY_PROFILES,
@@ -26,20 +29,12 @@ from mechbook.pythia.study import (
     StudyConfig,
     StudyResult,
     best_head,
-    control_reading,
     fade_share,
-    run_study,
 )
 from mechbook.validation import check_fields
 
 STEM = "06_pythia"
 WIDTH = 640  # the text column is ~680 px; charts leave room for the axis labels
-MAPPING_LABELS = {
-    "embedding": "embedding (resid_post)",
-    "no_mlp": "no-MLP (resid_pre + attn_out)",
-    "attention": "scores from ln1 output (model's)",
-    "attention_resid_pre": "scores from resid_pre (paper's)",
-}
 CONTROL_LABELS = {
     "random_init": "random initialisation",
     "shuffled_tokens": "shuffled-token feature",
@@ -81,129 +76,12 @@ def resolve(
     )
 
 
-# --- Claims ---------------------------------------------------------------------------------------
-
-SUBJECTS = {"pythia": ("paper", "Pythia"), "miniature": ("book", "Pythia in miniature")}
-"""Whose checkpoints a claim is about: real Pythia (the paper's claims) or the miniature (the
-book's readings of its stand-in)."""
-_STATEMENTS = {
-    "embedding": "{who}'s token geometry after each layer (resid_post) carries (BΦ)ᵀ beyond every negative control",
-    "no_mlp": "{who}'s layer output without its MLP (resid_pre + attn_out) carries (BΦ)ᵀ beyond every negative control",
-    "attention": "The attention scores {who} computes (from the LayerNorm output) carry Q beyond every negative control",
-    "attention_resid_pre": "{who}'s attention scores read from resid_pre, as the paper's pipeline reads them, carry Q "
-    "beyond every negative control",
-}
-PAPER = (
-    "Pythia-1.4B's token geometry carries (BΦ)ᵀ and its attention scores Q, most clearly at the earliest checkpoints "
-    "(layer x checkpoint heatmaps)"
-)
-FADE = 0.1
-"""Share of its margin over the controls a curve must lose after an early peak to count as fading."""
-
-
-def _claim_id(subject: str, what: str, measure: str) -> str:
-    return f"ch06.{subject}_{what}_{measure}"
-
-
-def _claims() -> tuple[Claim, ...]:
-    out = []
-    for subject, (source, who) in SUBJECTS.items():
-        paper = PAPER if source == "paper" else None
-        for measure in MEASURES:
-            for mapping in MAPPINGS:
-                out.append(
-                    Claim(
-                        _claim_id(subject, mapping, measure),
-                        STEM,
-                        source,
-                        _STATEMENTS[mapping].format(who=who) + f", under the {MEASURE_LABELS[measure]}",
-                        f"peak layer-mean similarity minus the strongest negative control (random initialisation, "
-                        f"shuffled-token feature, random + shared offset), {MAPPING_LABELS[mapping]}",
-                        Rule(">", 0.0),
-                        paper=paper,
-                        section="ch06-reading",
-                        spec=".3f",
-                    )
-                )
-            out.append(
-                Claim(
-                    _claim_id(subject, "fades", measure),
-                    STEM,
-                    source,
-                    f"{who}'s features are clearest early and fade: an early peak above the controls loses at least a "
-                    f"tenth of its margin by the last checkpoint, under the {MEASURE_LABELS[measure]}",
-                    "largest share, over the four mappings, of the margin over the controls lost between a peak in the "
-                    "first half of training and the last checkpoint",
-                    Rule(">=", FADE),
-                    paper=paper,
-                    section="ch06-reading",
-                    spec=".2f",
-                )
-            )
-    out.append(
-        Claim(
-            "ch06.offset_fools_paper_measure",
-            STEM,
-            "book",
-            "The paper's row-centred measure rates a random representation with one shared offset as similar to (BΦ)ᵀ, "
-            "so a high value under it is weak evidence",
-            "similarity of the random + shared offset control to (BΦ)ᵀ under the paper's row-centred covariance",
-            Rule(">=", 0.5),
-            section="ch06-controls",
-            spec=".3f",
-        )
-    )
-    return tuple(out)
-
-
-CLAIMS: tuple[Claim, ...] = _claims()
-"""Chapter 6's claims: per measure and mapping, the paper's claim about Pythia and the book's
-reading of the miniature (whichever the page did not read is untested), and the offset caveat."""
-
-
-def claim(claim_id: str) -> Claim:
-    """The claim of :data:`CLAIMS` with id ``claim_id``."""
-    return {c.id: c for c in CLAIMS}[claim_id]
-
-
-def readings(result: StudyResult) -> dict[tuple[str, str], ControlReading]:
-    """:func:`mechbook.pythia.study.control_reading` of every (measure, mapping)."""
-    return {key: control_reading(s, result.control_means, *key) for key, s in result.summary.items()}
-
-
-def _fade(read: dict[tuple[str, str], ControlReading], measure: str, last_step: int) -> float:
-    return max(fade_share(read[measure, m], last_step) for m in MAPPINGS)
-
-
-def evidences(result: StudyResult) -> dict[str, Evidence]:
-    """Every claim's evidence: the subject the page read is measured, the other untested (why)."""
-    read, kind = readings(result), result.choice.kind
-    out: dict[str, Evidence] = {}
-    for subject in SUBJECTS:
-        why = None
-        if subject != kind:
-            why = (
-                f"needs the network (real Pythia checkpoints from the Hugging Face Hub): {result.choice.reason}"
-                if subject == "pythia"
-                else "this page read real Pythia, not the miniature"
-            )
-        for measure in MEASURES:
-            values = {m: read[measure, m].margin for m in MAPPINGS}
-            values["fades"] = _fade(read, measure, result.last_step)
-            for what, value in values.items():
-                c = claim(_claim_id(subject, what, measure))
-                out[c.id] = c.evidence(untested=why) if why else c.evidence(value)
-    offset = read["paper", "embedding"].controls["offset"]
-    out["ch06.offset_fools_paper_measure"] = claim("ch06.offset_fools_paper_measure").evidence(offset)
-    return out
+CLAIMS = CH06_CLAIMS
+"""The chapter's claims (declared in :data:`mechbook.pythia.claims.CH06_CLAIMS`), where the ledger
+looks for them."""
 
 
 # --- Where the checkpoints come from --------------------------------------------------------------
-
-
-def compute(cfg: ChapterConfig) -> StudyResult:
-    """The chapter's study (:func:`mechbook.pythia.study.run_study`)."""
-    return run_study(cfg.study)
 
 
 def banner_prose(result: StudyResult) -> str:
@@ -297,8 +175,8 @@ def corpus_prose(result: StudyResult) -> str:
 def controls_title(result: StudyResult) -> str:
     """The controls chart's title: per measure, how many mappings peak above every negative control
     (read by each mapping's claim rule)."""
-    read = readings(result)
-    rule = claim(_claim_id(result.choice.kind, "embedding", "cka")).rule
+    read = control_readings(result)
+    rule = claims.by_id(CH06_CLAIMS)[claim_id(result.choice.kind, "embedding", "cka")].rule
     parts = [
         f"{'CKA' if m == 'cka' else 'paper measure'} {sum(bool(rule.holds(read[m, p].margin)) for p in MAPPINGS)} of "
         f"{len(MAPPINGS)}"
@@ -532,10 +410,12 @@ def reading_prose(result: StudyResult) -> str:
     """Markdown that reads the run per measure: for each mapping, its peak against the strongest
     negative control and whether the measure can see an exactly linear representation; which of
     the paper's claims the measure supports on this run; and every claim's verdict sentence."""
-    read, evs, kind, last = readings(result), evidences(result), result.choice.kind, result.last_step
+    readings = study_readings(result)
+    read, kind, last = readings.controls, result.choice.kind, result.last_step
+    evs = claims.evidence(CH06_CLAIMS, readings)
     parts = []
     for measure in MEASURES:
-        ev = {m: evs[_claim_id(kind, m, measure)] for m in [*MAPPINGS, "fades"]}
+        ev = {m: evs[claim_id(kind, m, measure)] for m in [*MAPPINGS, "fades"]}
         lines = [
             _sentence(measure, m, read[measure, m], ev[m], fade_share(read[measure, m], last), last) for m in MAPPINGS
         ]
@@ -595,35 +475,9 @@ def defect_prose(summary: dict[tuple[str, str], dict[str, float]]) -> str:
 # --- Records --------------------------------------------------------------------------------------
 
 
-def headline(result: StudyResult) -> dict[str, Any]:
-    """The chapter's headline numbers: the source, per measure and mapping the peak, its step, the
-    final value, the rise (peak minus the value at the first checkpoint, the initialisation), every
-    control and the margin over the strongest negative control, and the best single head under
-    each measure."""
-    src = result.choice.source
-    numbers: dict[str, Any] = {
-        "source": result.choice.kind,
-        "n_checkpoints": len(src.steps),
-        "other_fraction": result.features.other_fraction,
-    }
-    if result.choice.kind == "miniature":
-        numbers["miniature_final_loss"] = sum(src.run.losses[-10:]) / len(src.run.losses[-10:])
-    read = readings(result)
-    for (measure, mapping), s in result.summary.items():
-        r, name = read[measure, mapping], f"{measure}_{mapping}"
-        numbers[f"{name}_peak"] = s["peak"]
-        numbers[f"{name}_peak_step"] = s["peak_step"]
-        numbers[f"{name}_final"] = s["final"]
-        numbers[f"{name}_rise"] = s["peak"] - s["initial"]
-        numbers[f"{name}_margin"] = r.margin
-        numbers.update({f"{name}_control_{c}": v for c, v in r.controls.items()})
-    for measure in MEASURES:
-        numbers[f"{measure}_best_head_similarity"] = float(best_head(result.table, measure)["similarity"])
-    return numbers
-
-
 def record_all(result: StudyResult) -> dict[str, Any]:
-    """Record the chapter's numbers (:func:`headline`) and its claims; returns the records."""
-    records = record_numbers(headline(result))
-    records.update(claims.record_claims(evidences(result).values()))
+    """Record the chapter's numbers (:func:`~mechbook.pythia.readings.study_numbers`) and its
+    claims; returns the records."""
+    records = record_numbers(study_numbers(result))
+    records.update(claims.record_claims(claims.evidence(CH06_CLAIMS, study_readings(result)).values()))
     return records

@@ -86,6 +86,23 @@ def build_maps(corpus: CorpusConfig) -> CorpusMaps:
     return CorpusMaps(corpus, len(stories), tokenizer, sequences, survivors, stats)
 
 
+def chapter_maps(corpus: CorpusConfig, per_class: int) -> CorpusMaps:
+    """Chapter 1's corpus and its three maps (:func:`build_maps`, cached); refused, in one line,
+    when its vocabulary holds fewer than ``per_class`` lexicon words of a class (the chapter's
+    tables need that many) or no entity of a scene pair."""
+    m = build_maps(corpus)
+    have = {c: len(m.words_of(c)) for c in ("noun", "verb", "adjective")}
+    short = {c: k for c, k in have.items() if k < per_class}
+    if short or not m.entities:
+        lacking = [f"{k} {c}s" for c, k in short.items()] + ([] if m.entities else ["no entity of a scene pair"])
+        raise ValueError(
+            f"the corpus is too small for chapter 1: its {m.tokenizer.vocab_size}-token vocabulary holds only "
+            f"{' and '.join(lacking)} of the chapter's lexicon, where its tables need {per_class} words of "
+            "each class and the scene pairs' entities: use a larger corpus (the 5,000-story sample has them)"
+        )
+    return m
+
+
 def in_model_vocabulary(m: CorpusMaps, model: Tokenizer) -> dict[str, Any]:
     """Which of chapter 1's words the vocabulary of the models of chapters 2-5 (``model``, smaller
     than chapter 1's) holds: of the lexicon words in ``m``'s vocabulary (``lexicon_kept`` of

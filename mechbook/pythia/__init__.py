@@ -16,5 +16,8 @@
 - :mod:`~mechbook.pythia.study`: the study's run configs per profile, the source it reads, the
   whole computation, and the readings each claim of chapter 6 rests on.
 
-The chapter's claims, charts and prose are in :mod:`mechbook.chapters.ch06_pythia`.
+- :mod:`~mechbook.pythia.readings`: what chapter 6 reads off the study for its records and claims.
+- :mod:`~mechbook.pythia.claims`: chapter 6's claims, one table.
+
+The chapter's charts and prose are in :mod:`mechbook.chapters.ch06_pythia`.
 """

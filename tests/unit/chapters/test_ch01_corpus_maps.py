@@ -1,4 +1,5 @@
-"""Chapter 1's module (mechbook.chapters.ch01_corpus_maps) and the helpers it uses: escaping
+"""Chapter 1's module (mechbook.chapters.ch01_corpus_maps), its claims table
+(mechbook.leading_terms.claims.CH01_CLAIMS) and the helpers it uses: escaping
 corpus text for Markdown (mechbook.viz.escape_markdown, rendered back by markdown-it), the validated config, the recorded numbers against literal
 counts, the computed sentences, the heatmap blocks, and the smoke bounds against a broken corpus."""
 
@@ -18,8 +19,11 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
+from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch01_corpus_maps as ch01
+from mechbook.leading_terms.claims import CH01_CLAIMS, TABLES
+from mechbook.leading_terms.maps import chapter_maps, maps_numbers, pair_rank_table
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.viz.fmt import escape_markdown as markdown_text
 
@@ -32,6 +36,11 @@ SAMPLE = Path(
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
 CFG = ch01.CONFIGS["smoke"]
 RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
+
+
+def _measured(m):
+    """The chapter's numbers of ``m`` at the smoke config's sizes, as its notebook computes them."""
+    return maps_numbers(m, successors_k=CFG.successors_k, purity_k=CFG.purity_k)
 
 
 def _rendered_text(markdown: str) -> str:
@@ -85,7 +94,7 @@ def maps(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
     mp.setenv("MECHBOOK_CACHE", str(tmp_path_factory.mktemp("cache")))
-    yield ch01.build(ch01.CONFIGS["smoke"])
+    yield chapter_maps(CFG.corpus, CFG.block_per_class)
 
     mp.undo()
 
@@ -104,12 +113,12 @@ def _literal_successor_rank(tokens, tok, row, column):
 
 
 def test_headline_against_literal_counts(maps):
-    n = ch01.numbers(maps, CFG)
+    n = _measured(maps)
     assert n["b_rank_upon_after_once"] == _literal_successor_rank(maps.sequences.tokens, maps.tokenizer, "once", "upon")
     assert n["n_sequences"] == len(maps.sequences.tokens) and n["context"] == maps.sequences.tokens.shape[1] - 1
     unk = maps.tokenizer.unk_id
     assert n["unk_fraction"] == pytest.approx(float((maps.sequences.tokens == unk).mean()))
-    ranks = ch01.pair_table(maps)
+    ranks = pair_rank_table(maps)
     assert n["phi_pair_median_rank"] == float(np.median(ranks["rank in Φ"]))
     fish = ch01.context_table(maps, CFG).loc["fish"].tolist()
     if n["phi_rank_pond_for_fish"] <= len(fish):
@@ -117,7 +126,7 @@ def test_headline_against_literal_counts(maps):
 
 
 def test_sentences_quote_the_numbers(maps):
-    n = ch01.numbers(maps, CFG)
+    n = _measured(maps)
     assert f"*upon* ranks **{n['b_rank_upon_after_once']}**" in ch01.bigram_prose(maps, CFG, n)
     assert f"**{n['phi_pair_median_rank']:.0f}** in $\\Phi$" in ch01.context_prose(maps, n)
     assert f"**{n['sigma_class_purity']:.0%}**" in ch01.sigma_prose(maps, CFG, n)
@@ -140,11 +149,11 @@ def test_heatmap_blocks_hold_the_tables_words(maps):
 
 def test_smoke_bounds_pass_the_maps_and_reject_a_shuffled_corpus(maps):
     bounds = load_thresholds("01_corpus_maps")["smoke"]
-    assert check_thresholds(ch01.numbers(maps, CFG), bounds) == []
+    assert check_thresholds(_measured(maps), bounds) == []
     rng = np.random.default_rng(0)
     shuffled = rng.permuted(maps.sequences.tokens, axis=1)  # same tokens, order destroyed
     broken = dataclasses.replace(maps, stats=corpus_stats(shuffled, maps.tokenizer.vocab_size))
-    problems = check_thresholds(ch01.numbers(broken, CFG), bounds)
+    problems = check_thresholds(_measured(broken), bounds)
     assert any(p.startswith("b_rank_upon_after_once") for p in problems), problems
 
 
@@ -187,22 +196,26 @@ def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
         "class_ratio": "ch01.word_classes",
         "other_over_phi": "ch01.pairs_not_frequency",
     }[knob]
-    claim = next(c for c in ch01.CLAIMS if c.id == cid)
-    good, bad = ch01.evidence(_numbers(**{knob: holds}))[cid], ch01.evidence(_numbers(**{knob: fails}))[cid]
+    claim = next(c for c in CH01_CLAIMS if c.id == cid)
+    good, bad = (
+        claims.evidence(CH01_CLAIMS, _numbers(**{knob: holds}))[cid],
+        claims.evidence(CH01_CLAIMS, _numbers(**{knob: fails}))[cid],
+    )
     assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
     yes, no = ("Holds", "Does not hold") if claim.source == "book" else ("Reproduced", "Not reproduced")
     assert good.sentence().startswith(f"**{yes}.**") and bad.sentence().startswith(f"**{no}.**")
     assert claim.statement in good.sentence()
     if partly is not None:
-        assert ch01.evidence(_numbers(**{knob: partly}))[cid].verdict == "partly"
+        assert claims.evidence(CH01_CLAIMS, _numbers(**{knob: partly}))[cid].verdict == "partly"
 
 
 def test_every_claim_is_declared_once_with_a_section_of_the_page():
-    ids = [c.id for c in ch01.CLAIMS]
-    assert len(ids) == len(set(ids)) and set(ch01.evidence(_numbers())) == set(ids)
+    ids = [c.id for c in CH01_CLAIMS]
+    assert len(ids) == len(set(ids)) and set(claims.evidence(CH01_CLAIMS, _numbers())) == set(ids)
     source = Path(__file__).resolve().parents[3] / "book" / "part1" / "01_corpus_maps.ipynb"
     text = source.read_text()
-    assert all(f"({c.section})=" in text for c in ch01.CLAIMS)
+    assert all(f"({c.section})=" in text for c in CH01_CLAIMS)
+    assert TABLES[ch01.CHAPTER] is CH01_CLAIMS is ch01.CLAIMS and {c.chapter for c in CH01_CLAIMS} == {ch01.CHAPTER}
 
 
 def test_takeaway_reads_the_verdicts():
@@ -230,7 +243,7 @@ def test_context_sentence_never_contradicts_its_ranks(phi, b):
 
 
 def test_corpus_prose_branches_on_the_policy(maps):
-    n = ch01.numbers(maps, CFG)
+    n = _measured(maps)
     unk = ch01.corpus_prose(maps, n)
     assert "Under the **unk** policy" in unk and "**Holds.**" in unk
     drop = dataclasses.replace(maps, corpus=dataclasses.replace(maps.corpus, policy="drop"))
@@ -251,14 +264,19 @@ def test_no_scene_pair_in_the_vocabulary_leaves_the_pair_claims_untested_and_say
         "n_context_pairs": 0,
         "vocab_size": 144,
     }
-    ev = ch01.evidence(n)
-    for cid in ("ch01.scene_pairs", "ch01.phi_not_b"):
+    ev = claims.evidence(CH01_CLAIMS, n)
+    for cid in ("ch01.scene_pairs", "ch01.phi_not_b", "ch01.pairs_not_frequency"):
         assert ev[cid].verdict == "untested" and "no scene pair" in ev[cid].sentence()
+        assert "vocabulary of 144 tokens" in ev[cid].untested
     assert ev["ch01.upon_after_once"].verdict != "untested"
+    # pairs in the vocabulary but no mismatched control: untested, and no reason is invented
+    no_control = claims.evidence(CH01_CLAIMS, {**_numbers(), "phi_pair_mismatched_median_rank": None})
+    assert no_control["ch01.pairs_not_frequency"].verdict == "untested"
+    assert no_control["ch01.pairs_not_frequency"].untested is None
 
 
 def test_the_context_prose_without_pairs_reads_no_rank(maps):
-    n = {**ch01.numbers(maps, CFG), "phi_pair_median_rank": None, "b_pair_median_rank": None, "n_context_pairs": 0}
+    n = {**_measured(maps), "phi_pair_median_rank": None, "b_pair_median_rank": None, "n_context_pairs": 0}
     text = ch01.context_prose(maps, n)
     assert text.startswith("None of these pairs has both its words") and "nan" not in text.lower()
 
@@ -267,7 +285,7 @@ def test_a_vocabulary_too_small_for_the_tables_is_refused_in_one_line(maps, monk
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
     need = max(len(maps.words_of(c)) for c in ("noun", "verb", "adjective")) + 1
     with pytest.raises(ValueError, match=rf"too small for chapter 1: .* need {need} words of each class") as info:
-        ch01.build(dataclasses.replace(CFG, block_per_class=need))
+        chapter_maps(CFG.corpus, need)
     assert "\n" not in str(info.value) and "use a larger corpus" in str(info.value)
 
 

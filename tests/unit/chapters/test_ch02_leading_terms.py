@@ -1,4 +1,5 @@
-"""Chapter 2's module: profiles and resolve, the claims on both sides of their rules, the prose
+"""Chapter 2's module and its library (check_numbers, attention_first, the CH02_CLAIMS table):
+profiles and resolve, the claims on both sides of their rules, the prose
 branches (departure or none, learned or not), the charts' widths and titles, and the smoke bounds
 rejecting a broken check."""
 
@@ -9,9 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lt_markov import markov_tokens, sweep_frame
 
+from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch02_leading_terms as ch02
-from mechbook.leading_terms.check import CheckRuns, CheckRunsConfig, autograd_check
+from mechbook.leading_terms.check import (
+    CheckRuns,
+    CheckRunsConfig,
+    autograd_check,
+)
+from mechbook.leading_terms.claims import CH02_CLAIMS, TABLES
+from mechbook.leading_terms.readings import attention_first, check_numbers, check_readings
 from mechbook.leading_terms.stats import corpus_stats
 
 VOCAB = 8
@@ -50,9 +58,14 @@ def _with(data: CheckRuns, **frames) -> CheckRuns:
     )
 
 
+def _ev(data: CheckRuns, cfg):
+    """The chapter's verdicts on ``data``, as its pages compute them."""
+    return claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
+
+
 def test_closed_form_claims_on_both_sides(setup):
     cfg, d = setup
-    ev = ch02.evidence(d, cfg)
+    ev = _ev(d, cfg)
     assert ev["ch02.closed_form_direction"].verdict == "reproduced"
     assert ev["ch02.closed_form_size"].verdict == "reproduced"
     assert ev["ch02.eta_exponents"].verdict == "reproduced" and ev["ch02.s_slopes_above"].verdict == "reproduced"
@@ -60,20 +73,20 @@ def test_closed_form_claims_on_both_sides(setup):
     assert "**Reproduced.** The paper" in text and "barely learned" in text
     # sizes off by 50%: the direction still holds, the size does not
     wrong = _with(d, check=d.check.assign(ratio=d.check["ratio"] * 1.5))
-    ev = ch02.evidence(wrong, cfg)
+    ev = _ev(wrong, cfg)
     assert ev["ch02.closed_form_size"].verdict == "not reproduced"
     assert ev["ch02.closed_form_direction"].verdict == "reproduced"
     assert "**Not reproduced.**" in ch02.check_prose(wrong, cfg)
     off = _with(d, check=d.check.assign(cosine=d.check["cosine"] * 0.9))
-    assert ch02.evidence(off, cfg)["ch02.closed_form_direction"].verdict == "not reproduced"
+    assert _ev(off, cfg)["ch02.closed_form_direction"].verdict == "not reproduced"
     # a norm off by a factor s: the slopes in s no longer sit just above the exponents... they sit far above,
     # and a norm divided by s puts them below
     below = _with(d, check=d.check.assign(norm=d.check["norm"] / d.check["step"].clip(lower=1)))
-    ev = ch02.evidence(below, cfg)
+    ev = _ev(below, cfg)
     assert ev["ch02.s_slopes_above"].verdict == "not reproduced"
     assert "**Does not hold.**" in ch02.slopes_prose(below, cfg)
     eta = _with(d, check=d.check.assign(norm=d.check["norm"] * d.check["lr"] ** 0.2))
-    assert ch02.evidence(eta, cfg)["ch02.eta_exponents"].verdict == "not reproduced"
+    assert _ev(eta, cfg)["ch02.eta_exponents"].verdict == "not reproduced"
 
 
 def test_departure_prose_and_claim_branches(setup):
@@ -90,12 +103,12 @@ def test_departure_prose_and_claim_branches(setup):
     text = ch02.departure_prose(p_then_v, cfg)
     assert "**P alone**" in text and "**Does not hold.**" in text
     assert "η = 1: P 3, V 4, W 6, W_O never" in text
-    assert ch02.evidence(p_then_v, cfg)["ch02.attention_leaves_first"].values == [0.0]
+    assert _ev(p_then_v, cfg)["ch02.attention_leaves_first"].values == [0.0]
     never = _with(d, sweep=sweep_frame({}))
     text = ch02.departure_prose(never, cfg)
     assert "No matrix falls below" in text and "**Untested here.**" in text and "diverged" in text
-    assert ch02.evidence(never, cfg)["ch02.attention_leaves_first"].verdict == "untested"
-    assert "breakdown_loss_drop" not in ch02.numbers(never, cfg)
+    assert _ev(never, cfg)["ch02.attention_leaves_first"].verdict == "untested"
+    assert "breakdown_loss_drop" not in check_numbers(never, cfg.runs.check_steps)
 
 
 def test_setup_and_shortcut_prose(setup):
@@ -113,15 +126,17 @@ def test_learned_words_label_a_model_that_has_not_learned():
 def test_smoke_bounds_reject_a_broken_check(setup):
     cfg, d = setup
     bounds = load_thresholds("02_leading_terms")["smoke"]
-    good = ch02.numbers(d, cfg)
+    good = check_numbers(d, cfg.runs.check_steps)
     assert set(bounds) <= set(good)
     assert not [p for p in check_thresholds(good, bounds) if p.startswith(("check_", "slope_eta"))]
     wrong = d.check.assign(norm=d.check["norm"] * d.check["step"], ratio=d.check["ratio"] * d.check["step"])
-    flagged = {p.split()[0] for p in check_thresholds(ch02.numbers(_with(d, check=wrong), cfg), bounds)}
+    flagged = {
+        p.split()[0] for p in check_thresholds(check_numbers(_with(d, check=wrong), cfg.runs.check_steps), bounds)
+    }
     assert {"check_max_ratio_error", "slope_s_W_O", "slope_s_V", "slope_s_W", "slope_s_P"} <= flagged
     off = d.check.assign(cosine=d.check["cosine"] * 0.9)
     assert "check_min_cosine" in {
-        p.split()[0] for p in check_thresholds(ch02.numbers(_with(d, check=off), cfg), bounds)
+        p.split()[0] for p in check_thresholds(check_numbers(_with(d, check=off), cfg.runs.check_steps), bounds)
     }
 
 
@@ -163,7 +178,7 @@ def test_learned_words_print_the_drop_they_judge(drop, log_vocab):
 def test_attention_first_against_its_definition(rows):
     """W and P both leave, and both before either of W_O and V leaves (one that never leaves is last)."""
     order = pd.DataFrame(rows, columns=["W", "P", "W_O", "V"], dtype=float)
-    got = ch02.attention_first(order).tolist()
+    got = attention_first(order).tolist()
     never = float("inf")
 
     def literal(w, p, wo, v):
@@ -172,3 +187,11 @@ def test_attention_first_against_its_definition(rows):
         return max(w, p) < min(never if wo is None else wo, never if v is None else v)
 
     assert got == [literal(*r) for r in rows]
+
+
+def test_the_table_is_the_chapters_and_records_every_claim(setup):
+    cfg, d = setup
+    assert TABLES[ch02.CHAPTER] is CH02_CLAIMS is ch02.CLAIMS and {c.chapter for c in CH02_CLAIMS} == {ch02.CHAPTER}
+    records = ch02.record_all(d, cfg)
+    assert {f"claim.{c.id}" for c in CH02_CLAIMS} <= set(records)
+    assert records["check_min_cosine"] == records["claim.ch02.closed_form_direction"]["values"][0]

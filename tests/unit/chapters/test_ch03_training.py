@@ -1,4 +1,4 @@
-"""Chapter 3's module: resolve and the seed reaching every run, each claim on both sides of its
+"""Chapter 3's module and its library (the CH03 claims tables, claim_cause, training_numbers): resolve and the seed reaching every run, each claim on both sides of its
 rule (verdict and sentence), the cause the rule names in each branch, the prose branches, the
 records and the smoke bounds rejecting an untrained or broken run, the charts' widths."""
 
@@ -10,10 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch03_training as ch03
 from mechbook.leading_terms.claim import ClaimConfig, ClaimReading, PaperTarget, SettingRun
+from mechbook.leading_terms.claims import CH03_CLAIM, CH03_CLAIMS, CH03_SHARED, TABLES, claim_cause
 from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.readings import TrainingReadings, training_numbers
 from mechbook.leading_terms.train import Runs, TrainConfig, TrainResult
 
 TARGET = PaperTarget(n_stories=5000, n_kept=270, n_sequences=114_000, epochs=100, batch_size=2048, steps=5566, lr=0.005)
@@ -114,7 +117,10 @@ def test_profiles_resolve_and_the_seed_reaches_every_run():
     ],
 )
 def test_shared_claims_on_both_sides(cid, holds, fails):
-    good, bad = ch03.shared_evidence(holds)[cid], ch03.shared_evidence(fails)[cid]
+    good, bad = (
+        claims.evidence(CH03_SHARED, TrainingReadings(holds))[cid],
+        claims.evidence(CH03_SHARED, TrainingReadings(fails))[cid],
+    )
     assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
     assert good.sentence().startswith("**Holds.**") and bad.sentence().startswith("**Does not hold.**")
     assert good.sentence() in ch03.shared_prose(holds)
@@ -130,14 +136,16 @@ def test_shared_claims_on_both_sides(cid, holds, fails):
     ],
 )
 def test_claim_claims_on_both_sides(cid, holds, fails, untested):
-    good, bad, none = (ch03.claim_evidence(r)[cid] for r in (holds, fails, untested))
+    good, bad, none = (claims.evidence(CH03_CLAIM, TrainingReadings(reading=r))[cid] for r in (holds, fails, untested))
     assert (good.verdict, bad.verdict, none.verdict) == ("reproduced", "not reproduced", "untested")
     assert "**Untested here.**" in none.sentence() and "0.9000" in bad.sentence()
 
 
 def test_chapter2_curves_read_the_smallest_rate_that_reaches_the_paper():
     # the rate 2.0 ends at -0.5 but the smallest rate, 1.0, is the one closest to the paper's 0.005
-    assert ch03.claim_evidence(reading(ch2=0.995))["ch03.chapter2_curves"].values == [0.995]
+    assert claims.evidence(CH03_CLAIM, TrainingReadings(reading=reading(ch2=0.995)))["ch03.chapter2_curves"].values == [
+        0.995
+    ]
 
 
 @pytest.mark.parametrize(
@@ -154,7 +162,7 @@ def test_chapter2_curves_read_the_smallest_rate_that_reaches_the_paper():
 )
 def test_cause_branches_and_their_words(kwargs, expected):
     r = reading(**kwargs)
-    assert ch03.cause(r) == expected
+    assert claim_cause(r) == expected
     text = ch03.setting_prose(r, 8, 8)
     assert text.endswith(ch03._CAUSE_WORDS[expected] + ch03.evidence_weight(r, 8, 8))
     assert ch03._CAUSE_WORDS[expected] in ch03.reading_prose(shared(), r)
@@ -234,7 +242,7 @@ def records(cos: float, loss: float, claim_cos: float | None = None) -> dict:
         r.setting,
         r.chapter2,
     )
-    return ch03.numbers(runs, claim, r)
+    return training_numbers(runs, claim, r)
 
 
 def test_records_of_a_trained_run_pass_and_of_untrained_or_broken_runs_fail_the_smoke_bounds():
@@ -315,12 +323,12 @@ def test_the_100_epoch_claim_reads_only_the_claim_runs_that_trained():
     r = reading(claim=0.995)
     r.cosines["natural"] = cosines(0.9)
     r.losses["natural"] = math.log(256) - 0.04
-    ev = ch03.claim_evidence(r)["ch03.cosine_100_epochs"]
+    ev = claims.evidence(CH03_CLAIM, TrainingReadings(reading=r))["ch03.cosine_100_epochs"]
     assert ev.values == [pytest.approx(0.995)] and ev.verdict == "reproduced"
     assert "the natural run fell 0.040, under 0.5, and is left out" in ev.sentence()
     assert "the cased BPE run (its loss fell 1.05 nats)" in ev.sentence()
     r.losses["bpe_cased"] = math.log(256) - 0.01
-    none = ch03.claim_evidence(r)["ch03.cosine_100_epochs"]
+    none = claims.evidence(CH03_CLAIM, TrainingReadings(reading=r))["ch03.cosine_100_epochs"]
     assert none.verdict == "untested" and "no claim run has trained" in none.sentence()
 
 
@@ -335,3 +343,12 @@ def test_the_unk_part_of_each_cosine_is_read_from_its_digits():
     r.cosines_no_unk["natural"] = {**r.cosines_no_unk["natural"], "V": 0.9, "W": 0.8558}
     text = ch03.unk_part_prose(r)
     assert "sat in the one row" not in text and "W's cosine stays at 0.8558" in text
+
+
+def test_the_table_is_the_shared_then_the_claim_runs_claims_and_all_are_recorded():
+    assert TABLES[ch03.CHAPTER] is CH03_CLAIMS is ch03.CLAIMS and CH03_CLAIMS == CH03_SHARED + CH03_CLAIM
+    assert {c.section for c in CH03_SHARED} == {"ch03-cosines"} and {c.chapter for c in CH03_CLAIMS} == {ch03.CHAPTER}
+    ev = claims.evidence(CH03_CLAIMS, TrainingReadings(shared(), reading(claim=0.995)))
+    assert list(ev) == [c.id for c in CH03_CLAIMS]
+    assert ev["ch03.cosine_100_epochs"].run.startswith("the natural run (its loss fell")
+    assert all(e.run is None for cid, e in ev.items() if cid != "ch03.cosine_100_epochs")

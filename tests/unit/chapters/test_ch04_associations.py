@@ -1,4 +1,5 @@
-"""Chapter 4's module (mechbook.chapters.ch04_associations): the config, the trained maps against
+"""Chapter 4's module (mechbook.chapters.ch04_associations) and its library (the CH04_CLAIMS table,
+association_numbers): the config, the trained maps against
 a literal product, overlap tables and records, the sentences, the explorer layout, and the smoke
 bounds against an untrained or scrambled model (on the smoke corpus, without training)."""
 
@@ -13,10 +14,13 @@ import pytest
 import torch
 
 import mechbook
+from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch04_associations as ch04
-from mechbook.leading_terms.associations import RunMaps, trained_maps
+from mechbook.leading_terms.associations import RunMaps, overlap_readings, trained_maps
+from mechbook.leading_terms.claims import CH04_CLAIM_OF, CH04_CLAIMS, TABLES
 from mechbook.leading_terms.corpus import load_corpus
+from mechbook.leading_terms.readings import AssociationReadings, association_numbers
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs
 
@@ -91,11 +95,11 @@ def _assoc(corpus, make):
 def test_a_model_that_is_its_leading_terms_overlaps_fully_and_passes(corpus):
     cfg, _ = corpus
     a = _assoc(corpus, lambda m, lr: 3.0 * m)
-    readings = ch04.overlaps(cfg, a)
+    readings = overlap_readings(a, cfg.k)
     table = ch04.overlap_table(readings)
     assert (table["overlap"] == 1.0).all() and (table["row-centred"] == 1.0).all()
     assert list(table.index.get_level_values(0).unique()) == list(a.lrs)
-    numbers = ch04.headline(readings)
+    numbers = association_numbers(readings)
     assert set(numbers) == {
         f"{what}_{t}_{n}_{r}"
         for what in ("overlap", "mismatched", "excess", "centred_excess")
@@ -109,7 +113,7 @@ def test_a_model_that_is_its_leading_terms_overlaps_fully_and_passes(corpus):
 def test_smoke_bounds_reject_an_untrained_or_scrambled_model(corpus, broken):
     rng = np.random.default_rng(0)
     make = (lambda m, lr: np.zeros_like(m)) if broken == "untrained" else (lambda m, lr: rng.permutation(m, axis=1))
-    numbers = ch04.headline(ch04.overlaps(corpus[0], _assoc(corpus, make)))
+    numbers = association_numbers(overlap_readings(_assoc(corpus, make), corpus[0].k))
     problems = check_thresholds(numbers, load_thresholds("04_associations")["smoke"])
     assert {p.split(":")[0].split()[0] for p in problems} >= {
         f"overlap_{t}_{n}_{r}" for t, n in (("B", "W_O"), ("G", "VW_O"), ("Q", "W")) for r in ("paper_lr", "large_lr")
@@ -121,7 +125,7 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
         corpus, lambda m, lr: m + (lr * 1e-3) * np.random.default_rng(1).standard_normal(m.shape) * np.abs(m).max()
     )
     cfg, _ = corpus
-    readings = ch04.overlaps(cfg, a)
+    readings = overlap_readings(a, cfg.k)
     paper_lr, large_lr = a.lrs
     q = readings[paper_lr]["W"]
     drops = {paper_lr: 0.05, large_lr: 2.0}
@@ -157,7 +161,7 @@ def test_a_shared_profile_is_not_a_reading(corpus):
     raw rankings, but no more than another word's row does: the claims fail on the excess."""
     cfg, _ = corpus
     a = _assoc(corpus, lambda m, lr: np.broadcast_to(m.mean(axis=0), m.shape).copy())
-    ev = ch04.evidences(ch04.overlaps(cfg, a), {a.lrs[0]: 0.05, a.lrs[1]: 2.0})
+    ev = claims.evidence(CH04_CLAIMS, AssociationReadings(overlap_readings(a, cfg.k), {a.lrs[0]: 0.05, a.lrs[1]: 2.0}))
     assert ev["ch04.vw_o_ranks_g"].values[0] == pytest.approx(0.0, abs=1e-12)
     assert ev["ch04.vw_o_ranks_g"].verdict == "not reproduced"
     assert ev["ch04.vw_o_ranks_g_centred"].verdict == "not reproduced"
@@ -168,20 +172,24 @@ def test_the_claims_are_decided_on_the_run_that_trained_or_untested(corpus):
     untested with both drops (a run whose matrices are still their leading terms restates chapter 3)."""
     cfg, _ = corpus
     a = _assoc(corpus, lambda m, lr: m * (1 + lr))
-    readings = ch04.overlaps(cfg, a)
+    readings = overlap_readings(a, cfg.k)
     paper_lr, large_lr = a.lrs
-    on_large = ch04.evidences(readings, {paper_lr: 0.05, large_lr: 2.0})
-    on_paper = ch04.evidences(readings, {paper_lr: 0.9, large_lr: 0.6})
-    for cid, (raw, _) in zip(ch04.CLAIM_OF, ch04.CLAIM_OF.values()):
+    on_large = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, {paper_lr: 0.05, large_lr: 2.0}))
+    on_paper = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, {paper_lr: 0.9, large_lr: 0.6}))
+    for cid, (raw, _) in zip(CH04_CLAIM_OF, CH04_CLAIM_OF.values()):
         assert on_large[raw].values == [readings[large_lr][cid].excess] and f"η = {large_lr:g}" in on_large[raw].run
         assert on_paper[raw].values == [readings[paper_lr][cid].excess]
-    neither = ch04.evidences(readings, {paper_lr: 0.05, large_lr: 0.3})
+    neither = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, {paper_lr: 0.05, large_lr: 0.3}))
     assert {e.verdict for e in neither.values()} == {"untested"}
     assert "0.050 and 0.300 nats, under 0.5" in neither["ch04.w_ranks_q"].sentence()
-    assert "**Untested here.**" in ch04.overlap_prose(readings, {paper_lr: 0.05, large_lr: 0.3}, cfg.k)
+    untested = ch04.overlap_prose(readings, {paper_lr: 0.05, large_lr: 0.3}, cfg.k)
+    # each map's raw claim, then its row-centred one, in the order of the chapter's tables
+    said = [neither[cid].sentence() for pair in CH04_CLAIM_OF.values() for cid in pair]
+    assert untested.endswith("\n\n".join(said)) and "**Untested here.**" in untested
+    assert TABLES[ch04.STEM] is CH04_CLAIMS is ch04.CLAIMS and list(neither) == [c.id for c in CH04_CLAIMS]
 
 
-@pytest.mark.parametrize("claim", ch04.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", CH04_CLAIMS, ids=lambda c: c.id)
 def test_each_claim_on_both_sides_of_its_rule(claim):
     rule = claim.rule
     above, below = rule.threshold + 0.05, rule.partly - 0.05

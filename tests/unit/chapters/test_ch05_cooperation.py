@@ -1,4 +1,5 @@
-"""Chapter 5's module (mechbook.chapters.ch05_cooperation): the config, path averages against the
+"""Chapter 5's module (mechbook.chapters.ch05_cooperation) and its library (the CH05 claims tables,
+cooperation_numbers): the config, path averages against the
 weights read literally, distinct ablation labels, records, sentences and chart, and the smoke
 bounds against an untrained model (on the smoke corpus, with weights set by hand, no training)."""
 
@@ -16,11 +17,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.leading_terms.ablation import EvalRuns, OutputSplit
+from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, TABLES
 from mechbook.leading_terms.corpus import load_corpus
+from mechbook.leading_terms.logit_paths import mean_paths
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
+from mechbook.leading_terms.readings import FULL, CooperationReadings, cooperation_numbers
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs, TrainResult
 
@@ -89,7 +94,7 @@ def _leading(corpus):
 
 def test_path_means_against_the_weights_read_literally(corpus):
     c = _coop(corpus, _leading(corpus))
-    means = ch05.path_means(c)
+    means = mean_paths(c.models, c.evaluation)
     inputs, targets = c.evaluation[:, :-1], c.evaluation[:, 1:]
     for lr in c.lrs:
         W_O = c.runs.results[lr].state["W_O"].double().numpy()
@@ -105,7 +110,7 @@ def test_path_means_against_the_weights_read_literally(corpus):
 
 def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     c = _coop(corpus, _leading(corpus))
-    table = ch05.ablation(ch05.experiments(c))
+    table = ch05.ablation(c.experiments())
     for lr in c.lrs:
         labels = table.loc[table["lr"] == lr, "label"]
         assert labels.is_unique and len(labels) == len(parameter_names(c.models[lr].cfg)) + 3
@@ -122,9 +127,9 @@ def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
 def test_records_and_sentences_of_a_leading_term_model(corpus, monkeypatch):
     c = _coop(corpus, _leading(corpus))
     monkeypatch.setattr(ch05, "run_drops", lambda runs: {c.lrs[0]: 0.05, c.lrs[1]: 2.0})
-    exps, means = ch05.experiments(c), ch05.path_means(c)
+    exps, means = c.experiments(), mean_paths(c.models, c.evaluation)
     table = ch05.ablation(exps)
-    numbers = ch05.headline(c, exps, means)
+    numbers = cooperation_numbers(exps, means)
     bounds = load_thresholds("05_cooperation")
     assert set(bounds["smoke"]) <= set(numbers) and set(bounds["cpu"]) <= set(numbers)
     assert numbers["loss_zero"] == pytest.approx(math.log(c.runs.tokenizer.vocab_size), abs=1e-5)
@@ -141,7 +146,7 @@ def test_records_and_sentences_of_a_leading_term_model(corpus, monkeypatch):
 
 def test_smoke_bounds_reject_an_untrained_model(corpus):
     c = _coop(corpus, lambda name, lr, zero: zero)
-    numbers = ch05.headline(c, ch05.experiments(c), ch05.path_means(c))
+    numbers = cooperation_numbers(c.experiments(), mean_paths(c.models, c.evaluation))
     problems = check_thresholds(numbers, load_thresholds("05_cooperation")["smoke"])
     for name in ("loss_full_paper_lr", "loss_full_large_lr", "mean_residual_paper_lr", "mean_residual_large_lr"):
         assert any(p.startswith(name) for p in problems), problems
@@ -149,12 +154,15 @@ def test_smoke_bounds_reject_an_untrained_model(corpus):
 
 def test_every_section_reads_its_experiments_and_records_every_claim(corpus, monkeypatch):
     c = _coop(corpus, _leading(corpus))
-    exps, means = ch05.experiments(c), ch05.path_means(c)
+    exps, means = c.experiments(), mean_paths(c.models, c.evaluation)
     drops = {c.lrs[0]: 2.0, c.lrs[1]: 0.3}  # the paper-rate run trained, the other not: it decides
     monkeypatch.setattr(ch05, "run_drops", lambda runs: drops)
-    evs = ch05.evidences(c, exps, means)
+    evs = list(claims.evidence(CH05_CLAIMS, CooperationReadings(drops, means, exps)).values())
+    records = ch05.record_all(c, exps, means)
+    assert [r["verdict"] for n, r in records.items() if n.startswith("claim.")] == [e.verdict for e in evs]
     assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs)
-    assert [e.claim.id for e in evs] == [cl.id for cl in ch05.CLAIMS]
+    assert [e.claim.id for e in evs] == [cl.id for cl in CH05_CLAIMS]
+    assert TABLES[ch05.STEM] is CH05_CLAIMS is ch05.CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_ABLATIONS
     # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
     assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
     assert {e.claim.id: e.values[0] for e in evs}["ch05.w_o_costliest"] == "W_O"
@@ -166,8 +174,9 @@ def test_every_section_reads_its_experiments_and_records_every_claim(corpus, mon
     assert "its remainder alone" in split and split.count("**") >= 4
     assert ch05.split_table(exps).shape == (9, 2)
     assert "W := 0 gives" in ch05.w_zero_prose(exps, drops)
-    monkeypatch.setattr(ch05, "run_drops", lambda runs: {c.lrs[0]: 0.05, c.lrs[1]: 0.3})
-    untrained = ch05.evidences(c, exps, means)
+    untrained = list(
+        claims.evidence(CH05_CLAIMS, CooperationReadings({c.lrs[0]: 0.05, c.lrs[1]: 0.3}, means, exps)).values()
+    )
     assert {e.verdict for e in untrained} == {"untested"}
     assert "fell 0.050 and 0.300 nats, under 0.5" in untrained[0].sentence()
 
@@ -213,7 +222,7 @@ def test_split_prose_branches_follow_the_numbers(split, word, verdicts):
     assert [line[4:].split(".")[0] for line in lines] == list(verdicts)
 
 
-@pytest.mark.parametrize("claim", ch05.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", CH05_CLAIMS, ids=lambda c: c.id)
 def test_each_claim_on_both_sides_of_its_rule(claim):
     rule = claim.rule
     if rule.op == "==":
@@ -281,7 +290,7 @@ def test_w_against_the_attention_paths_reads_the_ratio(w_zero, words):
     """On the run that has trained: the loss of dropping every attention path over that of W := 0."""
     from mechbook.leading_terms.ablation import Cooperation
 
-    matrices = pd.DataFrame({"ablation": [ch05.FULL], "loss": [3.5], "matrix": [None], "delta_loss": [0.0]})
+    matrices = pd.DataFrame({"ablation": [FULL], "loss": [3.5], "matrix": [None], "delta_loss": [0.0]})
     paths = pd.DataFrame({"removal": ["without every attention path"], "delta_loss": [1.5]})
     exps = {0.005: None, 0.1: Cooperation(matrices, paths, _split(), w_zero)}
     text = ch05.w_against_paths(exps, {0.005: 0.05, 0.1: 2.0})

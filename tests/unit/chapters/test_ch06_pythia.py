@@ -1,4 +1,4 @@
-"""Chapter 6's module: profiles and knobs, offline source choice, banner, the computed reading in
+"""Chapter 6's module and its library (mechbook.pythia.claims, mechbook.pythia.readings): profiles and knobs, offline source choice, banner, the computed reading in
 each of its branches, the resid_pre note, charts that fit the column, and smoke bounds that reject
 an untrained run."""
 
@@ -14,6 +14,7 @@ from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechbook import claims
 from mechbook.chapters import ch06_pythia as ch06
 from mechbook.chapters.ch06_pythia import (
     CONFIGS,
@@ -32,7 +33,9 @@ from mechbook.chapters.ch06_pythia import (
 )
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summarise
 from mechbook.pythia.checkpoints import pythia_steps
+from mechbook.pythia.claims import CH06, CH06_CLAIMS, TABLES, claim_id
 from mechbook.pythia.miniature import MiniatureConfig
+from mechbook.pythia.readings import study_readings
 from mechbook.pythia.similarity import MEASURES
 from mechbook.pythia.study import PythiaConfig, StudyConfig, StudyResult, best_head, build_source, control_reading
 
@@ -334,20 +337,24 @@ def test_corpus_note_keeps_special_tokens_visible():
 
 def test_claims_of_the_source_not_read_are_untested_and_say_why():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
-    evs = ch06.evidences(_result(table, ctl, [3.0, 2.0]))
-    assert set(evs) == {c.id for c in ch06.CLAIMS}
+    evs = claims.evidence(CH06_CLAIMS, study_readings(_result(table, ctl, [3.0, 2.0])))
+    assert set(evs) == {c.id for c in CH06_CLAIMS}
     pythia = [e for i, e in evs.items() if i.startswith("ch06.pythia_")]
     assert pythia and all(e.verdict == "untested" and "needs the network" in e.sentence() for e in pythia)
     assert evs["ch06.miniature_embedding_cka"].verdict == "reproduced"
     assert evs["ch06.miniature_attention_cka"].verdict == "not reproduced"
     # no-MLP peaks 0.1 above its controls and drops 0.15: the largest share of the four mappings
     assert evs["ch06.miniature_fades_cka"].values == [pytest.approx(0.15 / 0.1)]
-    real = ch06.evidences(_result(table, ctl, [3.0, 2.0], kind="pythia"))
+    assert list(evs) == [c.id for c in CH06_CLAIMS] and TABLES[ch06.STEM] is CH06_CLAIMS is ch06.CLAIMS
+    assert {c.chapter for c in CH06_CLAIMS} == {CH06} and evs[claim_id("miniature", "fades", "cka")].untested is None
+    assert "this page read real Pythia, not the miniature" not in evs["ch06.pythia_fades_cka"].untested
+    real = claims.evidence(CH06_CLAIMS, study_readings(_result(table, ctl, [3.0, 2.0], kind="pythia")))
     assert real["ch06.pythia_embedding_paper"].verdict == "reproduced"
     assert real["ch06.miniature_embedding_paper"].verdict == "untested"
+    assert real["ch06.miniature_fades_cka"].untested == "this page read real Pythia, not the miniature"
 
 
-@pytest.mark.parametrize("claim", ch06.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", CH06_CLAIMS, ids=lambda c: c.id)
 def test_each_claim_on_both_sides_of_its_rule(claim):
     t = claim.rule.threshold
     hold, fail = claim.evidence(t + 0.05), claim.evidence(t - 0.05)

@@ -1,5 +1,6 @@
-"""mechbook.chapters.intro (the introduction): fast vectorised counts vs literal loops, the
-validated profile config, the computed sentences and charts, and the smoke bounds."""
+"""The introduction: mechbook.leading_terms.overview's fast vectorised counts vs literal loops, its
+claims table, and mechbook.chapters.intro's validated profile config, computed sentences and charts,
+and the smoke bounds."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from hypothesis import strategies as st
 import mechbook
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import intro
-from mechbook.chapters.intro import (
-    CONFIGS,
-    ChapterConfig,
+from mechbook.chapters.intro import CONFIGS, ChapterConfig
+from mechbook.leading_terms import overview
+from mechbook.leading_terms.claims import INTRO, TABLES
+from mechbook.leading_terms.overview import (
     build_overview,
     coverage_histogram,
     headline,
@@ -129,7 +131,7 @@ def _literal_headline(stories):
     lengths = sorted(len(ws) for ws in split)
     n = len(lengths)
     median = (lengths[(n - 1) // 2] + lengths[n // 2]) / 2
-    cover = {v: sum(freq[w] for w in ranked[:v]) / len(flat) for v in intro.COVERAGE_SIZES}
+    cover = {v: sum(freq[w] for w in ranked[:v]) / len(flat) for v in overview.COVERAGE_SIZES}
     return {
         "n_stories": n,
         "n_words": len(flat),
@@ -195,19 +197,19 @@ def test_smoke_bounds_pass_the_corpus_and_reject_a_broken_word_split():
 def test_length_prose_and_title_follow_the_reuse_reading():
     # long stories repeat one word: their share of distinct words falls
     reuse = build_overview(["a b", "c d", "e f g", "h i", "x x x x x x x x y", "z z z z z z z w", "q q q q q q q q"])
-    assert intro.reuse_gap(reuse) < 0
+    assert overview.reuse_gap(reuse) < 0
     text = intro.length_prose(reuse)
     assert "**Holds.**" in text and "points less" in text
     title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"]
     assert title == "Distinct words grow slower than story length"
     # every story all distinct words: the share does not fall
     fresh = build_overview(["a b", "c d e", "f g h i j k", "l m n o p q r s", "t u"])
-    assert intro.reuse_gap(fresh) == 0.0
+    assert overview.reuse_gap(fresh) == 0.0
     assert "**Does not hold.**" in intro.length_prose(fresh) and "no different" in intro.length_prose(fresh)
     assert intro.length_chart(fresh, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"].startswith("Longer")
 
 
-@pytest.mark.parametrize("claim", intro.CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", INTRO, ids=lambda c: c.id)
 def test_each_claim_on_both_sides_of_its_rule(claim):
     t = claim.rule.threshold
     hold, fail = (t - 0.01, t + 0.01) if claim.rule.op == "<" else (t + 0.01, t - 0.5)
@@ -224,6 +226,15 @@ def test_the_coverage_sentence_never_contradicts_its_number(stories):
         return
     ov = build_overview(stories)
     text = intro.coverage_prose(ov)
-    value = token_coverage(ov, intro.PAPER_VOCAB)
+    value = token_coverage(ov, overview.PAPER_VOCAB)
     assert ("**Holds.**" in text) == (value >= 0.95)
     assert f"{value:.1%}" in text
+
+
+def test_the_table_reads_the_overview_values_and_the_ledger_still_finds_it():
+    ov = build_overview(["a b c", "d e", "x x x x x x y", "z z z z z z w", "q q q q q q q"])
+    ev = mechbook.claims.evidence(TABLES["intro"], ov)
+    assert list(ev) == [c.id for c in INTRO] and intro.CLAIMS is INTRO
+    assert ev["intro.longer_stories_reuse_words"].values == [overview.reuse_gap(ov)]
+    assert ev["intro.small_vocabulary_keeps_the_text"].values == [token_coverage(ov, overview.PAPER_VOCAB)]
+    assert intro.record_all(ov)["claim.intro.longer_stories_reuse_words"]["verdict"] == "reproduced"

@@ -1,4 +1,4 @@
-"""mechbook.chapters.part1_labels: the run names and matrix labels shared by chapters 3-5."""
+"""mechbook.leading_terms.labels: the run names and matrix labels shared by chapters 3-5."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mechbook.chapters.part1_labels import RUN_NAMES, TERM_LABELS, matrix_label, run_labels
+from mechbook.leading_terms.labels import RUN_NAMES, TERM_LABELS, matrix_label, run_labels
 
 
 def test_run_labels_name_the_paper_rate_first():

@@ -1,4 +1,4 @@
-"""Names shared by Part I's chapter modules (chapters 3, 4 and 5 train and read the same two runs).
+"""Names shared by Part I's chapters 3, 4 and 5 (they train and read the same two runs) in records, tables and charts.
 
 The chapters train one model at the paper's learning rate and one at a larger rate, where the
 leading terms stop describing training; records and tables name the two runs ``paper_lr`` and

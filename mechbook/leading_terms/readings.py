@@ -1,0 +1,202 @@
+"""What Part I's chapters read off their runs for their records and their claims (the readings
+objects :mod:`mechbook.leading_terms.claims` reads). Cheap and uncached; kept apart from the
+modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose code is part of
+their cache keys.
+
+- chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`;
+- chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`;
+- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
+- chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from mechbook.leading_terms.ablation import Cooperation
+from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
+from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
+from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
+from mechbook.leading_terms.labels import run_labels
+from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.train import Runs, TrainResult
+
+BREAK_COSINE = 0.99
+"""Chapter 2's line: a matrix has left its leading form once its lowest cosine over the layers is
+below it."""
+EXPONENTS = {"W_O": 1, "V": 2, "W": 4, "P": 4}
+"""The order in η (and, for large s, in s) of each kind's leading term (chapter 2 fits them)."""
+
+
+def attention_first(order: pd.DataFrame) -> pd.Series:
+    """Per learning rate of ``order`` (:func:`~mechbook.leading_terms.check.departure_steps`):
+    whether both W and P leave before both W_O and V, a term that never leaves counting as last
+    (chapter 2)."""
+    steps = order.fillna(np.inf)
+    return steps[["W", "P"]].max(axis=1) < steps[["W_O", "V"]].min(axis=1)
+
+
+def check_numbers(data: CheckRuns, s_last: int) -> dict[str, float]:
+    """Chapter 2's numbers (``book/thresholds/02_leading_terms.yml`` bounds them): the check's
+    lowest cosine and largest ratio error, the slopes in s (fitted up to ``s_last``) and η per
+    kind, the first η·s below :data:`BREAK_COSINE` (the sweep's largest η·s when none falls below)
+    and how far the loss had fallen from log :math:`|V|` there."""
+    min_cos, max_err = check_summary(data.check)
+    table = slopes(data.check, s_last)
+    out = {"check_min_cosine": min_cos, "check_max_ratio_error": max_err}
+    for kind in KINDS:
+        out[f"slope_s_{kind}"] = float(table.iloc[:, 0][kind])
+        out[f"slope_eta_{kind}"] = float(table.iloc[:, 1][kind])
+    first = first_departure(data.sweep, BREAK_COSINE)
+    out["breakdown_eta_s"] = first.eta_s if first else float(data.sweep["eta_s"].max())
+    if first:
+        out["breakdown_loss_drop"] = loss_drop(first.loss, data.vocab_size)
+    return out
+
+
+@dataclass(frozen=True)
+class CheckReadings:
+    """What chapter 2's claims read: its ``numbers`` (:func:`check_numbers`) and the validity
+    ``sweep``."""
+
+    numbers: dict[str, float]
+    sweep: pd.DataFrame
+
+
+def check_readings(data: CheckRuns, s_last: int) -> CheckReadings:
+    """Chapter 2's :class:`CheckReadings` of its two runs, the check's slopes fitted up to ``s_last``."""
+    return CheckReadings(check_numbers(data, s_last), data.sweep)
+
+
+TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
+"""Chapter 3's words for its claim runs' tokenizers."""
+
+
+def tokenizer_name(name: str) -> str:
+    """A tokenizer's short label: "natural", "cased BPE"."""
+    return TOKENIZER_LABELS.get(name, name).split(" (")[0]
+
+
+def short_of(reached: float, target: PaperTarget) -> str | None:
+    """Why chapter 3's runs that stop at η·s ``reached`` leave a claim at the paper's η·s untested
+    (None where they reach it)."""
+    if reached >= target.eta_s - 1e-9:
+        return None
+    return f"this profile's runs stop at η·s = {reached:.3g} of the paper's {target.eta_s:.3g}"
+
+
+def training_numbers(runs: Runs, claim: dict[str, TrainResult], reading: ClaimReading) -> dict[str, float]:
+    """Chapter 3's numbers (``book/thresholds/03_training.yml`` bounds them): per shared run
+    (``paper_lr``, ``large_lr``) the lowest final cosine of each kind and the final loss; the
+    paper's η·s; per tokenizer the claim runs' η·s, lowest final cosines (also without ``<unk>``),
+    loss and ``<unk>`` share; and the theory-setting runs' η·s and claim measure per tokenizer and
+    batch."""
+    paper_lr, large_lr = sorted(runs.results)
+    out: dict[str, float] = {}
+    for tag, lr in (("paper_lr", paper_lr), ("large_lr", large_lr)):
+        for kind, value in final_min_cosines(runs.results[lr]).items():
+            out[f"min_cos_{kind}_{tag}"] = value
+        out[f"final_loss_{tag}"] = final_loss(runs.results[lr])
+    out["paper_eta_s"] = reading.target.eta_s
+    for name, result in claim.items():
+        out[f"claim_eta_s_{name}"] = result.train_cfg.lr * result.train_cfg.steps
+        for kind, value in reading.cosines[name].items():
+            out[f"claim_min_cos_{kind}_{name}"] = value
+        out[f"claim_final_loss_{name}"] = reading.losses[name]
+        out[f"claim_cos_no_unk_{name}"] = claim_value(reading.cosines_no_unk[name])
+        out[f"unk_share_{name}"] = reading.unk_shares[name]
+        for run in reading.setting[name]:
+            tag = "full" if run.batch_size is None else f"b{run.batch}"
+            out[f"setting_cos_{name}_{tag}"] = claim_value(run.cosines)
+        out[f"setting_cos_no_unk_{name}_full"] = claim_value(reading.full_batch(name).cosines_no_unk)
+    out["setting_eta_s"] = reading.setting_eta_s
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingReadings:
+    """What chapter 3's claims read: the shared ``runs`` (the smaller learning rate is the
+    paper's; :data:`~mechbook.leading_terms.claims.CH03_SHARED` reads them) and the ``reading`` of
+    the claim runs and the theory's setting (:data:`~mechbook.leading_terms.claims.CH03_CLAIM`).
+    Either is None where only the other part is read: the page states the shared runs' claims
+    before the claim runs train."""
+
+    runs: Runs | None = None
+    reading: ClaimReading | None = None
+
+
+def association_numbers(overlaps: dict[float, dict[str, OverlapReading]]) -> dict[str, float]:
+    """Chapter 4's recorded overlaps per run: ``overlap_<term>_<map>_<run>`` (e.g.
+    ``overlap_G_VW_O_paper_lr``), ``mismatched_...`` (another word's row), ``excess_...`` (over
+    the harder baseline) and ``centred_excess_...`` (row-centred maps)."""
+    labels = run_labels(tuple(overlaps))
+    out: dict[str, float] = {}
+    for lr, per_map in overlaps.items():
+        for name, r in per_map.items():
+            key = f"{TRAINED_TERMS[name]}_{name.replace(' ', '')}_{labels[lr]}"
+            out[f"overlap_{key}"] = r.matched
+            out[f"mismatched_{key}"] = r.mismatched
+            out[f"excess_{key}"] = r.excess
+            out[f"centred_excess_{key}"] = r.centred - r.centred_mismatched
+    return out
+
+
+@dataclass(frozen=True)
+class AssociationReadings:
+    """What chapter 4's claims read: the ``overlaps`` of both runs
+    (:func:`~mechbook.leading_terms.associations.overlap_readings`) and how far each run's loss
+    fell (``drops``, :func:`~mechbook.leading_terms.check.run_drops`), which decide the run the
+    claims are read on."""
+
+    overlaps: dict[float, dict[str, OverlapReading]]
+    drops: dict[float, float]
+
+
+FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
+"""The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table` (chapter 5)."""
+
+
+def cooperation_numbers(exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
+    r"""Chapter 5's recorded numbers per run (``*_paper_lr``, ``*_large_lr``) of its experiments
+    ``exps`` and path ``means`` (:func:`~mechbook.leading_terms.logit_paths.mean_paths`): mean
+    residual and attention contributions; loss of the full model, with every leading term removed
+    and with W_O's removed, the largest single-removal increase and its matrix, the single
+    removals' sum and the joint increase, the path removals, the W_O split and the W := 0 loss;
+    and the zero model's loss (:math:`\log |V|`)."""
+    lrs = tuple(exps)
+    numbers: dict[str, Any] = {}
+    for lr, name in run_labels(lrs).items():
+        e = exps[lr]
+        rows = e.matrices.set_index("ablation")
+        paths = e.paths.set_index("removal")["delta_loss"]
+        numbers[f"mean_residual_{name}"] = float(means.loc[lr, "residual"])
+        numbers[f"mean_attention_{name}"] = float(means.loc[lr, "attention"])
+        numbers[f"loss_full_{name}"] = float(rows.loc[FULL, "loss"])
+        numbers[f"loss_no_leading_{name}"] = float(rows.loc[EVERY, "loss"])
+        numbers[f"loss_no_W_O_term_{name}"] = float(rows.loc["remove leading term of W_O", "loss"])
+        numbers[f"worst_single_{name}"], numbers[f"max_single_delta_{name}"] = e.costliest
+        numbers[f"sum_single_delta_{name}"], numbers[f"joint_delta_{name}"] = e.matrix_additivity
+        numbers[f"delta_no_residual_path_{name}"] = float(paths["without the residual path"])
+        numbers[f"delta_no_attention_paths_{name}"] = float(paths["without every attention path"])
+        numbers[f"loss_W_O_b_part_{name}"] = e.split.loss_b_part
+        numbers[f"loss_W_O_remainder_{name}"] = e.split.loss_remainder
+        numbers[f"loss_W_zero_{name}"] = e.loss_w_zero
+    numbers["loss_zero"] = float(exps[lrs[0]].matrices.set_index("ablation").loc[ZERO, "loss"])
+    return numbers
+
+
+@dataclass(frozen=True)
+class CooperationReadings:
+    """What chapter 5's claims read: how far each run's loss fell (``drops``, which decide the run
+    the claims are read on), the mean path contributions (``means``;
+    :data:`~mechbook.leading_terms.claims.CH05_PATHS` reads them) and the ablation experiments
+    (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`). Either is None where only
+    the other part is read: the page states the paths' claim before the experiments run."""
+
+    drops: dict[float, float]
+    means: pd.DataFrame | None = None
+    exps: dict[float, Cooperation] | None = None
