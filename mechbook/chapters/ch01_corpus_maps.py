@@ -29,7 +29,7 @@ from mechbook.leading_terms.maps import CorpusMaps, in_model_vocabulary
 from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
-CHAPTER = "01_corpus_maps"
+STEM = "01_corpus_maps"
 
 
 @dataclass(frozen=True)
@@ -67,25 +67,20 @@ CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(corpus) for profile,
 
 def resolve(
     profile: str,
-    corpus__vocab_size: int | None = None,
-    corpus__context: int | None = None,
-    corpus__n_stories: int | None = None,
-    corpus__policy: str | None = None,
+    vocab_size: int | None = None,
+    context: int | None = None,
+    n_stories: int | None = None,
+    policy: str | None = None,
 ) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
     return mechbook.resolve_profile(
         CONFIGS,
         profile,
-        corpus__vocab_size=corpus__vocab_size,
-        corpus__context=corpus__context,
-        corpus__n_stories=corpus__n_stories,
-        corpus__policy=corpus__policy,
+        corpus__vocab_size=vocab_size,
+        corpus__context=context,
+        corpus__n_stories=n_stories,
+        corpus__policy=policy,
     )
-
-
-CLAIMS = CH01_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH01_CLAIMS`), where the
-ledger looks for them."""
 
 
 def profile_prose(cfg: ChapterConfig) -> str:

@@ -40,7 +40,7 @@ from mechbook.leading_terms.readings import BREAK_COSINE, check_readings
 from mechbook.leading_terms.runs import CHECK_RUNS
 from mechbook.validation import check_fields
 
-CHAPTER = "02_leading_terms"
+STEM = "02_leading_terms"
 TERMS = {"W_O": "W_O ∼ B", "V": "V ∼ (BΦ)ᵀ", "W": "W ∼ Q", "P": "P ∼ 𝒫"}
 WIDTH = 680
 
@@ -62,23 +62,18 @@ CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(runs) for profile, r
 
 def resolve(
     profile: str,
-    runs__n_sequences: int | None = None,
-    runs__check_steps: int | None = None,
-    runs__sweep_steps: int | None = None,
+    n_sequences: int | None = None,
+    check_steps: int | None = None,
+    sweep_steps: int | None = None,
 ) -> ChapterConfig:
     """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
     return mechbook.resolve_profile(
         CONFIGS,
         profile,
-        runs__n_sequences=runs__n_sequences,
-        runs__check_steps=runs__check_steps,
-        runs__sweep_steps=runs__sweep_steps,
+        runs__n_sequences=n_sequences,
+        runs__check_steps=check_steps,
+        runs__sweep_steps=sweep_steps,
     )
-
-
-CLAIMS = CH02_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH02_CLAIMS`), where the
-ledger looks for them."""
 
 
 def setup_prose(profile: str, cfg: ChapterConfig, data: CheckRuns) -> str:

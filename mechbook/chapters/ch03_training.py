@@ -47,7 +47,7 @@ from mechbook.leading_terms.runs import CHECK_RUNS, CLAIM_RUNS, PAPER_BPE_VOCAB,
 from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig
 from mechbook.validation import SEED, check_fields
 
-CHAPTER = "03_training"
+STEM = "03_training"
 TERMS = {"W_O": "W_O vs B", "V": "V vs (BΦ)ᵀ", "W": "W vs Q", "P": "P vs 𝒫"}
 WIDTH = 680
 
@@ -86,17 +86,11 @@ CONFIGS: dict[str, ChapterConfig] = {
 
 
 def resolve(
-    profile: str, seed: int | None = None, runs__steps: int | None = None, claim__max_steps: int | None = None
+    profile: str, seed: int | None = None, steps: int | None = None, claim_steps: int | None = None
 ) -> ChapterConfig:
-    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile)."""
-    return mechbook.resolve_profile(
-        CONFIGS, profile, seed=seed, runs__steps=runs__steps, claim__max_steps=claim__max_steps
-    )
-
-
-CLAIMS = CH03_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH03_CLAIMS`), where the
-ledger looks for them."""
+    """The chapter's config for ``profile`` with the reader's knobs (None: from the profile): ``steps``
+    of the shared runs, ``claim_steps`` the most steps a claim run may take."""
+    return mechbook.resolve_profile(CONFIGS, profile, seed=seed, runs__steps=steps, claim__max_steps=claim_steps)
 
 
 def target_prose(target: PaperTarget) -> str:

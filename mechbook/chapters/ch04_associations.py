@@ -92,11 +92,6 @@ def resolve(
     )
 
 
-CLAIMS = CH04_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH04_CLAIMS`), where the
-ledger looks for them."""
-
-
 def profile_prose(cfg: ChapterConfig, rm: RunMaps) -> str:
     """Which runs the chapter reads and what the rankings leave out."""
     paper_lr, large_lr = rm.lrs

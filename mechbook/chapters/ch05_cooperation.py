@@ -69,11 +69,6 @@ def resolve(profile: str, n_eval: int | None = None, seed: int | None = None) ->
     return mechbook.resolve_profile(CONFIGS, profile, n_eval=n_eval, runs__seed=seed)
 
 
-CLAIMS = CH05_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.leading_terms.claims.CH05_CLAIMS`), where the
-ledger looks for them."""
-
-
 def profile_prose(c: EvalRuns) -> str:
     """Which runs and how many sequences the chapter uses."""
     paper_lr, large_lr = c.lrs

@@ -76,11 +76,6 @@ def resolve(
     )
 
 
-CLAIMS = CH06_CLAIMS
-"""The chapter's claims (declared in :data:`mechbook.pythia.claims.CH06_CLAIMS`), where the ledger
-looks for them."""
-
-
 # --- Where the checkpoints come from --------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from mechbook.leading_terms.overview import (
 )
 from mechbook.validation import POSITIVE, SEED, at_least, check_fields
 
+STEM = "intro"
 COLUMN_WIDTH = 520
 """Plot-area width (px) of the introduction's charts: with their axes they fit the ~680 px text column."""
 
@@ -78,11 +79,6 @@ def resolve(
 ) -> ChapterConfig:
     """The introduction's config for ``profile`` with the reader's knobs (None: from the profile)."""
     return mechbook.resolve_profile(CONFIGS, profile, max_stories=max_stories, chart_stories=chart_stories, seed=seed)
-
-
-CLAIMS = INTRO
-"""The introduction's claims (declared in :data:`mechbook.leading_terms.claims.INTRO`), where the
-ledger looks for them."""
 
 
 def corpus_prose(ov: CorpusOverview) -> str:

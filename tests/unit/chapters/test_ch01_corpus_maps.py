@@ -78,13 +78,13 @@ def test_sizes_must_be_positive_integers(field, value, error, allowed):
 
 
 def test_corpus_knobs_reach_the_nested_config():
-    cfg = ch01.resolve("smoke", corpus__vocab_size=300, corpus__policy="drop")
+    cfg = ch01.resolve("smoke", vocab_size=300, policy="drop")
     assert (cfg.corpus.vocab_size, cfg.corpus.policy, cfg.corpus.context) == (300, "drop", 32)
     assert ch01.resolve("cpu") == ch01.CONFIGS["cpu"]
     with pytest.raises(ValueError, match="policy"):
-        ch01.resolve("smoke", corpus__policy="keep")
+        ch01.resolve("smoke", policy="keep")
     with pytest.raises(ValueError, match="n_stories"):
-        ch01.resolve("smoke", corpus__n_stories=-5)
+        ch01.resolve("smoke", n_stories=-5)
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +215,7 @@ def test_every_claim_is_declared_once_with_a_section_of_the_page():
     source = Path(__file__).resolve().parents[3] / "book" / "part1" / "01_corpus_maps.ipynb"
     text = source.read_text()
     assert all(f"({c.section})=" in text for c in CH01_CLAIMS)
-    assert TABLES[ch01.CHAPTER] is CH01_CLAIMS is ch01.CLAIMS and {c.chapter for c in CH01_CLAIMS} == {ch01.CHAPTER}
+    assert TABLES[ch01.STEM] is CH01_CLAIMS and {c.chapter for c in CH01_CLAIMS} == {ch01.STEM}
 
 
 def test_takeaway_reads_the_verdicts():

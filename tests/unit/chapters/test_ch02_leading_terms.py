@@ -46,10 +46,10 @@ def setup():
 def test_profiles_resolve_and_bad_configs_say_what_to_do():
     for profile in ("smoke", "cpu", "paper"):
         assert isinstance(ch02.CONFIGS[profile], ch02.ChapterConfig)
-    assert ch02.resolve("smoke", runs__check_steps=6).runs.check().steps == 6
+    assert ch02.resolve("smoke", check_steps=6).runs.check().steps == 6
     assert ch02.resolve("cpu") == ch02.CONFIGS["cpu"]
     with pytest.raises(ValueError, match="check_steps must be at least 4"):
-        ch02.resolve("smoke", runs__check_steps=3)
+        ch02.resolve("smoke", check_steps=3)
 
 
 def _with(data: CheckRuns, **frames) -> CheckRuns:
@@ -191,7 +191,7 @@ def test_attention_first_against_its_definition(rows):
 
 def test_the_table_is_the_chapters_and_records_every_claim(setup):
     cfg, d = setup
-    assert TABLES[ch02.CHAPTER] is CH02_CLAIMS is ch02.CLAIMS and {c.chapter for c in CH02_CLAIMS} == {ch02.CHAPTER}
+    assert TABLES[ch02.STEM] is CH02_CLAIMS and {c.chapter for c in CH02_CLAIMS} == {ch02.STEM}
     records = ch02.record_all(d, cfg)
     assert {f"claim.{c.id}" for c in CH02_CLAIMS} <= set(records)
     assert records["check_min_cosine"] == records["claim.ch02.closed_form_direction"]["values"][0]

@@ -346,8 +346,8 @@ def test_the_unk_part_of_each_cosine_is_read_from_its_digits():
 
 
 def test_the_table_is_the_shared_then_the_claim_runs_claims_and_all_are_recorded():
-    assert TABLES[ch03.CHAPTER] is CH03_CLAIMS is ch03.CLAIMS and CH03_CLAIMS == CH03_SHARED + CH03_CLAIM
-    assert {c.section for c in CH03_SHARED} == {"ch03-cosines"} and {c.chapter for c in CH03_CLAIMS} == {ch03.CHAPTER}
+    assert TABLES[ch03.STEM] is CH03_CLAIMS and CH03_CLAIMS == CH03_SHARED + CH03_CLAIM
+    assert {c.section for c in CH03_SHARED} == {"ch03-cosines"} and {c.chapter for c in CH03_CLAIMS} == {ch03.STEM}
     ev = claims.evidence(CH03_CLAIMS, TrainingReadings(shared(), reading(claim=0.995)))
     assert list(ev) == [c.id for c in CH03_CLAIMS]
     assert ev["ch03.cosine_100_epochs"].run.startswith("the natural run (its loss fell")

@@ -186,7 +186,7 @@ def test_the_claims_are_decided_on_the_run_that_trained_or_untested(corpus):
     # each map's raw claim, then its row-centred one, in the order of the chapter's tables
     said = [neither[cid].sentence() for pair in CH04_CLAIM_OF.values() for cid in pair]
     assert untested.endswith("\n\n".join(said)) and "**Untested here.**" in untested
-    assert TABLES[ch04.STEM] is CH04_CLAIMS is ch04.CLAIMS and list(neither) == [c.id for c in CH04_CLAIMS]
+    assert TABLES[ch04.STEM] is CH04_CLAIMS and list(neither) == [c.id for c in CH04_CLAIMS]
 
 
 @pytest.mark.parametrize("claim", CH04_CLAIMS, ids=lambda c: c.id)

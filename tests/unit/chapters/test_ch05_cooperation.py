@@ -162,7 +162,7 @@ def test_every_section_reads_its_experiments_and_records_every_claim(corpus, mon
     assert [r["verdict"] for n, r in records.items() if n.startswith("claim.")] == [e.verdict for e in evs]
     assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs)
     assert [e.claim.id for e in evs] == [cl.id for cl in CH05_CLAIMS]
-    assert TABLES[ch05.STEM] is CH05_CLAIMS is ch05.CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_ABLATIONS
+    assert TABLES[ch05.STEM] is CH05_CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_ABLATIONS
     # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
     assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
     assert {e.claim.id: e.values[0] for e in evs}["ch05.w_o_costliest"] == "W_O"

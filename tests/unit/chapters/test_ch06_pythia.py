@@ -345,7 +345,7 @@ def test_claims_of_the_source_not_read_are_untested_and_say_why():
     assert evs["ch06.miniature_attention_cka"].verdict == "not reproduced"
     # no-MLP peaks 0.1 above its controls and drops 0.15: the largest share of the four mappings
     assert evs["ch06.miniature_fades_cka"].values == [pytest.approx(0.15 / 0.1)]
-    assert list(evs) == [c.id for c in CH06_CLAIMS] and TABLES[ch06.STEM] is CH06_CLAIMS is ch06.CLAIMS
+    assert list(evs) == [c.id for c in CH06_CLAIMS] and TABLES[ch06.STEM] is CH06_CLAIMS
     assert {c.chapter for c in CH06_CLAIMS} == {CH06} and evs[claim_id("miniature", "fades", "cka")].untested is None
     assert "this page read real Pythia, not the miniature" not in evs["ch06.pythia_fades_cka"].untested
     real = claims.evidence(CH06_CLAIMS, study_readings(_result(table, ctl, [3.0, 2.0], kind="pythia")))

@@ -28,7 +28,7 @@ def _module_of(nb: nbformat.NotebookNode) -> str:
         m.group(1)
         for c in nb.cells
         if c.cell_type == "code"
-        for m in re.finditer(r"from mechbook\.chapters import (\w+) as ", c.source)
+        for m in re.finditer(r"from mechbook\.chapters import (\w+)", c.source)
     }
     return f"mechbook.chapters.{name}"
 

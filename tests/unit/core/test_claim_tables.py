@@ -14,8 +14,14 @@ from conftest import ROOT
 
 from mechbook.assign_add import claims as assign_add_claims
 from mechbook.claims import Claim, Rule, by_id
+from mechbook.leading_terms import claims as leading_terms_claims
+from mechbook.pythia import claims as pythia_claims
 
-TABLES: dict[str, tuple[Claim, ...]] = {**assign_add_claims.TABLES}
+TABLES: dict[str, tuple[Claim, ...]] = {
+    **leading_terms_claims.TABLES,
+    **pythia_claims.TABLES,
+    **assign_add_claims.TABLES,
+}
 ALL = [c for table in TABLES.values() for c in table]
 
 
