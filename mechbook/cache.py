@@ -235,6 +235,24 @@ def module_closure(modules: Iterable[str], root: Path | None = None, unkeyed: It
     return sorted(seen)
 
 
+def keyed_modules(root: Path | None = None) -> list[str]:
+    """The ``mechbook`` modules whose code keys some cached result: the import closure
+    (:func:`module_closure`) of every module that calls :func:`cached`. An edit to one of them
+    beyond a docstring or a comment re-keys its entries, so new code a chapter needs goes into a
+    module outside this list (DEVELOPING.md, "Cache keys"). A call through another name is not
+    seen; every cached computation calls ``cached`` by that name."""
+    root = root or package_root()
+    callers = []
+    for file in sorted((root / "mechbook").rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=str(file))
+        calls = (n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name))
+        if any(call.func.id == "cached" for call in calls):
+            rel = file.relative_to(root).with_suffix("")
+            callers.append(".".join(p for p in rel.parts if p != "__init__"))
+    callers = [m for m in callers if m != __name__]
+    return module_closure(callers, root) if callers else []
+
+
 def _is_prose(stmt: ast.stmt) -> bool:
     """A statement that is only a string literal: a docstring, or a comment written as a string."""
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)

@@ -321,3 +321,13 @@ def test_profile_manifest_lists_every_entry_served(private_cache, monkeypatch):
     assert all((private_cache / line["namespace"] / line["file"]).is_file() for line in lines)
     with pytest.raises(ValueError, match="relative name"):
         cached("../escape", "k", compute)
+
+
+def test_keyed_modules_are_the_closure_of_the_cached_computations_and_not_the_presentation():
+    from mechbook.cache import keyed_modules
+
+    keyed = set(keyed_modules())
+    assert {"mechbook.assign_add.train", "mechbook.assign_add.model", "mechbook.leading_terms.stats"} <= keyed
+    assert set(module_closure(["mechbook.assign_add.probes"])) <= keyed
+    presentation = {"mechbook.claims", "mechbook.assign_add.claims", "mechbook.leading_terms.claims"}
+    assert not keyed & presentation and not [m for m in keyed if m.startswith(("mechbook.chapters", "mechbook.viz"))]
