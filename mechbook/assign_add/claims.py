@@ -28,7 +28,7 @@ from mechbook.assign_add.runs import on_the_papers_dates
 from mechbook.assign_add.sweeps import LOSS_BOUND, PAPER_THRESHOLDS, Budget, SweepReading, lowest_final_pool
 from mechbook.assign_add.task import KIND_NAMES, TWO_VAR, Task, union_accuracy
 from mechbook.assign_add.theory import GRADIENT
-from mechbook.claims import Claim, Measured, Rule, fmt, per_run
+from mechbook.claims import Claim, Measured, Rule, Runs, evidence, fmt, per_run
 
 CH07, CH08, CH09, CH10, CH11 = (
     "07_task",
@@ -165,6 +165,10 @@ sentences assert."""
 
 
 # ------------------------------------------------------------------------------ chapter 8
+NOT_REACHED = "no run of this profile reached the event it is measured at"
+"""Why a chapter 8 claim read against an event (the jump, the plateau) is untested without one."""
+
+
 def outside(step: int | None, window: tuple[int, int]) -> int | None:
     """Steps from ``step`` to the closed ``window`` (0 inside it; None without a step)."""
     if step is None:
@@ -310,7 +314,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         Rule("==", True),
         paper="addition first, then binding",
         section="ch08-phases",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(
             {r.seed: _before_after(r.phases, _last(d)) for r in d.seeds},
             _before_after(d.release.phases, d.release.run.config.steps),
@@ -326,7 +330,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="0.76 → 0.99",
         section="ch08-phases",
         spec=".2f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured({r.seed: r.phases.phase2_jump or 0.0 for r in d.seeds}, d.release.phases.phase2_jump),
     ),
     Claim(
@@ -339,7 +343,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="0.12",
         section="ch08-measures",
         spec=".2f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=_at_jump("before", "l1_operands_top2"),
     ),
     Claim(
@@ -352,7 +356,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="0.95",
         section="ch08-measures",
         spec=".2f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=_at_jump("after", "l1_operands_top2"),
     ),
     Claim(
@@ -365,7 +369,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="~100% by ~3,600, jump at ~5,300",
         section="ch08-measures",
         spec=".3f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=_at_jump("before", "adder"),
     ),
     Claim(
@@ -377,7 +381,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         Rule(">=", 0.5, partly=0.3),
         section="ch08-measures",
         spec=".2f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=_at_jump("before", "prev_token"),
     ),
     Claim(
@@ -389,7 +393,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         Rule("==", True),
         paper="released run: b as right operand only",
         section="ch08-plateau",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(
             {s: p.b_right_only for s, p in d.seed_plateaus.items()}, d.release.plateau.b_right_only
         ),
@@ -404,7 +408,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         Rule(">", 0),
         section="ch08-probe",
         spec=",d",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(_jumped(d, lambda r: r.probe.lead if r.probe else None), d.release.probe.lead),
     ),
     Claim(
@@ -417,7 +421,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="most seeds",
         section="ch08-seeds",
         spec=".2f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(float(d.dissected.summary["three_phases"].mean())),
     ),
     Claim(
@@ -430,7 +434,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="99.4%",
         section="ch08-release",
         spec=".3f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(_final(d, "final_0var_heldout"), _release_heldout(d)),
     ),
     Claim(
@@ -443,7 +447,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="~100%",
         section="ch08-release",
         spec=".3f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(_final(d, "final_1var_misplaced"), _release_last(d, "1var_misplaced")),
     ),
     Claim(
@@ -456,7 +460,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         paper="0.98",
         section="ch08-release",
         spec=".3f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=lambda d: Measured(_final(d, "final_2var_union"), release_union(d)),
     ),
     Claim(
@@ -468,7 +472,7 @@ CH08_CLAIMS: tuple[Claim, ...] = (
         Rule("<=", 0.02, partly=0.05),
         section="ch08-final",
         spec=".3f",
-        unmeasured="no run of this profile reached the event it is measured at",
+        unmeasured=NOT_REACHED,
         read=_heldout_gap,
     ),
 )
@@ -825,8 +829,6 @@ jump."""
 
 def holding(table: tuple[Claim, ...], reading: object) -> int:
     """How many claims of a per-run ``table`` (chapters 9 and 10) hold on one run's ``reading``."""
-    from mechbook.claims import Runs, evidence
-
     return sum(e.verdict == "reproduced" for e in evidence(table, Runs({0: reading})).values())
 
 
