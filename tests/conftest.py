@@ -18,6 +18,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The TinyStories text the tests read: the environment's choice, else the offline sample beside the checkout.
+SAMPLE = Path(
+    os.environ.get("MECHBOOK_TINYSTORIES", ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt")
+)
 TESTS = Path(__file__).resolve().parent
 for _folder in [TESTS / "helpers", *sorted({p.parent for p in TESTS.rglob("test_*.py")})]:
     if str(_folder) not in sys.path:
@@ -50,9 +54,7 @@ def smoke_book():
     from mechbook.book.config import ExecuteConfig
     from mechbook.book.run import execute_book
 
-    os.environ.setdefault(
-        "MECHBOOK_TINYSTORIES", str(ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt")
-    )
+    os.environ.setdefault("MECHBOOK_TINYSTORIES", str(SAMPLE))
     cfg = ExecuteConfig(profile="smoke", root=ROOT, cell_timeout=600)  # a hung cell fails, not CI
     return cfg, execute_book(cfg)
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import html
 import itertools
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -27,12 +27,6 @@ from mechbook.leading_terms.maps import chapter_maps, maps_numbers, pair_rank_ta
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.viz.fmt import escape_markdown as markdown_text
 
-SAMPLE = Path(
-    os.environ.get(
-        "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
-    )
-)
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
 CFG = ch01.CONFIGS["smoke"]
 RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)

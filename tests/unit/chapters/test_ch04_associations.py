@@ -6,12 +6,11 @@ bounds against an untrained or scrambled model (on the smoke corpus, without tra
 from __future__ import annotations
 
 import dataclasses
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import SAMPLE
 
 import mechbook
 from mechbook import claims
@@ -23,13 +22,6 @@ from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.readings import AssociationReadings, association_numbers
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs
-
-SAMPLE = Path(
-    os.environ.get(
-        "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
-    )
-)
 
 
 @pytest.mark.parametrize(

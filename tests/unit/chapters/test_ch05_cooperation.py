@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,13 +27,6 @@ from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_
 from mechbook.leading_terms.readings import FULL, CooperationReadings, cooperation_numbers
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs, TrainResult
-
-SAMPLE = Path(
-    os.environ.get(
-        "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
-    )
-)
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,11 @@ and the smoke bounds."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,13 +27,6 @@ from mechbook.leading_terms.overview import (
     story_table,
     token_coverage,
     words,
-)
-
-SAMPLE = Path(
-    os.environ.get(
-        "MECHBOOK_TINYSTORIES",
-        Path(__file__).resolve().parents[4] / "shared" / "data" / "tinystories" / "tinystories-sample.txt",
-    )
 )
 
 WORDS = st.sampled_from(["the", "dog", "ran", "tom's", "a", "big", "red", "truck", "sun"])
