@@ -27,7 +27,7 @@ from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.chapters import common
 from mechbook.claims import Evidence
-from mechbook.validation import POSITIVE, check_fields
+from mechbook.validation import POSITIVE, between, check_fields
 
 SIGNED = alt.Scale(scheme="redblue", domainMid=0, reverse=True)
 STEM = "09_circuits"
@@ -46,7 +46,9 @@ class ChapterConfig:
     gallery: int
 
     def __post_init__(self) -> None:
-        check_fields(self, per_pool=POSITIVE, n_patch=POSITIVE, gallery=POSITIVE)
+        cells = self.runs.train.task.modulus**2
+        gallery = between(1, viz.MAX_ROWS // cells, f"each neuron's map is {cells} rows of one chart")
+        check_fields(self, per_pool=POSITIVE, n_patch=POSITIVE, gallery=gallery)
 
 
 CONFIGS: dict[str, ChapterConfig] = {
@@ -361,9 +363,7 @@ def neuron_chart(base: alt.Chart) -> alt.HConcatChart:
 
 def gallery(maps: np.ndarray, found: fourier.FourierNeurons, n: int):
     """An explorer over the ``n`` best-fitting live neurons (map beside fit). Each map has N²
-    cells and the static explorer holds every neuron on offer, more rows than Altair's default
-    limit of 5,000, so the limit is lifted for this chart's data."""
-    alt.data_transformers.disable_max_rows()
+    cells and the static explorer holds every neuron on offer (within :data:`mechbook.viz.MAX_ROWS`)."""
     best = found.live.sort_values("fve", ascending=False).head(n)
     return viz.explore(
         functools.partial(neuron_maps, maps, found.table),

@@ -19,6 +19,7 @@ from mechbook.viz.explorer import MAX_GRID, explore, explore_grid, live_explorer
 from mechbook.viz.fmt import NOTATION, escape_html, escape_markdown, label
 from mechbook.viz.render import (
     LAB_MIME_TYPE,
+    MAX_ROWS,
     NAME,
     VL_VERSION,
     chart_html,
@@ -32,10 +33,12 @@ from mechbook.viz.render import (
 alt.theme.register(NAME, enable=True)(theme)
 alt.renderers.register(NAME, render)
 alt.renderers.enable(NAME)
+alt.data_transformers.enable("default", max_rows=MAX_ROWS)
 
 __all__ = [
     "LAB_MIME_TYPE",
     "MAX_GRID",
+    "MAX_ROWS",
     "NAME",
     "NOTATION",
     "VL_VERSION",

@@ -29,6 +29,12 @@ COLUMN_WIDTH = 680  # px: the text column of the site at a 1280 px screen
 FIXED_WIDTH_LIMIT = 320  # px: a single view fixed wider than this follows the container instead
 SVG_WIDTH = 600  # px: the plot width of the SVG drawn for a container-width chart
 COMPOSITE = ("facet", "hconcat", "vconcat", "concat", "repeat")
+MAX_ROWS = 100_000
+"""The most rows one chart's data may hold, for every chart of the book (``import mechbook.viz``
+sets it in place of Altair's default of 5,000). A page embeds each chart's data as JSON, about
+50-100 bytes a row, so this caps one chart at a few MB of page. Where phases fall moves how many
+checkpoints a window holds, so the limit sits far above the largest chart a profile can draw
+(tests/unit/viz/test_chart_sizes.py builds each growing chart at its profile's largest size)."""
 
 
 def static_mode() -> bool:
