@@ -84,14 +84,37 @@ def as_array(value: Any) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
+ROUNDOFF = {"float64": 1e-10, "float32": 1e-5, "bfloat16": 1e-2, "float16": 1e-2}
+"""The round-off two computations of the same function may differ by, as a share of the largest
+entry, by the precision of the less precise operand: its machine epsilon (2.2e-16, 1.2e-7, 7.8e-3,
+9.8e-4) times the terms a reader's sums and products add in another order (up to about 100 at the
+checks' sizes), with room to spare; far below the smallest difference a real mistake makes."""
+
+
+def roundoff(*values: Any) -> float:
+    """The :data:`ROUNDOFF` share of the least precise float among ``values`` (tensors, arrays or
+    numbers; a Python float or int counts as float64)."""
+    names = []
+    for value in values:
+        dtype = getattr(value, "dtype", None)
+        names.append(str(dtype).removeprefix("torch.") if dtype is not None else "float64")
+    return max(ROUNDOFF.get(name, ROUNDOFF["float64"]) for name in names)
+
+
 def allclose(yours: Any, expected: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
-    """Same shape and equal within ``rtol``/``atol`` (floats as float64); ``False`` when the shapes
-    differ or the answer cannot be read as numbers."""
+    """Same shape and equal within ``rtol`` of each entry plus an absolute tolerance of at least
+    the operands' :func:`roundoff` times the largest entry of ``expected`` (so an entry near zero
+    in a large tensor is not judged on its own rounding: its CPU's kernels decide those bits);
+    ``False`` when the shapes differ or the answer cannot be read as numbers."""
     try:
         a, b = as_array(yours), as_array(expected)
     except (TypeError, ValueError):
         return False
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    if a.shape != b.shape:
+        return False
+    finite = np.abs(b[np.isfinite(b)])
+    floor = roundoff(yours, expected) * float(finite.max(initial=0))
+    return bool(np.allclose(a, b, rtol=rtol, atol=max(atol, floor), equal_nan=True))
 
 
 def show(value: Any, limit: int = 80) -> str:

@@ -13,7 +13,7 @@ from mechbook.assign_add import phases
 from mechbook.assign_add.patching import patched_logits
 from mechbook.assign_add.task import union_accuracy
 from mechbook.exercises import EXERCISES, part2, run
-from mechbook.exercises.core import WRONG_SHAPE
+from mechbook.exercises.core import ROUNDOFF, WRONG_SHAPE, allclose, roundoff
 
 
 def outcome(name, fn):
@@ -297,6 +297,42 @@ def test_patched_logits_diagnoses():
 
     result = outcome("patched_logits", every_position)
     assert result.status == "differs" and result.hint == WRONG_SHAPE.hint
+
+
+def _rounded_elsewhere(logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` as another CPU's kernels may give them: each entry moved by a few float32 ulps of
+    the tensor's largest entry (what summing in another order does), so entries near zero move by
+    far more than their own relative precision."""
+    scale = logits.abs().max()
+    noise = torch.randn(logits.shape, generator=torch.Generator().manual_seed(0))
+    return logits + 4 * torch.finfo(torch.float32).eps * scale * noise
+
+
+def test_patched_logits_diagnoses_survive_another_cpus_rounding():
+    """An answer that is the source run's logits, computed along a path that rounds otherwise (an
+    Intel CPU's AMX kernels, say), is still named as the source run, not given the general hint."""
+    assert_diagnosed(
+        "patched_logits",
+        lambda model, clean, source, pos: _rounded_elsewhere(model(source, last_only=True)),
+        "source run",
+    )
+    assert_diagnosed(
+        "patched_logits",
+        lambda model, clean, source, pos: _rounded_elsewhere(model(clean, last_only=True)),
+        "clean run",
+    )
+
+
+def test_roundoff_tolerance_is_relative_to_the_largest_entry_and_still_fails_a_mistake():
+    big = torch.tensor([3857.0, -2000.0, 1e-3], dtype=torch.float64)
+    near_cancellation = big + torch.tensor([0.0, 0.0, 1e-9])  # 1e-6 relative to its own entry
+    assert allclose(near_cancellation, big)
+    assert not allclose(big * 1.001, big)
+    assert not allclose(big.flip(0), big)
+    as_float32 = big.float() + torch.tensor([0.0, 0.0, 1e-3])  # float32 rounding of a 3857-sized sum
+    assert allclose(as_float32, big.float()) and not allclose(big.float() * 1.001, big.float())
+    assert roundoff(big, 1.0) == ROUNDOFF["float64"] and roundoff(big, big.float()) == ROUNDOFF["float32"]
+    assert roundoff(big.to(torch.bfloat16)) == ROUNDOFF["bfloat16"]
 
 
 def test_patching_cases_move_the_logits():
