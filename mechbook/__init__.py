@@ -8,9 +8,9 @@ them, so ``import mechbook`` stays cheap. What lives here:
   paper, knobs, and the note saying which a page ran with.
 - ``default_device`` (:mod:`mechbook.device`): CUDA when present, else CPU.
 
-Importing it first pins torch's and MKL's CPU code paths to AVX2
-(:func:`mechbook.determinism.pin_portable_kernels`), so a seed gives the same bits on any x86-64
-CPU with AVX2.
+Importing it first pins torch's, MKL's and OpenBLAS's CPU code paths to AVX2
+(:func:`mechbook.determinism.pin_portable_kernels`), so a seed gives the same bits on AMD CPUs of
+other generations (measured: Zen 3 and Zen 4); an Intel CPU still gives other bits.
 """
 
 from mechbook.determinism import pin_portable_kernels

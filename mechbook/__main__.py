@@ -14,8 +14,9 @@
 - ``exercises [--out DIR]``: the exercise form of every chapter notebook (solutions replaced by
   stubs, checks kept), written to ``DIR/<part>/<stem>.ipynb`` (default ``_build/exercises``).
 - ``bench NAME [args]``: run ``mechbook.benchmarks.<NAME>``.
-- ``hashes [--write]``: a few short runs' weight hashes against those committed with the CPU they
-  were measured on (:mod:`mechbook.hashes`).
+- ``hashes [--write] [--trace]``: a few short runs' weight hashes against those committed for this
+  CPU model, and which other CPU models agree; ``--trace`` names the first operation whose bits
+  differ from another CPU's committed trace (:mod:`mechbook.hashes`).
 - ``cache export PATH [--profile P]`` / ``cache import PATH``: bundle or install trained models.
 - ``sweep --profile P --chapter 8|11 --seeds N --executor slurm|local [--partition P --gpus-per-job G
   --max-parallel N --timeout-min M --folder DIR --dry-run]``: chapter 8's or 11's runs as submitit
@@ -122,7 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     exercises.add_argument("--out", default=None, metavar="DIR", help="where to write (default _build/exercises)")
     hashes = sub.add_parser("hashes", help="short runs' weight hashes against those committed (same bits on this CPU?)")
     hashes.add_argument(
-        "--write", action="store_true", help="store this machine's hashes in mechbook/book/weight_hashes.json"
+        "--write", action="store_true", help="store this CPU model's hashes in mechbook/book/weight_hashes.json"
+    )
+    hashes.add_argument(
+        "--trace",
+        action="store_true",
+        help="also trace every op of the first steps and name the first one whose bits differ from each committed trace",
     )
     bench = sub.add_parser("bench", help="run a benchmark: mechbook/benchmarks/<NAME>.py")
     bench.add_argument("name")
@@ -209,7 +215,7 @@ def _run(argv: list[str]) -> int:
     if args.command == "hashes":
         from mechbook.hashes import main as hashes_main
 
-        return hashes_main(write=args.write)
+        return hashes_main(write=args.write, trace_ops=args.trace)
     if args.command == "bench":
         from mechbook.benchmarks import run
 

@@ -17,15 +17,24 @@ training loops, the stacked sweeps, the Pythia miniature and the probes run unde
 every computation behind :func:`mechbook.cache.cached`. On CUDA it also asks cuBLAS and cuDNN for
 their deterministic modes; that makes a GPU run repeatable on the same GPU, not equal to the CPU.
 
-A third thing makes the same seed give other bits on another x86-64 CPU: torch's vectorised
-kernels (softmax, reductions, elementwise) and MKL's matrix products each pick a code path for
-the processor's widest vector unit (AVX2, AVX-512, AMX), and the paths add in other orders.
-:func:`pin_portable_kernels`, called by ``import mechbook`` before anything loads a kernel, sets
-``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2`` (MKL's conditional numerical reproducibility) and
-``ONEDNN_MAX_CPU_ISA=AVX2`` on every CPU that has AVX2, so every such CPU runs the AVX2 paths.
-On an AVX2-only CPU these are the paths it takes anyway (the bits do not change there; measured in
-the README); on an AVX-512 CPU the products lose their wider vectors. ``MECHBOOK_NATIVE_KERNELS=1``
-keeps each CPU's own paths, and a variable set by the caller is left as it is.
+A third thing makes the same seed give other bits on another x86-64 CPU: each library picks its
+kernels for the processor, and the paths add in other orders. :func:`pin_portable_kernels`,
+called by ``import mechbook`` before anything loads a kernel, pins the ones that were measured to
+decide bits (README, "The same seed on another CPU"), on every CPU that has AVX2:
+
+- ``ATEN_CPU_CAPABILITY=avx2``: torch's vectorised kernels (softmax, reductions, elementwise);
+- ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility, for torch's float32 products;
+- ``OPENBLAS_CORETYPE=Haswell``: numpy's and scipy's OpenBLAS (Part I's corpus statistics and
+  closed forms), which takes its SkylakeX kernels on an AVX-512 CPU. Measured: an AMD Zen 4 gave
+  a Zen 3's bits for Part II's runs under the first two pins, and for Part I's only with this one.
+
+oneDNN is left free: no float32 run's bits depend on it (measured), and pinning it to AVX2 turns
+off native bf16 (AVX512-BF16, AMX), making a bf16 step ten times slower than float32. Across
+vendors the pins are not enough: an Intel Xeon with AVX-512 gave other bits than the AMD CPUs
+for every run with the same pins in force (MKL's reproducibility modes are promised on Intel
+processors only). ``python -m mechbook hashes --trace`` names the first operation that differs
+between this CPU and another one's committed trace. ``MECHBOOK_NATIVE_KERNELS=1`` keeps each
+CPU's own paths, and a variable set by the caller is left as it is.
 """
 
 from __future__ import annotations
@@ -39,8 +48,8 @@ from mechbook.notices import notice
 THREADS = 1
 """Intra-op threads of a deterministic block (the result does not depend on the caller's count)."""
 
-PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-"""The variables that pin torch's, MKL's and oneDNN's CPU code paths to AVX2 (see the module's docstring)."""
+PORTABLE_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
+"""The variables that pin torch's, MKL's and OpenBLAS's CPU code paths to AVX2 (see the module's docstring)."""
 
 NATIVE_ENV = "MECHBOOK_NATIVE_KERNELS"
 
@@ -61,16 +70,47 @@ def pin_portable_kernels() -> dict[str, str]:
     if os.environ.get(NATIVE_ENV) == "1" or not _cpu_has_avx2():
         return {}
     for name, value in PORTABLE_KERNELS.items():
-        os.environ.setdefault(name, value)
+        if name not in os.environ:
+            os.environ[name] = value
+            _SET_HERE.append(name)
     return {name: os.environ[name] for name in PORTABLE_KERNELS}
 
 
+_SET_HERE: list[str] = []
+
+
+def set_by_pin() -> set[str]:
+    """The variables of :data:`PORTABLE_KERNELS` this process's pin set itself (the others were the
+    caller's, or the machine's: some machines set ``OPENBLAS_CORETYPE`` for an old OpenBLAS's sake)."""
+    return set(_SET_HERE)
+
+
+def openblas_core() -> str:
+    """The kernel set numpy's OpenBLAS runs in this process (``Haswell``, ``SkylakeX``, ``Zen``...),
+    read from the library numpy loaded; ``unknown`` where numpy bundles no OpenBLAS."""
+    import ctypes
+    from pathlib import Path
+
+    import numpy as np
+
+    for lib in sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("libscipy_openblas*.so*")):
+        handle = ctypes.CDLL(str(lib))
+        for symbol in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"):
+            if hasattr(handle, symbol):
+                getter = getattr(handle, symbol)
+                getter.restype = ctypes.c_char_p
+                return getter().decode()
+    return "unknown"
+
+
 def kernel_paths() -> str:
-    """The CPU code path torch's kernels take in this process (``AVX2``, ``AVX512``, ``DEFAULT``...)
-    and MKL's reproducibility mode, as one label: part of what decides a seeded run's bits."""
+    """The CPU code path torch's kernels take in this process (``AVX2``, ``AVX512``, ``DEFAULT``...),
+    MKL's reproducibility mode and numpy's OpenBLAS kernels, as one label: part of what decides a
+    seeded run's bits."""
     import torch
 
-    return f"aten {torch.backends.cpu.get_cpu_capability()} mkl_cbwr {os.environ.get('MKL_CBWR', 'native')}"
+    mkl = os.environ.get("MKL_CBWR", "native")
+    return f"aten {torch.backends.cpu.get_cpu_capability()} mkl_cbwr {mkl} openblas {openblas_core()}"
 
 
 _WARNED: list[str] = []
@@ -79,14 +119,16 @@ _WARNED: list[str] = []
 def _check_pinned(torch) -> None:
     """Warn once when the kernels run another path than the pinned one: torch ran a kernel before
     ``import mechbook`` pinned them, so this process's bits are its CPU's own."""
-    want = os.environ.get("ATEN_CPU_CAPABILITY")
-    got = torch.backends.cpu.get_cpu_capability()
-    if want and got.lower() != want.lower() and got not in _WARNED:
-        _WARNED.append(got)
-        notice(
-            f"torch's CPU kernels take the {got} path, not the pinned {want.upper()} one (torch ran before "
-            "`import mechbook`): seeded results here may differ in their last bits from other CPUs'; import mechbook first"
-        )
+    paths = [("torch's CPU code", "ATEN_CPU_CAPABILITY", torch.backends.cpu.get_cpu_capability)]
+    paths.append(("numpy's OpenBLAS", "OPENBLAS_CORETYPE", openblas_core))
+    for library, variable, running in paths:
+        want, got = os.environ.get(variable), running()
+        if want and got.lower() != want.lower() and got not in _WARNED:
+            _WARNED.append(got)
+            notice(
+                f"{library} runs the {got} path, not the pinned {want} one (loaded before `import mechbook`): "
+                "seeded results here may differ in their last bits from other CPUs'; import mechbook first"
+            )
 
 
 @contextlib.contextmanager

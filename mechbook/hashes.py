@@ -1,14 +1,19 @@
-"""Same seed, same bits on another machine? ``python -m mechbook hashes [--write]`` trains a few
-short runs and prints the SHA-256 of their weights beside those committed in
-``mechbook/book/weight_hashes.json`` with the CPU they were measured on.
+"""Same seed, same bits on another machine? ``python -m mechbook hashes [--write] [--trace]``
+trains a few short runs and prints the SHA-256 of their weights beside those committed in
+``mechbook/book/weight_hashes.json``, one entry per CPU model that measured them.
 
 The runs: Part II's smoke run (the paper's model, 300 steps), the first 200 steps of the cpu
 profile's run, two stacked sweep runs, and a Part I model trained on seeded random tokens (no
 corpus needed). Each trains in a fresh state under :func:`mechbook.determinism.deterministic`, on
 the CPU code paths that ``import mechbook`` pins (:func:`mechbook.determinism.pin_portable_kernels`).
-A match on another CPU is evidence that the book's numbers do not depend on the processor; a
-mismatch names the run whose bits moved. tests/integration/test_determinism.py checks the same runs across
-processes and thread counts on one machine.
+A run matches the bits of this CPU model (what ``check`` and the thresholds were measured on
+where it is the README's), and the other models' entries say which CPUs agree with it.
+
+``--trace`` bisects a disagreement: it records the digest of every operation's inputs and outputs
+over the first training steps of both parts (:func:`trace`) in ``mechbook/book/kernel_traces/``,
+one file per CPU model and kernel label, and names, against each other trace committed there, the
+first operation that gives other bits and whether its inputs already differed (:func:`first_difference`).
+tests/integration/test_determinism.py checks the same runs across processes and thread counts on one machine.
 """
 
 from __future__ import annotations
@@ -109,7 +114,8 @@ RUNS: dict[str, Callable[[], str]] = {
 
 
 def machine() -> dict[str, str]:
-    """What decides a run's bits besides the code: the CPU, torch's version and the kernel paths."""
+    """What decides a run's bits besides the code: the CPU (``model``: name, family and model
+    numbers; ``cpu``: with its vector flags), torch's version and the kernel paths."""
     import torch
 
     from mechbook.benchmarks.assign_add import cpu_description
@@ -117,28 +123,182 @@ def machine() -> dict[str, str]:
 
     cpu = cpu_description()
     flags = " ".join(f for f, on in cpu["flags"].items() if on)
-    return {"cpu": f"{cpu['model']} ({flags})", "torch": torch.__version__, "kernels": kernel_paths()}
+    return {
+        "model": str(cpu["model"]),
+        "cpu": f"{cpu['model']} ({flags})",
+        "torch": torch.__version__,
+        "kernels": kernel_paths(),
+    }
 
 
-def main(write: bool = False) -> int:
-    """Print this machine's hashes against the committed ones (``write``: store these instead);
-    1 when a run's hash differs from the committed one."""
+def committed() -> dict[str, dict[str, Any]]:
+    """The committed hashes by CPU model (empty when there is no file)."""
+    return json.loads(COMMITTED.read_text()) if COMMITTED.is_file() else {}
+
+
+def comparable(entry: dict[str, Any], here: dict[str, str]) -> bool:
+    """Whether ``entry`` was measured with this torch and these kernel paths (else its bits say
+    nothing about this CPU's)."""
+    return entry.get("torch") == here["torch"] and entry.get("kernels") == here["kernels"]
+
+
+def main(write: bool = False, trace_ops: bool = False) -> int:
+    """Print this machine's hashes against those committed for this CPU model, and which other CPU
+    models agree (``write``: store this model's entry; ``trace_ops``: also record and compare the
+    op traces, :func:`trace_main`); 1 when a run differs from this model's committed bits."""
     here = machine()
     hashes = {name: run() for name, run in RUNS.items()}
+    book = committed()
+    status = trace_main(here, write) if trace_ops else 0
     if write:
-        COMMITTED.write_text(
-            json.dumps({**here, "python": platform.python_version(), "hashes": hashes}, indent=2) + "\n"
-        )
+        book[here["model"]] = {**here, "python": platform.python_version(), "hashes": hashes}
+        COMMITTED.write_text(json.dumps(dict(sorted(book.items())), indent=2) + "\n")
         print(f"wrote {len(hashes)} hashes measured on {here['cpu']} to {COMMITTED}")
-        return 0
-    ref = json.loads(COMMITTED.read_text()) if COMMITTED.is_file() else {"hashes": {}, "cpu": "nothing committed"}
+        return status
     print(f"this machine: {here['cpu']}, torch {here['torch']}, {here['kernels']}")
-    print(f"committed:    {ref.get('cpu')}, torch {ref.get('torch')}, {ref.get('kernels')}")
+    mine = book.get(here["model"])
+    if mine is None or not comparable(mine, here):
+        why = "none committed" if mine is None else f"committed with torch {mine['torch']}, {mine['kernels']}"
+        print(f"this CPU model: {why}; `python -m mechbook hashes --write` stores them")
     differ = 0
     for name, value in hashes.items():
-        want = ref["hashes"].get(name)
+        want = mine["hashes"].get(name) if mine and comparable(mine, here) else None
         same = "same" if value == want else ("not committed" if want is None else "DIFFERENT")
-        differ += value != want
+        differ += want is not None and value != want
         print(f"  {name:28s} {value[:16]}  {same}")
-    print(f"{len(hashes) - differ} of {len(hashes)} runs give the committed bits")
-    return 1 if differ else 0
+    if mine and comparable(mine, here):
+        print(f"{len(hashes) - differ} of {len(hashes)} runs give the committed bits of this CPU model")
+    for model, entry in sorted(book.items()):
+        if model != here["model"]:
+            agree = sum(entry["hashes"].get(name) == value for name, value in hashes.items())
+            paths = "" if comparable(entry, here) else f" (other paths: torch {entry['torch']}, {entry['kernels']})"
+            print(f"  agrees with {model} on {agree} of {len(hashes)} runs{paths}")
+    return 1 if differ else status
+
+
+# ---------------------------------------------------------------- bisecting a disagreement
+
+TRACES = COMMITTED.parent / "kernel_traces"
+"""One trace per CPU model and kernel label (:func:`trace`), committed to compare across machines."""
+
+TRACE_OPS = 3000
+"""Operations a trace records per run: the first training steps' forward, backward and update."""
+
+
+def _tensor_digest(t: Any) -> str:
+    """The first 16 hex digits of the sha256 of a dense tensor's bytes (``sparse`` otherwise)."""
+    import torch
+
+    if t.layout != torch.strided:
+        return "sparse"
+    t = t.detach().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):  # numpy has no bf16: hash the same bits as int16
+        t = t.view(torch.int16)
+    return hashlib.sha256(t.resolve_conj().resolve_neg().numpy().tobytes()).hexdigest()[:16]
+
+
+def _traced(fn: Callable[[], Any], limit: int = TRACE_OPS) -> list[dict[str, Any]]:
+    """Run ``fn`` and record, for each of its first ``limit`` torch operations, the op's name and
+    the digests of its tensor inputs and outputs."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    rows: list[dict[str, Any]] = []
+
+    class Trace(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if len(rows) < limit:
+                ins = [_tensor_digest(x) for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+                outs = [_tensor_digest(x) for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+                rows.append({"op": str(func), "in": ins, "out": outs})
+            return out
+
+    with Trace():
+        fn()
+    return rows
+
+
+def _part2_first_steps() -> None:
+    from mechbook.assign_add.config import with_overrides
+    from mechbook.assign_add.runs import TRAIN_PROFILES
+    from mechbook.assign_add.train import train
+
+    cfg = with_overrides(TRAIN_PROFILES["smoke"], steps=2, eval_every=1, keep_every=1, resume_every=1)
+    train(cfg, device="cpu")
+
+
+def _part1_first_steps() -> None:
+    from mechbook.leading_terms.model import ModelConfig
+    from mechbook.leading_terms.stats import corpus_stats
+    from mechbook.leading_terms.train import TrainConfig, train
+
+    tokens = np.random.default_rng(0).integers(0, 64, size=(256, 33))
+    stats = corpus_stats(tokens, 64)
+    train(
+        tokens,
+        stats,
+        ModelConfig(d_vocab=64, n_ctx=32, n_layers=3),
+        TrainConfig(lr=0.05, steps=2, batch_size=256, seed=1),
+    )
+
+
+TRACED: dict[str, Callable[[], None]] = {
+    "part2_first_steps": _part2_first_steps,
+    "part1_first_steps": _part1_first_steps,
+}
+
+
+def trace() -> dict[str, list[dict[str, Any]]]:
+    """Every :data:`TRACED` run's operations (:func:`_traced`), each in a fresh deterministic state."""
+    from mechbook.determinism import deterministic
+
+    out = {}
+    for name, fn in TRACED.items():
+        with deterministic():
+            out[name] = _traced(fn)
+    return out
+
+
+def first_difference(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """Where two traces of one run part: the first operation whose outputs differ, and whether its
+    own inputs already differed (from outside torch: numpy, the data) or it gave other bits on the
+    same inputs (its kernel rounds otherwise); or where the op sequences part (another code path)."""
+    made = set()
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        if a["op"] != b["op"]:
+            return f"op {i}: the code paths part ({a['op']} here, {b['op']} there)"
+        if a["out"] != b["out"]:
+            if a["in"] == b["in"]:
+                return f"op {i}, {a['op']}: other bits from the same inputs (its kernel rounds otherwise)"
+            outside = [k for k, (x, y) in enumerate(zip(a["in"], b["in"])) if x != y and x not in made]
+            source = "from outside torch (numpy, scipy or the data)" if outside else "from earlier ops"
+            return f"op {i}, {a['op']}: its inputs {outside or ''} already differ, {source}"
+        made.update(a["out"])
+    if len(mine) != len(theirs):
+        return f"the first {min(len(mine), len(theirs))} ops agree; one trace is longer"
+    return f"all {len(mine)} ops give the same bits"
+
+
+def _trace_file(here: dict[str, str]) -> Path:
+    slug = "".join(c if c.isalnum() else "-" for c in f"{here['model']} {here['kernels']}").strip("-")
+    return TRACES / f"{slug.lower()}.json"
+
+
+def trace_main(here: dict[str, str], write: bool) -> int:
+    """Trace this machine (:func:`trace`), compare it with every committed trace and print where each
+    run first parts; ``write`` stores this machine's trace. Returns 0."""
+    mine = trace()
+    for path in sorted(TRACES.glob("*.json")):
+        if path == _trace_file(here):
+            continue
+        theirs = json.loads(path.read_text())
+        print(f"against {theirs['cpu']} ({theirs['kernels']}):")
+        for name, rows in mine.items():
+            print(f"  {name}: {first_difference(rows, theirs['runs'].get(name, []))}")
+    if write:
+        TRACES.mkdir(exist_ok=True)
+        _trace_file(here).write_text(json.dumps({**here, "runs": mine}, separators=(",", ":")) + "\n")
+        print(f"wrote the op trace of this machine to {_trace_file(here)}")
+    return 0

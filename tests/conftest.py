@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import mechbook  # noqa: F401  (before any test loads numpy or torch: it pins their CPU kernels)
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The TinyStories text the tests read: the environment's choice, else the offline sample beside the checkout.
 SAMPLE = Path(
