@@ -1,6 +1,6 @@
 # The book in two commands: `make book` and `make test` (see README.md).
 #   make book [PROFILE=smoke|cpu|paper] [ONLY=<notebook stem>]   execute + site in _build/html
-#   make test                                                    the whole test suite
+#   make test                                                    the whole test suite, then test-other-paths
 #   make spread [PROFILE=smoke] [SEEDS=5] [ONLY=<stem>]           records over seeds -> book/thresholds
 PROFILE ?= cpu
 ONLY ?=
@@ -28,7 +28,7 @@ export MECHBOOK_AA_RELEASE := $(RELEASE)
 endif
 endif
 
-.PHONY: book test lint spread venv clean
+.PHONY: book test test-other-paths lint spread venv clean
 
 venv: $(STAMP) $(MATHJAX)
 
@@ -50,6 +50,14 @@ book: venv
 
 test: venv lint
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-other-paths
+
+# A second processor, simulated on this one: the unit and determinism tests again on other kernel
+# paths (torch's scalar kernels, OpenBLAS's AVX ones, MKL's compatible mode), which round otherwise,
+# so a test that passes only by one CPU's rounding fails on the developer's machine first.
+OTHER_PATHS := ATEN_CPU_CAPABILITY=default OPENBLAS_CORETYPE=Sandybridge MKL_CBWR=COMPATIBLE
+test-other-paths: venv
+	$(OTHER_PATHS) $(PY) -m pytest -q tests/unit tests/integration/test_determinism.py
 
 # Ruff (settings in pyproject.toml) over the package, the tests and the notebooks' code cells.
 lint: venv
