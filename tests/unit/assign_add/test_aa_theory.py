@@ -5,6 +5,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tolerance import assert_close_scaled
 
 from mechbook.assign_add.circuits import qk
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
@@ -48,15 +49,24 @@ def test_gradient_matches_central_finite_differences(tiny, seed):
     M = torch.from_numpy(rng.normal(scale=0.3, size=(6, 6)))
     grad = qk2_gradient(model, tokens, labels, M)
     eps = 1e-6
+    # Each loss (about log 59) carries round-off up to c * terms * eps64 * loss, terms its chain of
+    # sums: the mean over 24 sequences, the log-sum-exp over 59 answers, and the forward's
+    # products and softmaxes (2 x (d_model + d_head + positions + d_head) + d_model + d_mlp + d_model
+    # = 80 at this size); the central difference divides two of them by 2 eps, so its round-off is
+    # within c * terms * eps64 * (loss / eps), about 1.2e-6 (measured: 1e-9 on three kernel paths,
+    # already 0.4 of the former rel 1e-5, abs 1e-9 at the smallest entries). The truncation,
+    # eps^2 / 6 times a third derivative, is 1e-12. The entries are 1e-4 to 2e-2: a wrong sign, a
+    # transposed M or a missing 1/sqrt(d_head) still fails.
+    terms = 24 + 59 + 2 * (6 + 4 + 16 + 4) + 6 + 8 + 6
     for i, j in rng.integers(0, 6, size=(4, 2)):
         up, down = M.clone(), M.clone()
         up[i, j] += eps
         down[i, j] -= eps
         with torch.no_grad():
-            fd = (loss_with_qk2(model, tokens, labels, up) - loss_with_qk2(model, tokens, labels, down)).item() / (
-                2 * eps
-            )
-        assert grad[i, j].item() == pytest.approx(fd, rel=1e-5, abs=1e-9)
+            up_loss, down_loss = loss_with_qk2(model, tokens, labels, up), loss_with_qk2(model, tokens, labels, down)
+        fd = (up_loss - down_loss).item() / (2 * eps)
+        scale = max(up_loss.item(), down_loss.item()) / eps
+        assert_close_scaled(grad[i, j].item(), fd, terms=terms, scale=scale)
 
 
 def test_gradient_leaves_the_model_untouched(tiny):
