@@ -64,10 +64,14 @@ def mathjax_source() -> Path:
 
 
 def vega_bundle() -> str:
-    """Vega + Vega-Lite + vega-embed in one classic script that defines only window globals."""
+    """Vega + Vega-Lite + vega-embed in one classic script that defines only window globals, with
+    the Vega-Lite version the charts' specs declare (:data:`mechbook.viz.VL_VERSION`), not
+    vl-convert's latest."""
     import vl_convert
 
-    return "(function () {\n" + vl_convert.javascript_bundle() + "\n})();\n"
+    from mechbook.viz import VL_VERSION
+
+    return "(function () {\n" + vl_convert.javascript_bundle(vl_version=VL_VERSION) + "\n})();\n"
 
 
 def book_version(root: Path | None = None) -> str:

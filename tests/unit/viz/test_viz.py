@@ -400,3 +400,13 @@ def test_training_curves_mark_steps_and_levels_and_state_the_title():
     assert len(marks_only["layer"]) == 1  # no mark and no level: the curves alone
     with pytest.raises(ValueError, match="level"):
         viz.training_curves(lines, title="t", levels=pd.DataFrame([{"baseline": "chance"}]))
+
+
+def test_the_sites_vega_lite_is_the_version_the_specs_declare():
+    """The bundle the site serves runs the Vega-Lite the charts were written for (the spec's
+    ``$schema``), whatever vl-convert's latest is."""
+    from mechbook.site import vega_bundle
+
+    declared = re.search(r"/v(\d+\.\d+)\.\d+\.json$", alt.Chart().mark_point().to_dict()["$schema"]).group(1)
+    bundled = set(re.findall(r'"(\d+\.\d+)\.\d+"', vega_bundle()))
+    assert declared == viz.VL_VERSION and declared in bundled
