@@ -38,13 +38,17 @@ from mechbook.profiles import PROFILES
 
 
 def _knob(text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` with VALUE read as YAML (``10`` an int, ``0.5`` a float, ``[1, 2]`` a list)."""
-    import yaml
+    """``NAME=VALUE`` with VALUE read by :func:`mechbook.arguments.knob_value` (``10`` an int,
+    ``0.5`` a float, ``[1, 2]`` a list, ``merge`` a string)."""
+    from mechbook.arguments import knob_value
 
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise argparse.ArgumentTypeError(f"{text!r}: write a knob as NAME=VALUE, e.g. steps=100")
-    return name, yaml.safe_load(value)
+    try:
+        return name, knob_value(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"--knob {name}: {error}") from None
 
 
 def _seconds(text: str) -> int:
@@ -112,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
                 default=[],
                 type=_knob,
                 metavar="NAME=VALUE",
-                help="inject a knob into every chosen chapter's parameters cell (VALUE is read as YAML)",
+                help="inject a knob into every chosen chapter's parameters cell (VALUE: a number, a list, true/false or a word)",
             )
     exercises = sub.add_parser(
         "exercises",
@@ -250,6 +254,7 @@ def _run(argv: list[str]) -> int:
 
     from pathlib import Path
 
+    from mechbook.arguments import knob_pairs
     from mechbook.book import checks, run, site
     from mechbook.book.config import ExecuteConfig
     from mechbook.device import available_cores
@@ -260,7 +265,7 @@ def _run(argv: list[str]) -> int:
         only=tuple(args.only),
         force=getattr(args, "force", False),
         cell_timeout=getattr(args, "cell_timeout", None),
-        knobs=tuple(getattr(args, "knob", [])),
+        knobs=knob_pairs(getattr(args, "knob", [])),
         lanes=available_cores() if lanes is None else lanes,
         lane=getattr(args, "lane", None),
         **({"root": Path(args.root)} if getattr(args, "root", None) else {}),

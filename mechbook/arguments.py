@@ -4,7 +4,9 @@ the cache (:func:`mechbook.cache.cached`) and the executor's config (:mod:`mechb
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +38,39 @@ def text_sequence(value: Any, name: str) -> list[str]:
     if wrong is not None:
         raise TypeError(f"{name} must hold only strings, found {type(wrong).__name__} {wrong!r}")
     return list(value)
+
+
+_WORD = re.compile(r"[A-Za-z_][\w.\-/]*")
+_WORDS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+
+
+def knob_value(text: str) -> Any:
+    """A knob's VALUE by one strict rule: a JSON number (``10``, ``0.5``, ``1e-3``; no leading zeros),
+    list (``[1, 2]``) or quoted string; ``true``/``false``/``null`` (or Python's spellings); or a bare
+    word, read as a string (``merge``, ``cpu``). Anything else is refused with a ``ValueError`` that
+    says how to write it: ``010`` (YAML's octal 8) and ``1:30`` (YAML's base 60, 90) are not numbers here."""
+    text = text.strip()
+    if text in _WORDS:
+        return _WORDS[text]
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if re.fullmatch(r"[+-]?0\d+(\.\d*)?", text):
+        raise ValueError(f"{text!r} has a leading zero: write the number without it (e.g. {text.lstrip('+-0') or '0'})")
+    if _WORD.fullmatch(text) and not re.fullmatch(r"[\d.+\-eE:]+", text):
+        return text
+    raise ValueError(
+        f"{text!r} is not a value a knob takes: write a number (10, 0.5), a list ([1, 2]), true/false, "
+        'or a word (merge); quote anything else as JSON ("a b")'
+    )
+
+
+def knob_pairs(pairs: list[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    """The ``(name, value)`` knobs as given, refusing a name given twice (the last would silently win)."""
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            raise ValueError(f"knob {name!r} is given twice: give each knob once")
+        seen.add(name)
+    return tuple(pairs)
