@@ -9,10 +9,11 @@ use this module to tell that apart from a broken chapter:
 - ``book/thresholds/claims.yml`` stores, beside each such verdict, its count when it was recorded
   (:class:`Stored`: ``{verdict: partly, holds: 4, of: 6, release: true}``);
 - a recorded verdict that differs from the stored one is a **draw** when the released run (whose
-  bits do not move) still holds or fails as stored, the seeds are as many, and the new count is
-  inside the central 95% of what a fresh draw of ``n`` seeds gives, given ``k`` of ``n`` measured
+  bits do not move) still holds or fails as stored and the new count, ``j`` of ``m`` seeds, is
+  inside the central 95% of what a fresh draw of ``m`` seeds gives, given ``k`` of ``n`` measured
   (:func:`predictive_tails`, the beta-binomial predictive of a uniform prior on the chance that a
-  seed holds). 6 of 6 recorded admits 3 to 6 of 6; 0 of 6 recorded fails on 4 or more: six
+  seed holds). ``m`` may differ from ``n``: a claim read over the seeds that bound counts as many
+  seeds as bound, and how many bind is itself a draw (4 of 6 on one CPU, 5 of 6 on another). 6 of 6 recorded admits 3 to 6 of 6; 0 of 6 recorded fails on 4 or more: six
   seeds measure a seed's chance of holding only roughly.
 
 Claims over fewer than two seeds, or over values that are not seeds (learning rates, tokenizers),
@@ -106,9 +107,9 @@ def predictive(k: int, n: int, m: int) -> list[float]:
     ]
 
 
-def predictive_tails(k: int, n: int, j: int) -> tuple[float, float]:
-    """``(P(K <= j), P(K >= j))`` for K, the count on ``n`` fresh seeds, given ``k`` of ``n``."""
-    p = predictive(k, n, n)
+def predictive_tails(k: int, n: int, j: int, m: int | None = None) -> tuple[float, float]:
+    """``(P(K <= j), P(K >= j))`` for K, the count on ``m`` fresh seeds (default ``n``), given ``k`` of ``n``."""
+    p = predictive(k, n, n if m is None else m)
     return sum(p[: j + 1]), sum(p[j:])
 
 
@@ -116,7 +117,7 @@ def is_draw(stored: Stored, now: Tally | None) -> bool:
     """Whether a verdict that differs from ``stored`` is within the draw that ``stored``'s count
     measured (the rule in this module's docstring)."""
     before = stored.tally
-    if before is None or now is None or now.of != before.of or now.release != before.release:
+    if before is None or now is None or now.release != before.release:
         return False
-    low, high = predictive_tails(before.holds, before.of, now.holds)
+    low, high = predictive_tails(before.holds, before.of, now.holds, now.of)
     return min(low, high) >= DRAW_TAIL
