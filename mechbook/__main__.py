@@ -232,8 +232,12 @@ def _run(argv: list[str]) -> int:
 
         notebooks = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
         out = Path(args.out) if args.out else ROOT / "_build" / "exercises"
-        for path in write_exercises(notebooks, ROOT, out):
-            print(f"wrote {path}")
+        for path, what in write_exercises(notebooks, ROOT, out):
+            if what == "kept":
+                fresh = path.with_suffix(".fresh.ipynb")
+                print(f"kept {path}: it changed since the last run wrote it (your edits?); the fresh form is {fresh}")
+            else:
+                print(f"wrote {path}")
         return 0
     if args.command == "cache":
         from mechbook.cache_bundle import main as cache_main

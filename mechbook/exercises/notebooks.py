@@ -18,6 +18,8 @@ every chapter (1-11).
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -80,15 +82,44 @@ def exercise_form(nb: Any, where: str = "notebook") -> Any:
     return form
 
 
-def write_exercises(notebooks: list[Path], root: Path, out: Path) -> list[Path]:
+MANIFEST = ".mechbook-exercises.json"
+"""In the output folder: the sha256 of each notebook as the last run wrote it, so a later run can
+tell a reader's edited notebook (kept) from its own unchanged one (replaced)."""
+
+
+def write_exercises(notebooks: list[Path], root: Path, out: Path) -> list[tuple[Path, str]]:
     """Write the exercise form of each of ``notebooks`` (paths relative to ``root``, under
-    ``book/``) to ``out/<part>/<stem>.ipynb``; return the paths written."""
-    written = []
+    ``book/``) to ``out/<part>/<stem>.ipynb``, each file whole or not at all; return each path with
+    what happened: ``wrote``, or ``kept`` where the file there is not what the last run wrote (a
+    reader's edits, or a file of their own), in which case the fresh form goes beside it as
+    ``<stem>.fresh.ipynb`` and the reader's file is left as it is."""
+    from mechbook.cache import atomic_write_bytes
+
+    manifest_path = out / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    done = []
     for rel in notebooks:
         nb = nbformat.read(root / rel, as_version=4)
         parts = Path(rel).parts
         target = out.joinpath(*parts[1:]) if parts[0] == "book" else out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(exercise_form(nb, str(rel)), target)
-        written.append(target)
-    return written
+        key = target.relative_to(out).as_posix()
+        data = nbformat.writes(exercise_form(nb, str(rel))).encode()
+        if target.exists() and _sha256(target) != manifest.get(key):
+            atomic_write_bytes(target.with_suffix(".fresh.ipynb"), data)
+            done.append((target, "kept"))
+            continue
+        atomic_write_bytes(target, data)
+        manifest[key] = hashlib.sha256(data).hexdigest()
+        atomic_write_bytes(manifest_path, json.dumps(manifest, indent=1, sort_keys=True).encode())
+        done.append((target, "wrote"))
+    return done
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None

@@ -16,7 +16,7 @@ import pytest
 
 from mechbook.book.toc import ROOT, toc_files
 from mechbook.exercises import EXERCISES
-from mechbook.exercises.notebooks import BEGIN, END, exercise_form, stub_source
+from mechbook.exercises.notebooks import BEGIN, END, exercise_form, stub_source, write_exercises
 
 CHECK_CALL = re.compile(r"\bcheck_(\w+)\(")
 NOTEBOOKS = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
@@ -187,3 +187,47 @@ def test_the_exercises_command_writes_every_chapter(tmp_path, capsys):
         assert f"wrote {target}" in printed
         written = nbformat.read(target, as_version=4)
         assert [c.source for c in written.cells] == [c.source for c in exercise_form(_read(rel)).cells]
+
+
+def test_a_second_run_keeps_a_readers_edited_notebook_and_writes_the_fresh_form_beside_it(tmp_path):
+    rels = NOTEBOOKS[:2]
+    first = dict(write_exercises(rels, ROOT, tmp_path))
+    assert set(first.values()) == {"wrote"}
+    edited, untouched = list(first)
+    nb = nbformat.read(edited, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("my_work = 42"))
+    nbformat.write(nb, edited)
+    mine = edited.read_bytes()
+    again = dict(write_exercises(rels, ROOT, tmp_path))
+    assert again == {edited: "kept", untouched: "wrote"}
+    assert edited.read_bytes() == mine, "the reader's notebook is left exactly as it was"
+    fresh = nbformat.read(edited.with_suffix(".fresh.ipynb"), as_version=4)
+    assert [c.source for c in fresh.cells] == [c.source for c in exercise_form(_read(rels[0])).cells]
+    foreign = tmp_path / "other"
+    foreign.mkdir()
+    own = foreign.joinpath(*rels[1].parts[1:])
+    own.parent.mkdir(parents=True)
+    own.write_text("a file of the reader's, not written by a run")
+    assert dict(write_exercises(rels[1:], ROOT, foreign)) == {own: "kept"}
+    assert own.read_text() == "a file of the reader's, not written by a run"
+
+
+def test_a_failed_write_leaves_no_half_notebook(tmp_path, monkeypatch):
+    import errno
+    import os as os_
+
+    real = os_.fdopen
+
+    def full_disk(fd, *args, **kwargs):
+        fh = real(fd, *args, **kwargs)
+
+        def write(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        fh.write = write
+        return fh
+
+    monkeypatch.setattr("mechbook.cache.os.fdopen", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        write_exercises(NOTEBOOKS[:1], ROOT, tmp_path)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], "nothing, rather than a notebook cut short"
