@@ -5,7 +5,11 @@ page order (its claims are :data:`mechbook.leading_terms.claims.CH02_CLAIMS`, it
 The chapter runs full-batch float64 SGD from zero twice through
 :func:`mechbook.leading_terms.check.check_runs` (configs in :data:`mechbook.leading_terms.runs.CHECK_RUNS`):
 a check at small learning rates (every matrix against its closed form, in direction and size) and
-a sweep at larger ones (how far in η·s the terms keep holding, and which matrix leaves first).
+a sweep at larger ones (how far in η·s the terms keep holding, and which matrix leaves first). It
+then checks the paper's theorem as stated, on two runs inside its conditions
+(:func:`mechbook.leading_terms.theorem.theorem_runs`, configs in
+:data:`mechbook.leading_terms.runs.THEOREM_RUNS`): from zero and from Theorem D.13's Gaussian start.
+The notebook computes the readings and the verdicts once; the builders here present them.
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ from mechbook.leading_terms.check import (
     lowest_over_layers,
     slopes,
 )
-from mechbook.leading_terms.claims import CH02_CLAIMS
 from mechbook.leading_terms.leading import coefficient
-from mechbook.leading_terms.readings import BREAK_COSINE, check_readings
-from mechbook.leading_terms.runs import CHECK_RUNS
+from mechbook.leading_terms.readings import BREAK_COSINE, CheckReadings
+from mechbook.leading_terms.runs import CHECK_RUNS, THEOREM_RUNS
+from mechbook.leading_terms.theorem import TheoremRuns, TheoremRunsConfig, gaussian_lr, window_eta_s, window_steps
 from mechbook.validation import check_fields
 
 STEM = "02_leading_terms"
@@ -48,16 +52,20 @@ WIDTH = 680
 @dataclass(frozen=True)
 class ChapterConfig:
     """Chapter 2: its two full-batch runs (:class:`~mechbook.leading_terms.check.CheckRunsConfig`:
-    the corpus, how many sequences, the check's and the sweep's learning rates and steps)."""
+    the corpus, how many sequences, the check's and the sweep's learning rates and steps) and its
+    runs inside the theorem's conditions (:class:`~mechbook.leading_terms.theorem.TheoremRunsConfig`)."""
 
     runs: CheckRunsConfig
+    theorem: TheoremRunsConfig
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
 #: The chapter's config per profile (its runs live in :data:`mechbook.leading_terms.runs.CHECK_RUNS`).
-CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(runs) for profile, runs in CHECK_RUNS.items()}
+CONFIGS: dict[str, ChapterConfig] = {
+    profile: ChapterConfig(CHECK_RUNS[profile], THEOREM_RUNS[profile]) for profile in CHECK_RUNS
+}
 
 
 def resolve(
@@ -113,12 +121,11 @@ def learned_words(drop: float, log_vocab: float) -> str:
     return text
 
 
-def check_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+def check_prose(data: CheckRuns, cfg: ChapterConfig, ev: dict[str, claims.Evidence]) -> str:
     """The check's numbers, how much the model had learned by its last step, and its two verdicts."""
     min_cos, max_err = check_summary(data.check)
     rows = data.check[data.check["lr"] == data.check["lr"].min()]
     last = float(rows.loc[rows["step"] == rows["step"].max(), "loss"].iloc[0])
-    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
     s_last = cfg.runs.check_steps
     return (
         f"With $\\eta = {float(data.check['lr'].min()):g}$ over $s = 1..{s_last}$, every matrix of every layer has "
@@ -163,9 +170,8 @@ def slope_table(check: pd.DataFrame, s_last: int) -> pd.DataFrame:
     return slopes(check, s_last).round(3)
 
 
-def slopes_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+def slopes_prose(ev: dict[str, claims.Evidence]) -> str:
     """The verdicts on the two readings of the slopes."""
-    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
     return f"{ev['ch02.s_slopes_above'].sentence()}\n\n{ev['ch02.eta_exponents'].sentence()}"
 
 
@@ -239,7 +245,7 @@ def order_prose(order: pd.DataFrame) -> str:
     return "The step at which each term leaves, per learning rate: " + "; ".join(parts) + "."
 
 
-def departure_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
+def departure_prose(data: CheckRuns, cfg: ChapterConfig, ev: dict[str, claims.Evidence]) -> str:
     """Which matrix leaves its leading form first and at what η·s, how much the loss had fallen by
     then, where each learning rate's terms stop holding, which rates diverged, and the verdict on
     the attention terms leaving first."""
@@ -267,14 +273,126 @@ def departure_prose(data: CheckRuns, cfg: ChapterConfig) -> str:
         text += (
             f" Learning rate(s) {', '.join(f'{lr:g}' for lr in diverged)} diverged before {cfg.runs.sweep_steps} steps."
         )
-    ev = claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
     return text + "\n\n" + ev["ch02.attention_leaves_first"].sentence()
 
 
-def record_all(data: CheckRuns, cfg: ChapterConfig) -> dict[str, Any]:
+def theorem_prose(
+    theorem: TheoremRuns, cfg: ChapterConfig, readings: CheckReadings, ev: dict[str, claims.Evidence]
+) -> str:
+    """The theorem's setting as run (and whether it meets the conditions), each start's window, the
+    verdicts on its bounds, how loose the attention bounds are, where the Gaussian start's W and P
+    point, and how far past the window the sweep's terms still held."""
+    t, n = cfg.theorem, readings.numbers
+    runs = (
+        f"zero start at η = {t.zero_lr:g}: window s ≤ {window_steps(t.zero_lr, t.n_layers, theorem.context)}",
+        f"D.13's Gaussian start at η = 1/T = {gaussian_lr(theorem.context):.4g}: window s ≤ "
+        f"{window_steps(gaussian_lr(theorem.context), t.n_layers, theorem.context)}",
+    )
+    unmet = sorted({c for v in theorem.unmet.values() for c in v})
+    setting = (
+        "inside every condition of the theorem"
+        if not unmet
+        else f"**outside the theorem's conditions** ({', '.join(unmet)}), so its claims are left untested"
+    )
+    text = (
+        f"Both runs: |V| = {theorem.vocab_size}, T = {theorem.context}, L = {theorem.n_layers}, a full batch of "
+        f"{t.n_sequences} sequences in float64, {t.steps} steps; {setting}. The window is η·s ≤ "
+        f"{window_eta_s(theorem.n_layers, theorem.context):.4f}: {runs[0]}; {runs[1]}.\n\n"
+        f"{ev['ch02.theorem_bounds'].sentence()}\n\n{ev['ch02.theorem_bounds_gaussian'].sentence()}\n\n"
+        f"{ev['ch02.attention_bounds_loose'].sentence()}"
+    )
+    if "theorem_gaussian_cos_W" not in n:
+        text += "\n\nNo logged step of the Gaussian start is inside its window."
+    else:
+        cosines = {k: n[f"theorem_gaussian_cos_{k}"] for k in ("V", "W", "P")}
+        along = [k for k, c in cosines.items() if c >= BREAK_COSINE]
+        off = [k for k, c in cosines.items() if c < BREAK_COSINE]
+        listed = "; ".join(f"{k} {c:.4f}" for k, c in cosines.items())
+        text += f"\n\nFrom D.13's start, at the last step of its window (lowest cosines over the layers: {listed}), "
+        if not off:
+            text += "every matrix already points along its term."
+        else:
+            text += (
+                f"{' and '.join(along)} already point{'s' if len(along) == 1 else ''} along {'its term' if len(along) == 1 else 'their terms'} and "
+                if along
+                else ""
+            )
+            text += f"{' and '.join(off)} do{'es' if len(off) == 1 else ''} not yet"
+            size = n["theorem_gaussian_term_over_start"]
+            if size < 1:
+                text += (
+                    f": the attention terms there are at most {size:.2g} of the norm their matrices started from, so the "
+                    "start's noise still dominates them, which the theorem allows (it bounds the distance from the "
+                    "terms, not the direction)."
+                )
+            else:
+                text += f", although the attention terms there are already {size:.2g} times the norm of the start."
+    ratio, context = n["breakdown_over_window"], cfg.runs.corpus.context
+    where = f"{ratio:.3g} times the window's end" if ratio > 1 else "inside the window"
+    return text + (
+        f"\n\nOn this page's check corpus (T = {context}, L = {cfg.runs.n_layers}) the window ends at "
+        f"η·s = {window_eta_s(cfg.runs.n_layers, context):.4f}, and the sweep's cosines first fall below "
+        f"{BREAK_COSINE} at η·s = {n['breakdown_eta_s']:.3g}: {where}."
+    )
+
+
+def theorem_chart(theorem: TheoremRuns) -> alt.VConcatChart:
+    """Distance from the term over the theorem's bound against s, per start (largest over the
+    layers, log axis), with each start's window marked; below, the Gaussian start's cosines with
+    the terms. The title gives the largest ratio inside each window."""
+    frame = theorem.frame[theorem.frame["bound"] > 0]
+    worst = frame.groupby(["init", "kind", "step"], as_index=False).agg(
+        ratio=("ratio", "max"), cosine=("cosine", "min"), in_window=("in_window", "first")
+    )
+    worst["term"] = worst["kind"].map(TERMS)
+    color = alt.Color(
+        "term:N", title="matrix and its term", sort=list(TERMS.values()), legend=alt.Legend(orient="bottom")
+    )
+    x = alt.X("step:Q", title="gradient steps s")
+    panels = []
+    for init, label in (("zero", "from zero (D.10)"), ("gaussian", "from D.13's Gaussian start")):
+        data = worst[worst["init"] == init]
+        last = int(data.loc[data["in_window"], "step"].max())
+        lines = (
+            alt.Chart(data)
+            .mark_line(point=True)
+            .encode(
+                x=x,
+                y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="‖M − term‖_F / bound (log)"),
+                color=color,
+                tooltip=["term", "step", alt.Tooltip("ratio:Q", format=".3e")],
+            )
+        )
+        window = alt.Chart(pd.DataFrame({"step": [last]})).mark_rule(strokeDash=[4, 3], color="gray").encode(x="step:Q")
+        one = alt.Chart(pd.DataFrame({"ratio": [1.0]})).mark_rule(color="firebrick").encode(y="ratio:Q")
+        panels.append(
+            (lines + window + one).properties(width=WIDTH // 2 - 60, height=200, title=f"{label}: window s ≤ {last}")
+        )
+    gauss = worst[worst["init"] == "gaussian"]
+    cosines = (
+        alt.Chart(gauss)
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("cosine:Q", title="lowest cosine with the term", scale=alt.Scale(domain=[-1, 1])),
+            color=color,
+            tooltip=["term", "step", alt.Tooltip("cosine:Q", format=".4f")],
+        )
+        .properties(width=WIDTH - 100, height=150, title="D.13's Gaussian start: cosine of each matrix with its term")
+    )
+    inside = theorem.frame[theorem.frame["in_window"]].groupby("init")["ratio"].max()
+    held = "every matrix is within its bound" if inside.max() <= 1 else "some matrix is past its bound"
+    return alt.vconcat(alt.hconcat(*panels), cosines).properties(
+        title=(
+            f"Inside the window {held}: distance / bound at most {inside['zero']:.1e} from zero and "
+            f"{inside['gaussian']:.2g} from the Gaussian start"
+        )
+    )
+
+
+def record_all(readings: CheckReadings, ev: dict[str, claims.Evidence]) -> dict[str, Any]:
     """Record the chapter's numbers (bounded by ``book/thresholds/02_leading_terms.yml``) and its
-    claims; return the records."""
-    readings = check_readings(data, cfg.runs.check_steps)
+    claims' verdicts; return the records."""
     records = common.record_all(readings.numbers)
-    records.update(claims.record_claims(claims.evidence(CH02_CLAIMS, readings).values()))
+    records.update(claims.record_claims(ev.values()))
     return records

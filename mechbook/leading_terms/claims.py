@@ -201,6 +201,28 @@ def _attention_leaves_first(r: CheckReadings) -> Measured:
 
 
 CH02 = "02_leading_terms"
+_THEOREM = (
+    "Theorems D.10 and 4.1: for sη ≤ min(1/(12L), 5/(8√T)), T ≥ 60, |V| ≥ 500, L ≤ √T/4: ‖W_O − sηB‖ ≤ 3s²η², "
+    "‖V − C(s,2)η²(BΦ)ᵀ‖ ≤ 12s³η³, ‖W − c₄η⁴Q‖ and ‖P − c₄η⁴Δ‖ ≤ 13s⁵η⁵T (Frobenius)"
+)
+
+
+def _inside(init: str, name: str) -> Callable[[CheckReadings], Measured]:
+    """A chapter 2 claim's ``read`` of ``numbers[name]``, untested where the ``init`` start's run
+    leaves a condition of the theorem unmet."""
+
+    def read(r: CheckReadings) -> Measured:
+        if r.unmet[init]:
+            return Measured(
+                untested="this profile's run is outside the theorem's conditions: " + ", ".join(r.unmet[init])
+            )
+        if name not in r.numbers:
+            return Measured(untested="no logged step of the run is inside the theorem's window")
+        return Measured(r.numbers[name])
+
+    return read
+
+
 _PAPER_FORMS = "W_O ∼ ηsB, V ∼ ½η²s(s−1)(BΦ)ᵀ, W ∼ c₄Q and P ∼ c₄𝒫 while η·s is small"
 CH02_CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -260,6 +282,43 @@ CH02_CLAIMS: tuple[Claim, ...] = (
         Rule(">=", 1.0, partly=0.5),
         section="ch02-validity",
         read=_attention_leaves_first,
+    ),
+    Claim(
+        "ch02.theorem_bounds",
+        CH02,
+        "paper",
+        "From zero, inside the theorem's window every matrix of every layer is within its bound (eqs. 5-8)",
+        "largest ‖M − term‖_F / bound over every matrix, layer and step s ≥ 1 of the window, zero start",
+        Rule("<=", 1.0),
+        paper=_THEOREM,
+        section="ch02-theorem",
+        spec=".2e",
+        read=_inside("zero", "theorem_ratio_zero"),
+    ),
+    Claim(
+        "ch02.theorem_bounds_gaussian",
+        CH02,
+        "paper",
+        "From Theorem 4.1's small Gaussian start (D.13) at η = 1/T, inside the window every matrix is within the "
+        "same bounds",
+        "largest ‖M − term‖_F / bound over every matrix, layer and step s ≥ 1 of the window, Gaussian start",
+        Rule("<=", 1.0),
+        paper=_THEOREM + "; D.13: every parameter from N(0, v²/|V|^(2+2ξ)), v ≤ η²/T², ξ ≥ 0, η ≥ 1/T, T ≤ |V|",
+        section="ch02-theorem",
+        spec=".3g",
+        read=_inside("gaussian", "theorem_ratio_gaussian"),
+    ),
+    Claim(
+        "ch02.attention_bounds_loose",
+        CH02,
+        "book",
+        "Inside the window the bounds on W and P (eqs. 7-8) are larger than the attention terms themselves, so "
+        "they bound the attention's size but not its direction",
+        "smallest bound / ‖term‖_F over W and P, every layer and step of the zero start's window",
+        Rule(">", 1.0),
+        section="ch02-theorem",
+        spec=".3g",
+        read=_inside("zero", "theorem_attention_bound_over_term"),
     ),
 )
 """Chapter 2's claims: the paper's closed forms (direction and size) and the book's readings that a

@@ -3,7 +3,7 @@ objects :mod:`mechbook.leading_terms.claims` reads). Cheap and uncached; kept ap
 modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose code is part of
 their cache keys.
 
-- chapter 2: :func:`check_numbers`, :func:`attention_first`, :class:`CheckReadings`;
+- chapter 2: :func:`check_numbers`, :func:`theorem_numbers`, :func:`attention_first`, :class:`CheckReadings`;
 - chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`;
 - chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
 - chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
@@ -23,6 +23,7 @@ from mechbook.leading_terms.check import CheckRuns, check_summary, first_departu
 from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.theorem import TheoremRuns, window_eta_s
 from mechbook.leading_terms.train import Runs, TrainResult
 
 BREAK_COSINE = 0.99
@@ -58,18 +59,53 @@ def check_numbers(data: CheckRuns, s_last: int) -> dict[str, float]:
     return out
 
 
+def theorem_numbers(theorem: TheoremRuns, data: CheckRuns, n_layers: int) -> dict[str, float]:
+    """Chapter 2's numbers of the theorem as stated: per start (``zero``, ``gaussian``) the largest
+    distance / bound inside the window (``theorem_ratio_*``); the smallest bound / ‖term‖ of W and P
+    inside the zero start's window (``theorem_attention_bound_over_term``: above 1, the bound is
+    larger than the term it bounds); the lowest cosine over the layers of W, P and V with their
+    terms at the Gaussian start's last step in its window, and there the largest ‖term‖ of W and P
+    over the norm the same matrix started from (``theorem_gaussian_term_over_start``); and where the sweep's cosines break
+    against the window's η·s at the check's corpus (``breakdown_over_window``). A window that holds no logged step gives none of its numbers."""
+    frame = theorem.frame[theorem.frame["in_window"]]
+    out: dict[str, float] = {}
+    for init, g in frame.groupby("init"):
+        out[f"theorem_ratio_{init}"] = float(g["ratio"].max())
+    zero = frame[(frame["init"] == "zero") & frame["kind"].isin(["W", "P"]) & (frame["predicted_norm"] > 0)]
+    if len(zero):
+        out["theorem_attention_bound_over_term"] = float((zero["bound"] / zero["predicted_norm"]).min())
+    gauss = frame[frame["init"] == "gaussian"]
+    last = gauss[gauss["step"] == gauss["step"].max()]
+    for kind in ("W", "P", "V") if len(gauss) else ():
+        out[f"theorem_gaussian_cos_{kind}"] = float(last.loc[last["kind"] == kind, "cosine"].min())
+    if len(gauss):
+        start = theorem.frame[(theorem.frame["init"] == "gaussian") & (theorem.frame["step"] == 0)]
+        start_norm = start.set_index("matrix")["norm"]
+        attention = last[last["kind"].isin(["W", "P"])].set_index("matrix")
+        out["theorem_gaussian_term_over_start"] = float(
+            (attention["predicted_norm"] / start_norm[attention.index]).max()
+        )
+    window = window_eta_s(n_layers, data.tokens.shape[1] - 1)
+    first = first_departure(data.sweep, BREAK_COSINE)
+    out["breakdown_over_window"] = (first.eta_s if first else float(data.sweep["eta_s"].max())) / window
+    return out
+
+
 @dataclass(frozen=True)
 class CheckReadings:
-    """What chapter 2's claims read: its ``numbers`` (:func:`check_numbers`) and the validity
-    ``sweep``."""
+    """What chapter 2's claims read: its ``numbers`` (:func:`check_numbers` and
+    :func:`theorem_numbers`), the validity ``sweep``, and per start of the theorem's runs the
+    conditions it leaves unmet (``unmet``; empty when the run is inside them)."""
 
     numbers: dict[str, float]
     sweep: pd.DataFrame
+    unmet: dict[str, list[str]]
 
 
-def check_readings(data: CheckRuns, s_last: int) -> CheckReadings:
-    """Chapter 2's :class:`CheckReadings` of its two runs, the check's slopes fitted up to ``s_last``."""
-    return CheckReadings(check_numbers(data, s_last), data.sweep)
+def check_readings(data: CheckRuns, theorem: TheoremRuns, s_last: int) -> CheckReadings:
+    """Chapter 2's :class:`CheckReadings` of its runs, the check's slopes fitted up to ``s_last``."""
+    numbers = check_numbers(data, s_last) | theorem_numbers(theorem, data, theorem.n_layers)
+    return CheckReadings(numbers, data.sweep, theorem.unmet)
 
 
 TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}

@@ -1,6 +1,7 @@
 """Every Part I training configuration, per profile: the one home of the runs chapters 2-5 train.
 
 - :data:`CHECK_RUNS`: chapter 2's full-batch check and validity sweep (chapter 3 cites the sweep);
+- :data:`THEOREM_RUNS`: chapter 2's two runs inside the theorem's conditions (zero and Gaussian start);
 - :data:`SHARED_RUNS`: chapter 3's shared runs (the paper's lr 0.005 and a larger one, on the
   natural-tokenizer corpus), which chapters 4 and 5 read from the cache;
 - :data:`CLAIM_RUNS`: chapter 3's runs towards the η·s of the paper's "100 epochs" claim, and its
@@ -15,9 +16,19 @@ from __future__ import annotations
 from mechbook.leading_terms.check import CheckRunsConfig
 from mechbook.leading_terms.claim import ClaimConfig, SettingConfig
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
+from mechbook.leading_terms.theorem import TheoremRunsConfig
 from mechbook.leading_terms.train import RunsConfig
 
-__all__ = ["CHECK_RUNS", "CLAIM_RUNS", "PAPER_BPE_VOCAB", "SHARED_RUNS", "ClaimConfig", "SettingConfig"]
+__all__ = [
+    "CHECK_RUNS",
+    "CLAIM_RUNS",
+    "PAPER_BPE_VOCAB",
+    "SHARED_RUNS",
+    "THEOREM_RUNS",
+    "ClaimConfig",
+    "SettingConfig",
+    "TheoremRunsConfig",
+]
 
 PAPER_BPE_VOCAB = 10_000
 """The paper's BPE vocabulary size."""
@@ -49,6 +60,30 @@ CHECK_RUNS: dict[str, CheckRunsConfig] = {
     ),
 }
 """Chapter 2's full-batch runs per profile (chapter 3 reads the same cached sweep)."""
+
+THEOREM_RUNS: dict[str, TheoremRunsConfig] = {
+    "smoke": TheoremRunsConfig(
+        # the theorem's conditions at the least cost: |V| 500, and T 144 so that L = 3 <= √T/4
+        CorpusConfig(vocab_size=500, context=144, policy="unk", n_stories=1000),
+        n_sequences=4,  # a full batch of 4 sequences: seconds
+        zero_lr=0.002,  # window s <= 13 at L = 3
+        steps=8,  # for time; the Gaussian run's window at η = 1/144 is s <= 4
+    ),
+    "cpu": TheoremRunsConfig(
+        # |V| 512 >= 500 and T 144 >= 60 with L = 3 <= √144/4: the smallest corpus the theorem covers
+        CorpusConfig(vocab_size=512, context=144, policy="unk"),
+        n_sequences=32,  # a full batch of 32 sequences of 144 predictions: about a minute for both runs
+        zero_lr=0.001,  # window s <= 27 at L = 3 (sη <= 1/36), so most of the run is inside it
+        steps=30,  # past both windows (27 steps at 0.001, 4 at 1/144)
+    ),
+    "paper": TheoremRunsConfig(
+        CORPUS_PROFILES["paper"],  # the paper's corpus: |V| 3000, T 200, its drop filter
+        n_sequences=256,  # a full batch of 256 of the paper's sequences
+        zero_lr=0.001,  # as cpu: window s <= 27
+        steps=40,  # past both windows (27 steps at 0.001, 5 at the paper's η = 1/200)
+    ),
+}
+"""Chapter 2's runs inside the theorem's conditions, per profile (zero and D.13's Gaussian start)."""
 
 SHARED_RUNS: dict[str, RunsConfig] = {
     # 100 steps of batch 64: enough for the leading terms to be measurable, within smoke's minute

@@ -41,7 +41,10 @@ from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields
 class TrainConfig:
     """SGD run: learning rate, number of steps, batch size (None: full batch), seed, log interval;
     ``keep``: steps whose weights the result keeps besides the last; ``stop_on_divergence``: end
-    the run (keeping its history) instead of raising when the loss stops being finite."""
+    the run (keeping its history) instead of raising when the loss stops being finite;
+    ``init_std``: the standard deviation of the i.i.d. Gaussian every parameter starts from, drawn
+    from a generator seeded with ``seed`` (0, the default: the exact zero of the book's runs and of
+    Theorem D.10; :func:`mechbook.leading_terms.theorem.gaussian_std` is Theorem D.13's)."""
 
     lr: float
     steps: int
@@ -50,11 +53,13 @@ class TrainConfig:
     log_every: int = 1
     stop_on_divergence: bool = False
     keep: tuple[int, ...] = ()
+    init_std: float = 0.0
 
     def __post_init__(self) -> None:
         check_fields(
             self,
             lr=above(0),
+            init_std=at_least(0.0),
             steps=at_least(0),
             batch_size=at_least(1, "or None for the full batch"),
             seed=SEED,
@@ -133,7 +138,8 @@ def train(
     train_cfg: TrainConfig,
     device: str | None = None,
 ) -> TrainResult:
-    """Train from zero with plain SGD on ``tokens`` (N, T+1) and log against ``stats``' leading terms.
+    """Train from zero (or from ``train_cfg.init_std``'s Gaussian) with plain SGD on ``tokens``
+    (N, T+1) and log against ``stats``' leading terms.
 
     ``stats`` is the corpus's CorpusStats (attributes B, BPhi_T, Q, P as float64 arrays). Logged
     steps: 0, every ``log_every``-th, and the last.
@@ -146,6 +152,8 @@ def train(
         raise ValueError("stats do not match the model config: compute them from the same tokens and vocabulary")
     torch.manual_seed(train_cfg.seed)
     net = AttentionModel(model_cfg, device=device)
+    if train_cfg.init_std > 0:
+        gaussian_start(net, train_cfg.init_std, train_cfg.seed)
     tokens = tokens.to(net.W_O.device)
     opt = torch.optim.SGD(net.parameters(), lr=train_cfg.lr, momentum=0.0, weight_decay=0.0)
     rows: list[dict[str, Any]] = []
@@ -175,6 +183,17 @@ def train(
     return TrainResult(
         history=history, state=_detached(net), model_cfg=model_cfg, train_cfg=train_cfg, checkpoints=kept
     )
+
+
+def gaussian_start(net: AttentionModel, std: float, seed: int) -> None:
+    """Set every parameter of ``net`` to i.i.d. N(0, std²), drawn in float64 on the CPU from a
+    generator seeded with ``seed`` in :func:`~mechbook.leading_terms.model.parameter_names` order
+    (the same start on every device and dtype)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name in parameter_names(net.cfg):
+            p = net.get_parameter(name)
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) * std)
 
 
 def _detached(net: AttentionModel) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ from mechbook.leading_terms.check import (
 from mechbook.leading_terms.claims import CH02_CLAIMS, TABLES
 from mechbook.leading_terms.readings import attention_first, check_numbers, check_readings
 from mechbook.leading_terms.stats import corpus_stats
+from mechbook.leading_terms.theorem import INITS, TheoremRuns, TheoremRunsConfig, theorem_run
 
 VOCAB = 8
 
@@ -37,10 +38,14 @@ def setup():
         sweep_lrs=(3.0, 6.0),
         sweep_steps=12,
     )
-    cfg = ch02.ChapterConfig(runs)
+    theorem = TheoremRunsConfig(ch02.CONFIGS["smoke"].theorem.corpus, 30, zero_lr=0.01, steps=6)
+    cfg = ch02.ChapterConfig(runs, theorem)
     check = autograd_check(tokens, stats, VOCAB, runs.check())
     sweep = autograd_check(tokens, stats, VOCAB, runs.sweep())
-    return cfg, CheckRuns(tokens, VOCAB, stats, check, sweep)
+    frame = pd.concat([theorem_run(tokens, stats, VOCAB, theorem, init) for init in INITS], ignore_index=True)
+    # |V| 8 and T 8 are outside the theorem's conditions; the rules are exercised as if inside them
+    inside = TheoremRuns(frame, VOCAB, 8, 3, {init: [] for init in INITS})
+    return cfg, CheckRuns(tokens, VOCAB, stats, check, sweep), inside
 
 
 def test_profiles_resolve_and_bad_configs_say_what_to_do():
@@ -58,61 +63,60 @@ def _with(data: CheckRuns, **frames) -> CheckRuns:
     )
 
 
-def _ev(data: CheckRuns, cfg):
+def _ev(data: CheckRuns, cfg, theorem: TheoremRuns):
     """The chapter's verdicts on ``data``, as its pages compute them."""
-    return claims.evidence(CH02_CLAIMS, check_readings(data, cfg.runs.check_steps))
+    return claims.evidence(CH02_CLAIMS, check_readings(data, theorem, cfg.runs.check_steps))
 
 
 def test_closed_form_claims_on_both_sides(setup):
-    cfg, d = setup
-    ev = _ev(d, cfg)
+    cfg, d, th = setup
+    ev = _ev(d, cfg, th)
     assert ev["ch02.closed_form_direction"].verdict == "reproduced"
     assert ev["ch02.closed_form_size"].verdict == "reproduced"
     assert ev["ch02.eta_exponents"].verdict == "reproduced" and ev["ch02.s_slopes_above"].verdict == "reproduced"
-    text = ch02.check_prose(d, cfg)
+    text = ch02.check_prose(d, cfg, _ev(d, cfg, th))
     assert "**Reproduced.** The paper" in text and "barely learned" in text
     # sizes off by 50%: the direction still holds, the size does not
     wrong = _with(d, check=d.check.assign(ratio=d.check["ratio"] * 1.5))
-    ev = _ev(wrong, cfg)
+    ev = _ev(wrong, cfg, th)
     assert ev["ch02.closed_form_size"].verdict == "not reproduced"
     assert ev["ch02.closed_form_direction"].verdict == "reproduced"
-    assert "**Not reproduced.**" in ch02.check_prose(wrong, cfg)
+    assert "**Not reproduced.**" in ch02.check_prose(wrong, cfg, _ev(wrong, cfg, th))
     off = _with(d, check=d.check.assign(cosine=d.check["cosine"] * 0.9))
-    assert _ev(off, cfg)["ch02.closed_form_direction"].verdict == "not reproduced"
+    assert _ev(off, cfg, th)["ch02.closed_form_direction"].verdict == "not reproduced"
     # a norm off by a factor s: the slopes in s no longer sit just above the exponents... they sit far above,
     # and a norm divided by s puts them below
     below = _with(d, check=d.check.assign(norm=d.check["norm"] / d.check["step"].clip(lower=1)))
-    ev = _ev(below, cfg)
+    ev = _ev(below, cfg, th)
     assert ev["ch02.s_slopes_above"].verdict == "not reproduced"
-    assert "**Does not hold.**" in ch02.slopes_prose(below, cfg)
+    assert "**Does not hold.**" in ch02.slopes_prose(_ev(below, cfg, th))
     eta = _with(d, check=d.check.assign(norm=d.check["norm"] * d.check["lr"] ** 0.2))
-    assert _ev(eta, cfg)["ch02.eta_exponents"].verdict == "not reproduced"
+    assert _ev(eta, cfg, th)["ch02.eta_exponents"].verdict == "not reproduced"
 
 
 def test_departure_prose_and_claim_branches(setup):
-    cfg, d = setup
+    cfg, d, th = setup
     attention = _with(d, sweep=sweep_frame({"P": 0.004, "W": 0.003}))
-    text = ch02.departure_prose(attention, cfg)
+    text = ch02.departure_prose(attention, cfg, _ev(attention, cfg, th))
     assert "**P alone**, at **η·s = 3**" in text and "**Holds.**" in text
     first_v = _with(d, sweep=sweep_frame({"V": 0.004, "P": 0.001}))
-    assert "**V alone**" in ch02.departure_prose(first_v, cfg) and "**Does not hold.**" in ch02.departure_prose(
-        first_v, cfg
-    )
+    text = ch02.departure_prose(first_v, cfg, _ev(first_v, cfg, th))
+    assert "**V alone**" in text and "**Does not hold.**" in text
     # P first is not enough: W must leave before V and W_O too (chapter 2's full-batch sweep: P, V, W, W_O)
     p_then_v = _with(d, sweep=sweep_frame({"P": 0.004, "V": 0.003, "W": 0.002}))
-    text = ch02.departure_prose(p_then_v, cfg)
+    text = ch02.departure_prose(p_then_v, cfg, _ev(p_then_v, cfg, th))
     assert "**P alone**" in text and "**Does not hold.**" in text
     assert "η = 1: P 3, V 4, W 6, W_O never" in text
-    assert _ev(p_then_v, cfg)["ch02.attention_leaves_first"].values == [0.0]
+    assert _ev(p_then_v, cfg, th)["ch02.attention_leaves_first"].values == [0.0]
     never = _with(d, sweep=sweep_frame({}))
-    text = ch02.departure_prose(never, cfg)
+    text = ch02.departure_prose(never, cfg, _ev(never, cfg, th))
     assert "No matrix falls below" in text and "**Untested here.**" in text and "diverged" in text
-    assert _ev(never, cfg)["ch02.attention_leaves_first"].verdict == "untested"
+    assert _ev(never, cfg, th)["ch02.attention_leaves_first"].verdict == "untested"
     assert "breakdown_loss_drop" not in check_numbers(never, cfg.runs.check_steps)
 
 
 def test_setup_and_shortcut_prose(setup):
-    cfg, d = setup
+    cfg, d, _ = setup
     assert "the first **30** TinyStories sequences of T = 8" in ch02.setup_prose("smoke", cfg, d)
     literal = (20**4 / 8) / (0.5 * sum(k * k * (k - 1) for k in range(20)))
     assert f"**{literal:.2f}** times" in ch02.shortcut_prose(20)
@@ -124,7 +128,7 @@ def test_learned_words_label_a_model_that_has_not_learned():
 
 
 def test_smoke_bounds_reject_a_broken_check(setup):
-    cfg, d = setup
+    cfg, d, _ = setup
     bounds = load_thresholds("02_leading_terms")["smoke"]
     good = check_numbers(d, cfg.runs.check_steps)
     assert set(bounds) <= set(good)
@@ -138,6 +142,59 @@ def test_smoke_bounds_reject_a_broken_check(setup):
     assert "check_min_cosine" in {
         p.split()[0] for p in check_thresholds(check_numbers(_with(d, check=off), cfg.runs.check_steps), bounds)
     }
+
+
+def _theorem(th: TheoremRuns, **columns) -> TheoremRuns:
+    """``th`` with some of its frame's columns replaced (functions of the frame)."""
+    return TheoremRuns(th.frame.assign(**columns), th.vocab_size, th.context, th.n_layers, th.unmet)
+
+
+def test_theorem_claims_on_both_sides(setup):
+    cfg, d, th = setup
+    # at T = 8 the Gaussian start's window (s <= T/36) is empty: its claim is untested, and the page says so
+    ev = _ev(d, cfg, th)
+    assert ev["ch02.theorem_bounds"].verdict == "reproduced"
+    # the zero start's window (s <= 2 at η = 0.01) ends before W and P have terms (s >= 3)
+    assert ev["ch02.attention_bounds_loose"].verdict == "untested"
+    assert ev["ch02.theorem_bounds_gaussian"].verdict == "untested"
+    readings = check_readings(d, th, cfg.runs.check_steps)
+    assert "No logged step of the Gaussian start is inside its window" in ch02.theorem_prose(th, cfg, readings, ev)
+    # a window of three steps for both starts (W and P have terms at s = 3): the Gaussian start's W and P still point at their noise
+    wide = _theorem(th, in_window=lambda f: f["step"].between(1, 3))
+    readings = check_readings(d, wide, cfg.runs.check_steps)
+    ev = claims.evidence(CH02_CLAIMS, readings)
+    assert ev["ch02.theorem_bounds_gaussian"].verdict == "reproduced"
+    assert ev["ch02.attention_bounds_loose"].verdict == "reproduced"
+    text = ch02.theorem_prose(wide, cfg, readings, ev)
+    assert readings.numbers["theorem_gaussian_cos_W"] < 0.99 and "W and P do not yet" in text
+    size = readings.numbers["theorem_gaussian_term_over_start"]
+    assert (size < 1) == ("the start's noise still dominates them" in text)
+    # distances past their bounds, and terms larger than their bounds
+    past = _theorem(wide, ratio=lambda f: f["ratio"] * 1e12)
+    ev = _ev(d, cfg, past)
+    assert ev["ch02.theorem_bounds"].verdict == "not reproduced"
+    assert ev["ch02.theorem_bounds_gaussian"].verdict == "not reproduced"
+    big = _theorem(wide, predicted_norm=lambda f: f["predicted_norm"] * 1e30)
+    assert _ev(d, cfg, big)["ch02.attention_bounds_loose"].verdict == "not reproduced"
+    # outside the conditions every theorem claim is untested, and the page names the unmet conditions
+    outside = TheoremRuns(th.frame, 8, 8, 3, {"zero": ["|V| = 8 < 500"], "gaussian": ["|V| = 8 < 500"]})
+    readings = check_readings(d, outside, cfg.runs.check_steps)
+    ev = claims.evidence(CH02_CLAIMS, readings)
+    assert {
+        ev[c].verdict for c in ("ch02.theorem_bounds", "ch02.theorem_bounds_gaussian", "ch02.attention_bounds_loose")
+    } == {"untested"}
+    assert "**outside the theorem's conditions** (|V| = 8 < 500)" in ch02.theorem_prose(outside, cfg, readings, ev)
+
+
+def test_window_prose_reads_the_breakdown_against_the_window(setup):
+    cfg, d, th = setup
+    readings = check_readings(d, th, cfg.runs.check_steps)
+    ev = claims.evidence(CH02_CLAIMS, readings)
+    ratio = readings.numbers["breakdown_over_window"]
+    window = min(1 / 36, 5 / (8 * np.sqrt(d.tokens.shape[1] - 1)))
+    assert ratio == pytest.approx(readings.numbers["breakdown_eta_s"] / window)
+    text = ch02.theorem_prose(th, cfg, readings, ev)
+    assert (f"{ratio:.3g} times the window's end" in text) == (ratio > 1)
 
 
 def _width(spec: dict) -> int:
@@ -154,8 +211,14 @@ def _width(spec: dict) -> int:
 
 
 def test_charts_fit_the_column_and_title_the_finding(setup):
-    cfg, d = setup
-    for chart in (ch02.norm_chart(d.check, cfg.runs.check_steps), ch02.sweep_chart(d.sweep, VOCAB)):
+    cfg, d, th = setup
+    wide = _theorem(th, in_window=lambda f: f["step"].between(1, 3))
+    charts = (
+        ch02.norm_chart(d.check, cfg.runs.check_steps),
+        ch02.sweep_chart(d.sweep, VOCAB),
+        ch02.theorem_chart(wide),
+    )
+    for chart in charts:
         spec = chart.to_dict()
         assert 0 < _width(spec) <= ch02.WIDTH - 60
         assert "eta *" not in str(spec) and "Phi^T" not in str(spec)
@@ -163,6 +226,9 @@ def test_charts_fit_the_column_and_title_the_finding(setup):
     assert title.startswith("P alone first below cosine 0.99, at η·s = 3 (η = 0.5)")
     assert f"fallen {np.log(VOCAB) - 2.7:.3f} nats from log |V| = {np.log(VOCAB):.3f}" in title
     assert ch02.sweep_chart(sweep_frame({}), VOCAB).to_dict()["title"].startswith("No matrix falls below")
+    assert ch02.theorem_chart(wide).to_dict()["title"].startswith("Inside the window every matrix is within its bound")
+    past = _theorem(wide, ratio=lambda f: f["ratio"].where(f["kind"] != "V", 2.0))
+    assert ch02.theorem_chart(past).to_dict()["title"].startswith("Inside the window some matrix is past its bound")
 
 
 @given(st.floats(0, 1), st.floats(1, 10))
@@ -190,8 +256,9 @@ def test_attention_first_against_its_definition(rows):
 
 
 def test_the_table_is_the_chapters_and_records_every_claim(setup):
-    cfg, d = setup
+    cfg, d, th = setup
     assert TABLES[ch02.STEM] is CH02_CLAIMS and {c.chapter for c in CH02_CLAIMS} == {ch02.STEM}
-    records = ch02.record_all(d, cfg)
+    readings = check_readings(d, th, cfg.runs.check_steps)
+    records = ch02.record_all(readings, claims.evidence(CH02_CLAIMS, readings))
     assert {f"claim.{c.id}" for c in CH02_CLAIMS} <= set(records)
     assert records["check_min_cosine"] == records["claim.ch02.closed_form_direction"]["values"][0]
