@@ -3,8 +3,9 @@
 Pythia (Biderman et al. 2023) saved step 0, the log-spaced steps 1, 2, 4, ..., 512 and then every
 1000 steps up to 143000: 1 + 10 + 143 = 154 checkpoints, published as Git revisions ``step{N}``
 of ``EleutherAI/pythia-{size}`` (trained on the Pile, the suite the paper reads: Pythia-1.4B,
-no deduplicated variant named) and of ``EleutherAI/pythia-{size}-deduped`` (the deduplicated Pile). :func:`scaled_schedule` gives a miniature run the same
-shape: step 0, powers of two below a linear spacing, then evenly spaced steps to the last one.
+no deduplicated variant named) and of ``EleutherAI/pythia-{size}-deduped`` (the deduplicated
+Pile). :func:`scaled_schedule` gives a miniature run the same shape: step 0, powers of two below a
+linear spacing, then evenly spaced steps to the last one.
 """
 
 from __future__ import annotations
