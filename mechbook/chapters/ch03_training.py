@@ -94,7 +94,8 @@ def resolve(
 
 
 def target_prose(target: PaperTarget) -> str:
-    """The paper's run in numbers, as computed."""
+    """The paper's run in numbers, as the book extrapolates them from the filter's share of the
+    train split (:func:`~mechbook.leading_terms.claim.paper_target`; the paper states 65,536 samples)."""
     return (
         f"The paper's filter (|V| = 3000, T = 200, every token in the vocabulary) keeps **{target.n_kept:,}** of the "
         f"**{target.n_stories:,}** stories at hand ({target.n_kept / target.n_stories:.1%}). Over the "

@@ -54,7 +54,8 @@ class ChapterConfig:
     runs: RunsConfig
     """Chapter 3's shared runs of the profile (read from the cache, trained if missing)."""
     k: int = 10
-    """k of overlap@k: the top 10 is what the paper's association tables list."""
+    """k of overlap@k, a choice of the book (a row's strongest handful of associations). The paper's
+    association lists (its Figure 5) show selected tokens from each map's top 30, not a top 10."""
     n_words: int = 20
     """The most frequent content words the overlaps average over (20: frequent enough for sharp rows)."""
     table_words: int = 5

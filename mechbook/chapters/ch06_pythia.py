@@ -56,8 +56,9 @@ class ChapterConfig:
         check_fields(self)
 
 
-#: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m-deduped, or a
-#: miniature when the Hub does not answer; ``paper``: pythia-1.4b-deduped).
+#: The chapter's config per profile (``smoke``: a miniature; ``cpu``: pythia-70m, or a miniature
+#: when the Hub does not answer; ``paper``: pythia-1.4b, the paper's Pythia-1.4B; both from the
+#: suite trained on the Pile, as the paper names no deduplicated variant).
 CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(study) for profile, study in STUDY_PROFILES.items()}
 
 

@@ -1,8 +1,10 @@
 """The paper's claim that V and W keep cosine > 0.99 with their leading terms "even after 100
 epochs" (chapter 3), and the experiments that say what explains a disagreement with it.
 
-- :func:`paper_target`: what 100 of the paper's epochs are in steps and in η·s, extrapolated from
-  the share of the text at hand its filter keeps;
+- :func:`paper_target`: what 100 of the paper's epochs are in steps and in η·s, as the book
+  extrapolates them from the share of the text at hand its filter keeps (the paper itself states
+  65,536 training samples, App. C: 3,200 steps, η·s = 16 at lr 0.005; the estimate does not use
+  that count);
 - :func:`claim_run_configs` / :func:`train_claim`: the claim runs at the paper's lr towards that
   η·s, one per tokenizer (natural, cased BPE), cached;
 - :func:`unk_share` and :func:`cosines_excluding`: how much of a corpus is ``<unk>``, and a run's
@@ -119,9 +121,9 @@ class ClaimConfig:
 
 @dataclass(frozen=True)
 class PaperTarget:
-    """The paper's run in numbers: of ``n_stories`` stories at hand its filter keeps ``n_kept``;
-    over the train split that is ``n_sequences``, and ``epochs`` epochs at ``batch_size`` are
-    ``steps`` steps, η·s = ``eta_s``."""
+    """The paper's run in numbers, as the book estimates it: of ``n_stories`` stories at hand its
+    filter keeps ``n_kept``; over the train split that is ``n_sequences`` (the paper states 65,536,
+    App. C), and ``epochs`` epochs at ``batch_size`` are ``steps`` steps, η·s = ``eta_s``."""
 
     n_stories: int
     n_kept: int

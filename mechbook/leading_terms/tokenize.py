@@ -1,9 +1,11 @@
 """Tokenizers and fixed-length training sequences for Part I (chapters 1-6).
 
-- :class:`NaturalTokenizer`: the paper's "natural" tokenisation. Text is lowercased; every maximal
-  run of letters is a token; every other non-space character (punctuation, digit, quote,
-  apostrophe) is a token of its own; spaces and newlines are dropped. The vocabulary is the
-  ``vocab_size`` most frequent tokens of the fitting text, optionally with an ``<unk>`` token.
+- :class:`NaturalTokenizer`: the paper's "natural" tokenisation, as the book implements it. Text is
+  lowercased; every maximal run of letters is a token; every other non-space character
+  (punctuation, digit, quote, apostrophe) is a token of its own; spaces and newlines are dropped.
+  The vocabulary is the ``vocab_size`` most frequent tokens of the fitting text, optionally with an
+  ``<unk>`` token. On numbers this differs from the paper, which makes each word, punctuation mark
+  or number one token (section 5.1, App. C): here a number is split into its digits.
 - :class:`BPETokenizer`: a byte-level byte-pair tokenizer trained locally with the ``tokenizers``
   package. Byte-level BPE can spell any text, so it has no ``<unk>``.
 - :class:`CasedBPETokenizer`: the paper's BPE variant: text split on whitespace and punctuation
@@ -101,7 +103,8 @@ def _check_corpus(stories: Sequence[str], what: str) -> None:
 
 
 class NaturalTokenizer:
-    """The paper's natural tokenizer with a frequency-ranked vocabulary (chapters 1-5).
+    """The natural tokenizer with a frequency-ranked vocabulary (chapters 1-5): the paper's, except
+    that a number is split into digits where the paper keeps it as one token.
 
     Token ids are frequency ranks: id 0 is the most frequent token; ties are broken by the token
     string, so fitting is deterministic. With ``unk=True`` the last id is ``<unk>`` and counts

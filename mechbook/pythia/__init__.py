@@ -7,7 +7,7 @@
 - :mod:`~mechbook.pythia.miniature`: "Pythia in miniature", a GPT-NeoX model trained from scratch
   on TinyStories with its own checkpoints, wrapped in the same ``TransformerBridge``.
 - :mod:`~mechbook.pythia.features`: the leading-term features (B Phi)^T and Q on the top-k tokens
-  of a corpus, every other token dropped (the paper's restriction).
+  of a corpus, every other token dropped (a budget choice of the book; the paper states no top-k).
 - :mod:`~mechbook.pythia.similarity`: the two similarities, the paper's row-centred covariance
   and linear CKA (pure numpy).
 - :mod:`~mechbook.pythia.analysis`: token representations and attention score matrices read from

@@ -2,8 +2,10 @@
 
 Pythia (Biderman et al. 2023) saved step 0, the log-spaced steps 1, 2, 4, ..., 512 and then every
 1000 steps up to 143000: 1 + 10 + 143 = 154 checkpoints, published as Git revisions ``step{N}``
-of ``EleutherAI/pythia-{size}[-deduped]``. :func:`scaled_schedule` gives a miniature run the same
-shape: step 0, powers of two below a linear spacing, then evenly spaced steps to the last one.
+of ``EleutherAI/pythia-{size}`` (trained on the Pile, the suite the paper reads: Pythia-1.4B,
+no deduplicated variant named) and of ``EleutherAI/pythia-{size}-deduped`` (the deduplicated
+Pile). :func:`scaled_schedule` gives a miniature run the same shape: step 0, powers of two below a
+linear spacing, then evenly spaced steps to the last one.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ def revision(step: int) -> str:
     return f"step{int(step)}"
 
 
-def repo_id(size: str, deduped: bool = True) -> str:
-    """``EleutherAI/pythia-{size}`` (``-deduped`` when trained on the deduplicated Pile)."""
+def repo_id(size: str, deduped: bool = False) -> str:
+    """``EleutherAI/pythia-{size}``, the models trained on the Pile that the paper's Pythia-1.4B
+    names (``-deduped`` when ``deduped``: trained on the deduplicated Pile instead)."""
     if size not in PYTHIA_SIZES:
         raise ValueError(f"unknown Pythia size {size!r}; choose one of {', '.join(PYTHIA_SIZES)}")
     return f"EleutherAI/pythia-{size}{'-deduped' if deduped else ''}"

@@ -1,12 +1,12 @@
-"""The leading-term features restricted to the top-k tokens of a corpus, as the paper computes
-them (chapter 6).
+"""The leading-term features restricted to the top-k tokens of a corpus (chapter 6): the paper's
+statistics, on a restriction that is the book's budget choice (the paper states no top-k).
 
-A real vocabulary (Pythia's 50k BPE tokens, or the miniature's) is too large for |V| x |V| maps,
-so the chapter keeps the k most frequent tokens and **drops** every other token: its one-hot
-vector is zero, so it is no row or column of any map and takes no part in any product. The
-statistics are those of chapter 1 over a vocabulary of the k kept tokens, with every position of
-every sequence still counted (N T of them) and uniform attention still spread over all t + 1
-visible positions:
+A real vocabulary (Pythia's 50k BPE tokens, or the miniature's) is too large for |V| x |V| maps
+on the book's budget, so the chapter keeps the k most frequent tokens and **drops** every other
+token: its one-hot vector is zero, so it is no row or column of any map and takes no part in any
+product. The statistics are those of chapter 1 over a vocabulary of the k kept tokens, with
+every position of every sequence still counted (N T of them) and uniform attention still spread
+over all t + 1 visible positions:
 
     e_v = one-hot in R^k for a kept token v, 0 for a dropped one;   r_t = e_{y_t} - 1/k
     B   = mean_{n,t} e_{x_t} r_t^T            Phi = mean_{n,t} r_t (sum_{j<=t} e_{x_j} / (t+1))^T

@@ -56,7 +56,7 @@ def _bars() -> None:
     (disable_progress_bars if quiet() else enable_progress_bars)()
 
 
-def load_pythia(size: str, step: int, deduped: bool = True, device: str | None = None):
+def load_pythia(size: str, step: int, deduped: bool = False, device: str | None = None):
     """``TransformerBridge`` of ``EleutherAI/pythia-{size}[-deduped]`` at revision ``step{step}``
     (downloaded once into the Hugging Face cache, with a progress bar per file)."""
     from transformer_lens.model_bridge import TransformerBridge
@@ -71,14 +71,14 @@ def load_pythia(size: str, step: int, deduped: bool = True, device: str | None =
     return bridge
 
 
-def pythia_config(size: str, deduped: bool = True):
+def pythia_config(size: str, deduped: bool = False):
     """The ``GPTNeoXConfig`` of a Pythia model (for a randomly initialised control)."""
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(repo_id(size, deduped), revision=revision(0))
 
 
-def pythia_tokenizer(size: str, deduped: bool = True):
+def pythia_tokenizer(size: str, deduped: bool = False):
     """Pythia's tokenizer (the same at every checkpoint)."""
     from transformers import AutoTokenizer
 

@@ -4,8 +4,10 @@ each claim rests on (peak against the strongest negative control, early-then-fad
 
 - :class:`PythiaConfig`, :class:`StudyConfig` and :data:`STUDY_PROFILES`: every training and
   reading configuration of every profile (``smoke`` always trains a very small miniature; ``cpu``
-  uses pythia-70m-deduped at 20 checkpoints when the Hub answers, otherwise a 4-layer miniature;
-  ``paper`` is pythia-1.4b-deduped at all 154 checkpoints).
+  uses pythia-70m at 20 checkpoints when the Hub answers, otherwise a 4-layer miniature; ``paper``
+  is pythia-1.4b, the paper's Pythia-1.4B, at all 154 checkpoints). The real models are the
+  suite trained on the Pile, not its deduplicated variant: the paper names Pythia-1.4B and no
+  deduplicated model (section 5.2).
 - :func:`build_source` picks real Pythia or the miniature (and says why); :func:`run_study` computes
   everything the chapter shows (each checkpoint cached).
 - :class:`ControlReading` and :func:`control_reading`: one mapping's peak against the controls;
@@ -38,14 +40,19 @@ class PythiaConfig:
 
     size: str = "70m"
     """Model size (``70m`` ... ``12b``): 70m is what a CPU reads in minutes; the paper read 1.4b."""
-    deduped: bool = True
-    """The deduplicated-Pile models, as the paper."""
+    deduped: bool = False
+    """Read the deduplicated-Pile models (``EleutherAI/pythia-{size}-deduped``) instead of the
+    Pile-trained ones. Off: the paper names Pythia-1.4B (``EleutherAI/pythia-1.4b``) and no
+    deduplicated variant (section 5.2)."""
     steps: tuple[int, ...] = ()
     """Checkpoint steps read (empty: all 154)."""
     n_texts: int = 1000
-    """OpenWebText texts the features come from (the paper's corpus)."""
+    """OpenWebText texts the features come from. OpenWebText is the paper's text for the leading
+    terms (the first 100k texts of at least 512 characters; FineWeb the same way in its Figure 8);
+    Pythia itself was trained on the Pile. How many texts is the book's budget."""
     context: int = 128
-    """Tokens per text, as the paper (sequences hold context + 1)."""
+    """Tokens kept per text, a budget choice of the book: the paper states no such budget
+    (sequences hold context + 1)."""
 
     def __post_init__(self) -> None:
         from mechbook.pythia.checkpoints import PYTHIA_SIZES, pythia_steps
@@ -65,7 +72,8 @@ class StudyConfig:
     source: Literal["auto", "pythia", "miniature"]
     """``auto``: Pythia if the Hub answers within ``hub_deadline`` seconds, else the miniature."""
     top_k: int
-    """Most frequent tokens the features keep (the paper's restriction; k x k maps)."""
+    """Most frequent tokens the features keep (k x k maps): a budget choice of the book; the paper
+    passes every token alone and states no top-k restriction (section 5.2)."""
     n_stories: int
     """TinyStories stories the miniature trains on."""
     miniature: MiniatureConfig
@@ -146,7 +154,9 @@ STUDY_PROFILES: dict[str, StudyConfig] = {
         pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, n_texts=500),
     ),
     "paper": StudyConfig(
-        source="pythia",  # the paper's model: pythia-1.4b-deduped at all 154 checkpoints
+        # the paper's model, Pythia-1.4B (EleutherAI/pythia-1.4b), at all 154 checkpoints: the paper's figures
+        # read steps 1-512, the later ones are the book's addition; top_k and the texts are the book's budget
+        source="pythia",
         top_k=500,
         n_stories=5000,
         miniature=_CPU_MINIATURE,

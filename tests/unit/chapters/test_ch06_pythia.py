@@ -32,7 +32,7 @@ from mechbook.chapters.ch06_pythia import (
     similarity_curves,
 )
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summarise
-from mechbook.pythia.checkpoints import pythia_steps
+from mechbook.pythia.checkpoints import pythia_steps, repo_id
 from mechbook.pythia.claims import CH06, CH06_CLAIMS, TABLES, claim_id
 from mechbook.pythia.miniature import MiniatureConfig
 from mechbook.pythia.readings import study_readings
@@ -53,7 +53,10 @@ def test_profiles_are_consistent():
     assert smoke.source == "miniature" and len(smoke.miniature.schedule) == 12
     assert len(cpu.miniature.schedule) >= 20 and len(cpu.pythia.steps) >= 20
     assert set(cpu.pythia.steps) <= set(pythia_steps())
-    assert paper.pythia.size == "1.4b" and paper.pythia.deduped and not paper.pythia.steps
+    assert paper.pythia.size == "1.4b" and not paper.pythia.deduped and not paper.pythia.steps
+    # the paper's Pythia-1.4B names no deduplicated variant: both real-model paths read the Pile-trained suite
+    assert repo_id(paper.pythia.size, paper.pythia.deduped) == "EleutherAI/pythia-1.4b"
+    assert repo_id(cpu.pythia.size, cpu.pythia.deduped) == "EleutherAI/pythia-70m"
 
 
 def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():

@@ -26,8 +26,8 @@ def test_pythia_schedule_has_154_checkpoints_in_order():
 
 
 def test_names_and_bad_input():
-    assert repo_id("1.4b") == "EleutherAI/pythia-1.4b-deduped"
-    assert repo_id("70m", deduped=False) == "EleutherAI/pythia-70m"
+    assert repo_id("1.4b") == "EleutherAI/pythia-1.4b"  # the paper's Pythia-1.4B, trained on the Pile
+    assert repo_id("70m", deduped=True) == "EleutherAI/pythia-70m-deduped"
     with pytest.raises(ValueError, match="choose one of"):
         repo_id("1.5b")
     with pytest.raises(ValueError, match="non-negative integer"):
