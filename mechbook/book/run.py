@@ -15,7 +15,7 @@ the SHA-256 of: the code cells (source and tags), the kernel name, the injected 
 code (docstrings and comments left out, :func:`mechbook.cache.code_fingerprint`) of every
 ``mechbook`` module the cells' imports reach (:func:`mechbook.cache.module_closure`, chapters,
 charts and records included) and of this module and :mod:`mechbook.book.environment`,
-``requirements.txt`` and :func:`mechbook.book.environment.key_environment` (the digests of the
+``requirements.txt`` and ``requirements.lock`` (:data:`REQUIREMENTS`) and :func:`mechbook.book.environment.key_environment` (the digests of the
 data that environment variables choose, device and network variables, torch and numpy
 versions). Markdown cells are *not* part of the key: editing prose re-renders the page with the
 stored outputs instead of re-running the chapter; rewording a chapter module's prose builder
@@ -79,6 +79,10 @@ INJECTED_TAG = "injected-parameters"
 KERNEL_ARGS: tuple[str, ...] = ("--IPKernelApp.log_level=CRITICAL",)
 
 
+REQUIREMENTS = ("requirements.txt", "requirements.lock")
+"""The files that pin the Python environment: the direct pins and the full lock."""
+
+
 def _cell_imports(source: str, root: Path) -> set[str]:
     """The ``mechbook`` modules a code cell imports (IPython magics and shell lines read as the
     kernel reads them); a cell that is not Python imports nothing: it fails, and a failed chapter
@@ -116,14 +120,14 @@ def cache_key(notebook: Path, parameters: dict[str, Any], root: Path, memo: Dige
     memo = memo or digest_memo(root)
     nb = nbformat.read(notebook, as_version=4)
     code = [[c.source, sorted(c.get("metadata", {}).get("tags", []))] for c in nb.cells if c.cell_type == "code"]
-    requirements = root / "requirements.txt"
+    requirements = {name: sha256_file(root / name) for name in REQUIREMENTS if (root / name).exists()}
     payload = {
         "code": code,
         "kernel": nb.metadata.get("kernelspec", {}).get("name"),
         "parameters": parameters,
         "mechbook": _code_digests([c.source for c in nb.cells if c.cell_type == "code"], root),
         "executor": _executor_digests(),
-        "requirements": sha256_file(requirements) if requirements.exists() else None,
+        "requirements": requirements,
         "env": key_environment(memo),
     }
     memo.save()

@@ -73,8 +73,11 @@ def test_cache_key_tracks_code_package_requirements_parameters_not_prose(tmp_pat
     k_pkg = cache_key(nb_path, params, repo)
     assert k_pkg != base
     (repo / "requirements.txt").write_text("numpy==2.4.5\n")
+    k_txt = cache_key(nb_path, params, repo)
+    assert k_txt != k_pkg
+    (repo / "requirements.lock").write_text("numpy==2.4.5\nsix==1.16.0\n")
     k_req = cache_key(nb_path, params, repo)
-    assert k_req != k_pkg
+    assert k_req != k_txt, "a change of the lock alone (a package beneath the pins) re-executes"
     monkeypatch.setenv("MECHBOOK_TINYSTORIES", "/elsewhere.txt")
     k_env = cache_key(nb_path, params, repo)
     assert k_env != k_req
