@@ -18,8 +18,9 @@ reported and recomputed, never silently used. Entries are stored as data
 runs code; one in any other format (pickled by an older mechbook) is recomputed. A write that fails (read-only or full disk) warns
 and still returns the computed value.
 
-With ``MECHBOOK_PROFILE`` set (the executor sets it), every entry served is listed in
-``<root>/manifests/<profile>.jsonl``, which ``python -m mechbook cache export`` bundles.
+With ``MECHBOOK_PROFILE`` set (the executor sets it; a plain name, :func:`manifest_profile`), every
+entry served is listed in ``<root>/manifests/<profile>.jsonl``, which ``python -m mechbook cache
+export`` bundles. An entry path that is not a file (a folder put there) is reported and recomputed.
 
 Root: ``$MECHBOOK_CACHE`` if set, else ``~/.cache/mechbook``.
 """
@@ -33,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import types
@@ -48,6 +50,21 @@ T = TypeVar("T")
 
 
 CACHE_ENV = "MECHBOOK_CACHE"
+PROFILE_ENV = "MECHBOOK_PROFILE"
+
+
+def manifest_profile(environ: dict[str, str] | None = None) -> str | None:
+    """``$MECHBOOK_PROFILE``, the name of the manifest served entries are listed in (None: unset);
+    a :class:`ValueError` naming the variable when it is not a plain name (letters, digits, ``-``,
+    ``_``), which could put the manifest outside the cache."""
+    value = (os.environ if environ is None else environ).get(PROFILE_ENV)
+    if not value:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", value):
+        raise ValueError(
+            f"{PROFILE_ENV}={value!r} is not a profile name (letters, digits, - and _): set it to one, or unset it"
+        )
+    return value
 
 
 class CacheRootError(NotADirectoryError):
@@ -384,6 +401,9 @@ def load_verified(path: Path) -> bytes | None:
     side = path.with_name(path.name + ".sha256")
     if not path.exists() or not side.exists():
         return None
+    if not (path.is_file() and side.is_file()):
+        notice(f"cache entry {path} (or its checksum) is not a file; recomputing it", stacklevel=3)
+        return None
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest() != side.read_text().strip():
         notice(f"cache file {path} does not match its checksum; recomputing it", stacklevel=3)
@@ -412,7 +432,7 @@ def torch_loads(data: bytes) -> Any:
 
 def _note_served(namespace: str, path: Path) -> None:
     """Append the entry to ``<root>/manifests/$MECHBOOK_PROFILE.jsonl`` (when that is set)."""
-    profile = os.environ.get("MECHBOOK_PROFILE")
+    profile = manifest_profile()
     if not profile:
         return
     line = json.dumps({"namespace": namespace, "file": path.name}) + "\n"
@@ -455,6 +475,7 @@ def cached(
         raise TypeError(f"namespace must be a str like 'part/name', got {type(namespace).__name__}")
     if not callable(compute):
         raise TypeError(f"compute must be a function of no arguments, got {type(compute).__name__}")
+    manifest_profile()  # a bad manifest name stops here, before anything is computed
     caller = sys._getframe(1).f_globals.get("__name__")
     path = entry_path(namespace, key, computation_modules(compute, caller))
     if not refresh:

@@ -49,13 +49,13 @@ class ExecuteConfig:
 
     def __post_init__(self):
         if self.profile not in PROFILES:
-            raise SystemExit(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
+            raise ValueError(f"unknown profile {self.profile!r}: choose one of {', '.join(PROFILES)}")
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
-            raise SystemExit(f"--lanes must be a whole number of at least 1, got {self.lanes!r}")
+            raise ValueError(f"lanes (--lanes N) must be a whole number of at least 1, got {self.lanes!r}")
         check_fields(self, cell_timeout=at_least(1, "seconds; leave it out for no limit"))
         for name, _ in self.knobs:
             if name in HARNESS_NAMES:
-                raise SystemExit(
+                raise ValueError(
                     f"--knob {name}=... is refused: {name} is set by the command line, not by a knob; "
                     f"use {HARNESS_NAMES[name]}"
                 )

@@ -207,8 +207,9 @@ def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
     start-up by ``python -m mechbook``: ``MECHBOOK_CACHE`` a folder (created if missing),
     ``MECHBOOK_TINYSTORIES`` an existing file, ``MECHBOOK_AA_RELEASE`` an existing folder holding
     released files by name (:func:`release_layout`, before anything is hashed),
-    ``MECHBOOK_DEVICE`` a device this machine has. Empty when all is well."""
-    from mechbook.cache import CacheRootError, cache_root
+    ``MECHBOOK_DEVICE`` a device this machine has, ``MECHBOOK_PROFILE`` a plain name. Empty when all
+    is well."""
+    from mechbook.cache import CacheRootError, cache_root, manifest_profile
     from mechbook.device import DEVICE_ENV, DeviceUnavailable, check_device
 
     env = os.environ if environ is None else environ
@@ -231,6 +232,10 @@ def check_environment(environ: Mapping[str, str] | None = None) -> list[str]:
                 f"{name}={value} holds no released file (model_state_dict.pth or checkpoint_step_N.pth, in it "
                 f"or in its checkpoints/): set it to {kind}, or unset it"
             )
+    try:
+        manifest_profile(dict(env))
+    except ValueError as exc:
+        problems.append(str(exc))
     if env.get(DEVICE_ENV):
         try:
             check_device(env[DEVICE_ENV])

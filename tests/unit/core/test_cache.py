@@ -323,6 +323,34 @@ def test_profile_manifest_lists_every_entry_served(private_cache, monkeypatch):
         cached("../escape", "k", compute)
 
 
+@pytest.mark.parametrize("name", ["../../x", "a/b", "..", "cpu run", ""])
+def test_a_manifest_name_that_is_not_a_plain_name_stops_before_computing(private_cache, monkeypatch, name):
+    calls, compute = _counter()
+    monkeypatch.setenv("MECHBOOK_PROFILE", name)
+    if not name:  # unset in effect: no manifest, nothing refused
+        assert cached("t", "k", compute)["n"] == 1 and not (private_cache / "manifests").exists()
+        return
+    with pytest.raises(ValueError, match=r"MECHBOOK_PROFILE=.* is not a profile name"):
+        cached("t", "k", compute)
+    assert not calls and not list(private_cache.parent.glob("x*"))
+    from mechbook.book.environment import check_environment
+
+    assert any("MECHBOOK_PROFILE" in line for line in check_environment({"MECHBOOK_PROFILE": name}))
+
+
+def test_an_entry_replaced_by_a_folder_is_recomputed_with_one_line(private_cache):
+    _calls, compute = _counter()
+    cached("t", "k", compute)
+    path = _entry(private_cache)
+    path.unlink()
+    path.mkdir()
+    with pytest.warns(UserWarning) as caught:
+        assert cached("t", "k", compute)["n"] == 2
+    messages = [str(w.message) for w in caught]
+    assert any("is not a file; recomputing it" in m for m in messages)
+    assert any("could not write the cache entry" in m for m in messages)
+
+
 def test_keyed_modules_are_the_closure_of_the_cached_computations_and_not_the_presentation():
     from mechbook.cache import keyed_modules
 

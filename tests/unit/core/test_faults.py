@@ -123,8 +123,18 @@ def test_cached_warns_and_returns_a_value_it_cannot_serialise(env):
 
 @pytest.mark.parametrize("name", sorted(HARNESS_NAMES))
 def test_harness_names_are_refused_as_knobs(name):
-    with pytest.raises(SystemExit, match=rf"--knob {name}=\.\.\. is refused: .* use {HARNESS_NAMES[name].split()[0]}"):
+    with pytest.raises(ValueError, match=rf"--knob {name}=\.\.\. is refused: .* use {HARNESS_NAMES[name].split()[0]}"):
         ExecuteConfig(profile="smoke", knobs=((name, "cpu"),))
+
+
+@pytest.mark.parametrize("lanes", [2.5, 0, True, "2"])
+def test_a_library_caller_gets_a_value_error_not_an_exit(lanes):
+    """ExecuteConfig is a library class: a bad field raises ValueError (the command line prints
+    its one line), never SystemExit, which would end a caller's process."""
+    with pytest.raises(ValueError, match=r"lanes \(--lanes N\) must be a whole number of at least 1"):
+        ExecuteConfig(profile="smoke", lanes=lanes)
+    with pytest.raises(ValueError, match="unknown profile 'nope'"):
+        ExecuteConfig(profile="nope")
 
 
 def test_knob_profile_on_the_command_line_points_to_the_option(env, capsys):
