@@ -13,7 +13,9 @@ written in one (a chapter module that calls :func:`cached` with its own ``comput
 :mod:`mechbook.determinism`, under which every computation runs, is always in. Data files enter keys by their contents
 (:func:`file_digest`). Files are written atomically (temporary file, then rename) next to a
 ``.sha256`` sidecar; an entry whose bytes do not match its checksum, or that fails to load, is
-reported and recomputed, never silently used. Entries are stored as data
+reported and recomputed, never silently used. Each entry's bytes begin by naming the fingerprint
+it was computed for (:func:`bind`): one found under another key's name (a mislabelled or altered
+copy) is reported and recomputed too. Entries are stored as data
 (:mod:`mechbook.safe_format`, read with ``torch.load(weights_only=True)``), so loading one never
 runs code; one in any other format (pickled by an older mechbook) is recomputed. A write that fails (read-only or full disk) warns
 and still returns the computed value.
@@ -411,6 +413,26 @@ def load_verified(path: Path) -> bytes | None:
     return data
 
 
+ENTRY_HEADER = b"mechbook-entry "
+"""What :func:`bind` puts before an entry's bytes, followed by the fingerprint it was computed for."""
+
+
+def bind(fingerprint: str, payload: bytes) -> bytes:
+    """An entry's stored bytes: a header naming the ``fingerprint`` (its file's name, the key and
+    code it was computed for), a newline, then ``payload``; so an entry copied or swapped onto
+    another key's file says so when read (:func:`unbind`)."""
+    return ENTRY_HEADER + fingerprint.encode("ascii") + b"\n" + payload
+
+
+def unbind(data: bytes) -> tuple[str | None, bytes]:
+    """(the fingerprint an entry names, its payload) of stored bytes; (None, data) for an entry
+    written before entries named their key."""
+    if not data.startswith(ENTRY_HEADER):
+        return None, data
+    named, _, payload = data[len(ENTRY_HEADER) :].partition(b"\n")
+    return named.decode("ascii", errors="replace"), payload
+
+
 def torch_dumps(obj: Any) -> bytes:
     """``obj`` in the safe format (:func:`mechbook.safe_format.dumps`: tensors, arrays, frames,
     plain data, mechbook dataclasses): the serialiser of every cache entry and resume state. A
@@ -480,9 +502,12 @@ def cached(
     path = entry_path(namespace, key, computation_modules(compute, caller))
     if not refresh:
         data = load_verified(path)
-        if data is not None:
+        named, payload = unbind(data) if data is not None else (None, None)
+        if named is not None and named != path.stem:
+            notice(f"cache entry {path} holds the result of another key ({named[:16]}...); recomputing it")
+        elif payload is not None:
             try:
-                value = loads(data)
+                value = loads(payload)
             except Exception as exc:  # a file that passes the checksum but will not load
                 notice(f"cache file {path} failed to load ({exc}); recomputing it")
             else:
@@ -491,7 +516,7 @@ def cached(
     with deterministic():
         value = compute()
     try:
-        data = dumps(value)
+        data = bind(path.stem, dumps(value))
     except Exception as exc:  # a value the serialiser cannot write (a lambda, an open file ...)
         notice(
             f"could not serialise the value of the cache entry {path} ({type(exc).__name__}: {exc}); "

@@ -4,7 +4,10 @@ can skip the training (``python -m mechbook cache export PATH [--profile P]`` / 
 A bundle is an uncompressed tar holding ``manifest.json`` and one regular-file member
 ``entries/<namespace>/<file>`` per cache entry. The manifest lists, per entry, its namespace, its
 key (the entry's file name: the fingerprint of its key and code) and the sha256 and size of its
-bytes. Entries are in the cache's safe format (:mod:`mechbook.safe_format`): data that
+bytes, which begin by naming that key (:func:`mechbook.cache.bind`): an entry under another
+entry's name is refused. The sums find damage; the names inside the entries find mislabelling
+and swaps; neither proves who made the bundle (anyone can write consistent sums and names), which
+is why entries are data that loading cannot run. Entries are in the cache's safe format (:mod:`mechbook.safe_format`): data that
 ``torch.load(weights_only=True)`` reads, so a bundle from someone else cannot run code. ``import``
 reads the whole bundle and checks every entry (its checksum, then that it decodes safely) before
 it installs any; a corrupt, truncated, tampered or unsafe bundle is refused with one line naming
@@ -26,7 +29,16 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from mechbook import safe_format
-from mechbook.cache import CACHE_ENV, CacheRootError, atomic_write_bytes, cache_root, load_verified, save_verified
+from mechbook.cache import (
+    CACHE_ENV,
+    CacheRootError,
+    atomic_write_bytes,
+    bind,
+    cache_root,
+    load_verified,
+    save_verified,
+    unbind,
+)
 from mechbook.profiles import PROFILES
 
 FORMAT = "mechbook-cache-bundle/2"
@@ -84,9 +96,11 @@ def export_bundle(path: str | Path, profile: str | None = None) -> dict:
     listed = profile_entries(profile, root)
     for namespace, name in listed:
         data = load_verified(root / namespace / name)
-        if data is None or _undecodable(data):
+        named, payload = unbind(data) if data is not None else (None, b"")
+        if data is None or named not in (None, name.removesuffix(".pt")) or _undecodable(payload):
             missing.append(f"{namespace}/{name}")
             continue
+        data = bind(name.removesuffix(".pt"), payload)  # an entry from before entries named their key
         entries.append(
             {"namespace": namespace, "key": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
         )
@@ -206,7 +220,15 @@ def read_bundle(path: str | Path) -> tuple[dict, dict[str, bytes]]:
                     raise BundleError(
                         f"{member} in {path} does not match its checksum: the bundle is corrupt or was altered; nothing was installed"
                     )
-                problem = _undecodable(data)
+                named, payload = unbind(data)
+                if named != entry["key"].removesuffix(".pt"):
+                    raise BundleError(
+                        f"{member} in {path} "
+                        + ("names no key" if named is None else f"holds the result of another key ({named[:16]}...)")
+                        + ": the bundle was altered or mislabelled (or made by an older mechbook: export it again); "
+                        "nothing was installed"
+                    )
+                problem = _undecodable(payload)
                 if problem:
                     raise BundleError(f"{member} in {path} is {problem}; nothing was installed")
                 out[f"{entry['namespace']}/{entry['key']}"] = data

@@ -18,9 +18,9 @@ import pytest
 import torch
 from test_safe_format import crafted_pickle
 
-from mechbook import cache_bundle
+from mechbook import cache, cache_bundle
 from mechbook.__main__ import main
-from mechbook.cache import cached, save_verified
+from mechbook.cache import bind, cached, save_verified, unbind
 from mechbook.cache_bundle import BundleError, export_bundle, import_bundle
 
 
@@ -151,9 +151,14 @@ def _with_manifest(bundle: Path, edit) -> None:
     _rewrite(bundle, change)
 
 
-def _replace_entry(bundle: Path, data: bytes) -> None:
-    """Put ``data`` in place of the entry of part/b, with the manifest's sha256 and size updated
-    to match (what a tamperer who knows the format does)."""
+def _replace_entry(bundle: Path, payload: bytes, named: str | None = "own") -> None:
+    """Put ``payload`` in place of the entry of part/b, naming its own key (``"own"``), another
+    (a fingerprint) or none (None), with the manifest's sha256 and size updated to match (what a
+    tamperer who knows the format does)."""
+    with tarfile.open(bundle) as tar:
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    key = next(e for e in manifest["entries"] if e["namespace"] == "part/b")["key"].removesuffix(".pt")
+    data = payload if named is None else bind(key if named == "own" else named, payload)
 
     def edit(manifest):
         entry = next(e for e in manifest["entries"] if e["namespace"] == "part/b")
@@ -255,7 +260,64 @@ def test_a_bundle_of_safe_entries_imports_and_each_entry_was_decoded(filled, mon
     real = cache_bundle.safe_format.loads
     monkeypatch.setattr(cache_bundle.safe_format, "loads", lambda data: decoded.append(len(data)) or real(data))
     assert import_bundle(bundle) == 2
-    assert sorted(decoded) == sorted(e["size"] for e in manifest["entries"])
+    header = len(bind("0" * 64, b""))
+    assert sorted(decoded) == sorted(e["size"] - header for e in manifest["entries"])
+
+
+def _swapped(bundle: Path) -> None:
+    """The two entries' contents swapped, the manifest's sums rewritten to match."""
+    with tarfile.open(bundle) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    a, b = sorted(n for n in members if n.startswith("entries/"))
+    swap = {a: members[b], b: members[a]}
+
+    def edit(manifest):
+        for entry in manifest["entries"]:
+            data = swap[f"entries/{entry['namespace']}/{entry['key']}"]
+            entry.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        return manifest
+
+    _with_manifest(bundle, edit)
+    _rewrite(bundle, lambda name, old: (name, swap.get(name, old)))
+
+
+def test_a_bundle_whose_entries_lie_about_their_keys_is_refused(filled, capsys):
+    _, target, bundle, _ = filled
+    _swapped(bundle)
+    assert main(["cache", "import", str(bundle)]) == 1
+    err = capsys.readouterr().err
+    assert "holds the result of another key" in err and "nothing was installed" in err and _entries(target) == {}
+
+
+def test_an_entry_that_names_no_key_is_refused(filled, capsys):
+    _, target, bundle, _ = filled
+    _replace_entry(bundle, unbind(cache.torch_dumps({"w": 1}))[1], named=None)
+    assert main(["cache", "import", str(bundle)]) == 1
+    assert "names no key" in capsys.readouterr().err and _entries(target) == {}
+
+
+def test_a_cache_entry_under_another_keys_name_is_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    calls: list = []
+    cached("part/x", {"lr": 1e-3}, _compute("small", calls))
+    cached("part/x", {"lr": 2e-3}, _compute("large", calls))
+    small, large = sorted((tmp_path / "part" / "x").glob("*.pt"), key=lambda p: p.stat().st_mtime_ns)
+    save_verified(small, large.read_bytes())  # the other run's bytes, checksum and all
+    with pytest.warns(UserWarning, match="holds the result of another key"):
+        assert cached("part/x", {"lr": 1e-3}, _compute("small", calls))["tag"] == "small"
+    assert len(calls) == 3
+
+
+def test_an_entry_from_before_entries_named_their_key_still_loads_and_exports_bound(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "c"))
+    calls: list = []
+    cached("part/x", "k", _compute("v", calls))
+    [path] = (tmp_path / "c" / "part" / "x").glob("*.pt")
+    save_verified(path, unbind(path.read_bytes())[1])  # as an older mechbook wrote it
+    assert cached("part/x", "k", _compute("v", calls))["tag"] == "v" and len(calls) == 1
+    export_bundle(tmp_path / "b.tar")
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "d"))
+    assert import_bundle(tmp_path / "b.tar") == 1
 
 
 def _export(tmp_path, capsys, *args) -> tuple[int, str]:
