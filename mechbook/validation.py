@@ -12,7 +12,7 @@ A config's ``__post_init__`` calls :func:`check_fields` with the bounds of its f
 
 Every field (``init=False`` ones aside) is checked against its annotation: ``bool`` fields take
 only bools; ``int`` fields take integers but not bools, nor floats such as ``1e3``; ``float`` fields
-take ints and floats but not bools (and no field takes NaN); ``str``, ``Path`` and other classes take instances;
+take ints and floats but not bools (and no field takes NaN or an infinity); ``str``, ``Path`` and other classes take instances;
 ``tuple[X, ...]`` and ``tuple[X, Y]`` take tuples whose items fit (``Sequence[X]`` lists too);
 ``Literal[...]`` takes its values; ``X | None`` takes either; a nested config takes an instance
 of its class (which checked itself when it was made). A bound applies to a number, or to each
@@ -161,8 +161,8 @@ def check_argument(value: Any, tp: Any, name: str, bound: Bound | None = None) -
     ``ValueError`` naming ``name``, the value and what is allowed (one line)."""
     if not _fits(value, tp):
         raise TypeError(f"{name} must be {_describe(tp)}, got {type(value).__name__} {value!r}")
-    if any(isinstance(n, float) and math.isnan(n) for n in _numbers(value)):
-        raise ValueError(f"{name} must not be NaN, got {value!r}")
+    if any(isinstance(n, float) and not math.isfinite(n) for n in _numbers(value)):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
     if bound is not None:
         bad = next((n for n in _numbers(value) if not bound.admits(n)), None)
         if bad is not None:

@@ -176,6 +176,11 @@ def _train(stories: list[str], cfg: MiniatureConfig) -> MiniatureRun:
             group["lr"] = learning_rate(step, cfg)
         batch = data[rng.integers(0, data.shape[0], size=cfg.batch_size)]
         loss = model(input_ids=batch, labels=batch).loss
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"the miniature diverged: its loss is {float(loss)} at step {step} with lr {cfg.lr:g}; lower the "
+                "learning rate (nothing was cached)"
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -49,7 +49,7 @@ def _is_int(v: object) -> bool:
 
 
 def _is_float(v: object) -> bool:
-    return type(v) in (int, float) and not (type(v) is float and math.isnan(v))
+    return type(v) in (int, float) and not (type(v) is float and not math.isfinite(v))
 
 
 #: What each field of :class:`Sample` admits, written out plainly as the reference.
@@ -67,7 +67,7 @@ ADMITS = {
 
 SCALARS = st.one_of(
     st.integers(-5, 5),
-    st.floats(allow_nan=True, allow_infinity=False),
+    st.floats(allow_nan=True, allow_infinity=True),
     st.booleans(),
     st.none(),
     st.sampled_from(["adam", "sgd", "x", "1", ""]),
@@ -85,7 +85,7 @@ def test_a_field_takes_exactly_what_its_annotation_admits(field, value):
         Sample(**{field: value})
     message = str(info.value)
     assert f"Sample.{field} must " in message and "\n" not in message
-    assert repr(value) in message or "nan" in message
+    assert repr(value) in message or "nan" in message or "inf" in message
 
 
 @given(low=st.integers(-3, 3), value=st.integers(-10, 10))
@@ -156,6 +156,7 @@ def _instances():
     from mechbook.leading_terms.check import CheckConfig, CheckRunsConfig
     from mechbook.leading_terms.corpus import CorpusConfig
     from mechbook.leading_terms.model import ModelConfig as LTModel
+    from mechbook.leading_terms.theorem import TheoremRunsConfig
     from mechbook.leading_terms.train import RunConfig, RunsConfig
     from mechbook.leading_terms.train import TrainConfig as LTTrain
     from mechbook.pythia.miniature import MiniatureConfig
@@ -175,6 +176,10 @@ def _instances():
         (RunsConfig(corpus, (0.1,), None, 1, steps=5), "lrs", ("a",), (0.0,)),
         (CheckConfig(), "steps", "20", -1),
         (CheckRunsConfig(corpus, 8, (0.1,), 4, (0.1,), 4), "check_steps", 4.0, 3),
+        (TheoremRunsConfig(corpus, 8, 0.01, 4), "zero_lr", "0.01", 0.0),
+        (TheoremRunsConfig(corpus, 8, 0.01, 4), "steps", 4.0, 0),
+        (LTTrain(lr=0.1, steps=5), "init_std", "0", -1e-3),
+        (LTTrain(lr=0.1, steps=5), "lr", True, float("inf")),
         (_smoke(ch + "ch03_training").claim.setting, "context", True, 0),
         (_smoke(ch + "ch03_training").claim, "paper_batch", 2048.0, 0),
         (MiniatureConfig(), "lr", "x", 0.0),

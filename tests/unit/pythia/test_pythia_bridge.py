@@ -3,6 +3,7 @@ hook names, W_Q/W_K orientation, checkpoints, controls and determinism."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -13,7 +14,7 @@ from conftest import ROOT
 from mechbook.data import load_stories
 from mechbook.pythia import analysis
 from mechbook.pythia.features import compute_leading_features
-from mechbook.pythia.miniature import MiniatureConfig, train_miniature
+from mechbook.pythia.miniature import MiniatureConfig, miniature_run, train_miniature
 from mechbook.pythia.similarity import MEASURES
 from mechbook.pythia.sources import (
     MiniatureSource,
@@ -47,6 +48,13 @@ def test_training_keeps_the_schedule_and_is_deterministic(source, stories):
     first = next(iter(run.checkpoints[8]))
     assert torch.equal(again.checkpoints[8][first], run.checkpoints[8][first])
     assert not torch.equal(run.checkpoints[0][first], run.checkpoints[8][first])
+
+
+def test_a_diverging_miniature_stops_with_one_line_and_caches_nothing(stories, tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    with pytest.raises(FloatingPointError, match=r"the miniature diverged: its loss is (nan|inf) at step \d+"):
+        miniature_run(stories, dataclasses.replace(TINY, lr=1e30))
+    assert not list(tmp_path.rglob("*.pt"))
 
 
 def test_bridge_hooks_match_the_hf_model(source):
