@@ -345,14 +345,16 @@ def theorem_chart(theorem: TheoremRuns) -> alt.VConcatChart:
         ratio=("ratio", "max"), cosine=("cosine", "min"), in_window=("in_window", "first")
     )
     worst["term"] = worst["kind"].map(TERMS)
+    # a matrix exactly on its term (W_O after one step, W and P before three) has no place on a log axis
+    ratios = worst[worst["ratio"] > 0]
     color = alt.Color(
         "term:N", title="matrix and its term", sort=list(TERMS.values()), legend=alt.Legend(orient="bottom")
     )
-    x = alt.X("step:Q", title="gradient steps s")
+    x = alt.X("step:Q", title="gradient steps s", axis=alt.Axis(tickMinStep=1))
     panels = []
     for init, label in (("zero", "from zero (D.10)"), ("gaussian", "from D.13's Gaussian start")):
-        data = worst[worst["init"] == init]
-        last = int(data.loc[data["in_window"], "step"].max())
+        data = ratios[ratios["init"] == init]
+        last = int(worst.loc[(worst["init"] == init) & worst["in_window"], "step"].max())
         lines = (
             alt.Chart(data)
             .mark_line(point=True)
@@ -360,7 +362,7 @@ def theorem_chart(theorem: TheoremRuns) -> alt.VConcatChart:
                 x=x,
                 y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="‖M − term‖_F / bound (log)"),
                 color=color,
-                tooltip=["term", "step", alt.Tooltip("ratio:Q", format=".3e")],
+                tooltip=["term:N", "step:Q", alt.Tooltip("ratio:Q", format=".3e")],
             )
         )
         window = alt.Chart(pd.DataFrame({"step": [last]})).mark_rule(strokeDash=[4, 3], color="gray").encode(x="step:Q")
@@ -376,16 +378,16 @@ def theorem_chart(theorem: TheoremRuns) -> alt.VConcatChart:
             x=x,
             y=alt.Y("cosine:Q", title="lowest cosine with the term", scale=alt.Scale(domain=[-1, 1])),
             color=color,
-            tooltip=["term", "step", alt.Tooltip("cosine:Q", format=".4f")],
+            tooltip=["term:N", "step:Q", alt.Tooltip("cosine:Q", format=".4f")],
         )
         .properties(width=WIDTH - 100, height=150, title="D.13's Gaussian start: cosine of each matrix with its term")
     )
     inside = theorem.frame[theorem.frame["in_window"]].groupby("init")["ratio"].max()
     held = "every matrix is within its bound" if inside.max() <= 1 else "some matrix is past its bound"
     return alt.vconcat(alt.hconcat(*panels), cosines).properties(
-        title=(
-            f"Inside the window {held}: distance / bound at most {inside['zero']:.1e} from zero and "
-            f"{inside['gaussian']:.2g} from the Gaussian start"
+        title=alt.TitleParams(
+            f"Inside the theorem's window {held}",
+            subtitle=f"distance / bound at most {inside['zero']:.1e} from zero, {inside['gaussian']:.2g} from D.13's start",
         )
     )
 

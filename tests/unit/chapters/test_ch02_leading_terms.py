@@ -128,16 +128,22 @@ def test_learned_words_label_a_model_that_has_not_learned():
 
 
 def test_smoke_bounds_reject_a_broken_check(setup):
-    cfg, d, _ = setup
+    cfg, d, th = setup
     bounds = load_thresholds("02_leading_terms")["smoke"]
+    wide = _theorem(th, in_window=lambda f: f["step"].between(1, 3))
+    assert set(bounds) <= set(check_readings(d, wide, cfg.runs.check_steps).numbers)
     good = check_numbers(d, cfg.runs.check_steps)
-    assert set(bounds) <= set(good)
     assert not [p for p in check_thresholds(good, bounds) if p.startswith(("check_", "slope_eta"))]
     wrong = d.check.assign(norm=d.check["norm"] * d.check["step"], ratio=d.check["ratio"] * d.check["step"])
     flagged = {
         p.split()[0] for p in check_thresholds(check_numbers(_with(d, check=wrong), cfg.runs.check_steps), bounds)
     }
     assert {"check_max_ratio_error", "slope_s_W_O", "slope_s_V", "slope_s_W", "slope_s_P"} <= flagged
+    # a distance past its bound, a term larger than its bound: the theorem's records flag both
+    broken = _theorem(wide, ratio=lambda f: f["ratio"] * 1e12, predicted_norm=lambda f: f["predicted_norm"] * 1e30)
+    numbers = check_readings(d, broken, cfg.runs.check_steps).numbers
+    flagged = {p.split()[0] for p in check_thresholds(numbers, bounds)}
+    assert {"theorem_ratio_zero", "theorem_ratio_gaussian", "theorem_attention_bound_over_term"} <= flagged
     off = d.check.assign(cosine=d.check["cosine"] * 0.9)
     assert "check_min_cosine" in {
         p.split()[0] for p in check_thresholds(check_numbers(_with(d, check=off), cfg.runs.check_steps), bounds)
@@ -226,9 +232,14 @@ def test_charts_fit_the_column_and_title_the_finding(setup):
     assert title.startswith("P alone first below cosine 0.99, at η·s = 3 (η = 0.5)")
     assert f"fallen {np.log(VOCAB) - 2.7:.3f} nats from log |V| = {np.log(VOCAB):.3f}" in title
     assert ch02.sweep_chart(sweep_frame({}), VOCAB).to_dict()["title"].startswith("No matrix falls below")
-    assert ch02.theorem_chart(wide).to_dict()["title"].startswith("Inside the window every matrix is within its bound")
+    spec = ch02.theorem_chart(wide).to_dict()
+    rows = [row for data in spec["datasets"].values() for row in data if "kind" in row]
+    assert rows and all(row["term"] for row in rows), "every point names its matrix (no 'undefined' series)"
+    title = spec["title"]
+    assert title["text"] == "Inside the theorem's window every matrix is within its bound"
+    assert title["subtitle"].startswith("distance / bound at most")
     past = _theorem(wide, ratio=lambda f: f["ratio"].where(f["kind"] != "V", 2.0))
-    assert ch02.theorem_chart(past).to_dict()["title"].startswith("Inside the window some matrix is past its bound")
+    assert ch02.theorem_chart(past).to_dict()["title"]["text"].endswith("some matrix is past its bound")
 
 
 @given(st.floats(0, 1), st.floats(1, 10))
