@@ -2,6 +2,7 @@
 #   make book [PROFILE=smoke|cpu|paper] [ONLY=<notebook stem>]   execute + site in _build/html
 #   make test                                                    the whole test suite, then test-other-paths
 #   make spread [PROFILE=smoke] [SEEDS=5] [ONLY=<stem>]           records over seeds -> book/thresholds
+#   make pdf                                                     the built site as one PDF
 #   make lock                                                    requirements.txt -> requirements.lock
 PROFILE ?= cpu
 ONLY ?=
@@ -30,7 +31,7 @@ export MECHBOOK_AA_RELEASE := $(RELEASE)
 endif
 endif
 
-.PHONY: book test test-other-paths lint spread venv lock clean
+.PHONY: book pdf test test-other-paths lint spread venv lock clean
 
 venv: $(STAMP) $(MATHJAX)
 
@@ -58,6 +59,10 @@ $(MATHJAX): package.json package-lock.json
 
 book: venv
 	$(PY) -m mechbook build --profile $(PROFILE) $(if $(ONLY),--only $(ONLY))
+
+# The site of the last `make book` printed by headless Chromium into _build/html/_downloads/mechbook.pdf.
+pdf: venv
+	$(PY) -m mechbook pdf
 
 test: venv lint
 	$(PY) -m pytest

@@ -125,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
         "### END SOLUTION region replaced by a NotImplementedError stub, the checks kept, outputs cleared.",
     )
     exercises.add_argument("--out", default=None, metavar="DIR", help="where to write (default _build/exercises)")
+    sub.add_parser("pdf", help="print the built site (_build/html) into one PDF, _build/html/_downloads/mechbook.pdf")
     hashes = sub.add_parser("hashes", help="short runs' weight hashes against those committed (same bits on this CPU?)")
     hashes.add_argument(
         "--write", action="store_true", help="store this CPU model's hashes in mechbook/book/weight_hashes.json"
@@ -216,6 +217,10 @@ def _run(argv: list[str]) -> int:
             print(f"error: {line}", file=sys.stderr, flush=True)
         if problems:
             return 1
+    if args.command == "pdf":
+        from mechbook.book.pdf import main as pdf_main
+
+        return pdf_main()
     if args.command == "hashes":
         from mechbook.hashes import main as hashes_main
 

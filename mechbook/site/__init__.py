@@ -19,7 +19,8 @@ Makes every page work with no network:
 - each notebook page starts with a note offering the notebook (``_downloads/<page>.ipynb``, as
   committed: no outputs), its exercise form (``_downloads/<page>.exercises.ipynb``: solutions
   replaced by stubs, :mod:`mechbook.exercises.notebooks`) and the executed one
-  (``_downloads/<page>.executed.ipynb``), with one line on how to run it locally;
+  (``_downloads/<page>.executed.ipynb``), with one line on how to run it locally, and (once
+  ``make pdf`` has printed it, :mod:`mechbook.book.pdf`) the whole book as one PDF;
 - the footer shows the book's version, ``git describe --always --dirty`` of the checkout.
 """
 
@@ -38,6 +39,8 @@ from typing import Any
 from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.errors import ExtensionError
+
+from mechbook.book.pdf import PDF_LINK
 
 STATIC = Path(__file__).parent / "static"
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +217,8 @@ def downloads_note(
 ) -> str:
     """The note at the top of a notebook page: the parameters the page ran with (papermill's,
     whose cell is left off the page), the three downloads (the notebook, its exercise form, the
-    executed notebook), and how to run it locally."""
+    executed notebook), how to run it locally, and the place of the link to the whole book's PDF
+    (hidden until ``make pdf`` fills it, :func:`mechbook.book.pdf.link_pages`)."""
     ran = ""
     if parameters:
         shown = ", ".join(f"<code>{html.escape(f'{k} = {_python_literal(v)}')}</code>" for k, v in parameters.items())
@@ -225,7 +229,7 @@ def downloads_note(
         f'<a class="mechbook-download-exercises" href="{html.escape(exercises_url)}" download>exercises '
         "(solutions left for you to write)</a> · "
         f'<a class="mechbook-download-executed" href="{html.escape(executed_url)}" download>executed notebook'
-        f"</a>.</p><p>Run it yourself: {RUN_LOCALLY.format(path=html.escape(path))}.</p></div>"
+        f"</a>.</p><p>Run it yourself: {RUN_LOCALLY.format(path=html.escape(path))}.</p>{PDF_LINK}</div>"
     )
 
 
