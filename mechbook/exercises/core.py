@@ -11,7 +11,9 @@ for a wrong or unfinished answer, so an exercise notebook with stubs runs to its
 Every answer passes through one normaliser, :func:`normalise`, before anything compares it: a
 tensor (dense or sparse), an array, a number, or a list or tuple of them becomes a numpy array of
 real numbers; text, complex numbers, objects, a meta tensor, or an overflow where the answer is
-finite are refused with a line that says what the answer is and what to return.
+finite are refused with a line that says what the answer is and what to return. Each call of the
+reader's function, and of the reference, gets its own deep copy of the case's inputs, so a function
+that changes its input in place changes only its copy, and is told so.
 
 Used by every chapter's exercises (chapters 1-11); the exercise form of a notebook is written by
 :mod:`mechbook.exercises.notebooks`.
@@ -19,9 +21,11 @@ Used by every chapter's exercises (chapters 1-11); the exercise form of a notebo
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,9 +71,10 @@ class Exercise:
 @dataclass(frozen=True)
 class Outcome:
     """What a check found: ``status`` is ``"passed"``, ``"differs"``, ``"refused"`` (the answer is
-    not real numbers, see :func:`normalise`), ``"not written"`` (the stub's
-    ``NotImplementedError``) or ``"raised"`` (another exception); ``line`` the one line printed;
-    ``hint`` the hint given (empty when it passed); ``case`` the first failing input's label."""
+    not real numbers, see :func:`normalise`), ``"changed input"`` (the function changed an input
+    in place), ``"not written"`` (the stub's ``NotImplementedError``) or ``"raised"`` (another
+    exception); ``line`` the one line printed; ``hint`` the hint given (empty when it passed);
+    ``case`` the first failing input's label."""
 
     name: str
     status: str
@@ -364,13 +369,68 @@ def _hint(exercise: Exercise, answer: Answer, expected: Any, case: Case) -> str:
     return hint + (f" (your answer is also {answer.precision}: compute in float32 or float64)" if low else "")
 
 
-def _try(exercise: Exercise, fn: Callable[..., Any], case: Case) -> Outcome | None:
-    """``fn`` against the reference on ``case``: ``None`` when it agrees, else the failing
-    :class:`Outcome` (see :func:`run`)."""
-    name = f"check_{exercise.name}"
-    expected = exercise.reference(*case.args, **case.kwargs)
+def _unchanged(before: Any, after: Any) -> bool:
+    """Whether ``after``, a deep copy of the input ``before`` that a function was given, still holds
+    the same values: arrays and tensors entry by entry (NaN equal to NaN), a module's weights,
+    lists, tuples, dicts and objects' attributes item by item, anything else by ``==``."""
+    if before is after:
+        return True
+    if isinstance(before, torch.nn.Module):
+        return isinstance(after, torch.nn.Module) and _unchanged(before.state_dict(), after.state_dict())
+    if isinstance(before, (np.ndarray, torch.Tensor)):
+        return (
+            type(after) is type(before)
+            and after.dtype == before.dtype
+            and after.shape == before.shape
+            and bool(((after == before) | ((after != after) & (before != before))).all())
+        )
+    if isinstance(before, Mapping):
+        return (
+            isinstance(after, Mapping)
+            and before.keys() == after.keys()
+            and all(_unchanged(before[key], after[key]) for key in before)
+        )
+    if isinstance(before, (list, tuple)):
+        return (
+            type(after) is type(before)
+            and len(after) == len(before)
+            and all(_unchanged(b, a) for b, a in zip(before, after))
+        )
+    if hasattr(before, "__dict__"):
+        return type(after) is type(before) and _unchanged(vars(before), vars(after))
     try:
-        yours = fn(*case.args, **case.kwargs)
+        return bool(before == after)
+    except Exception:  # what the function put there does not even compare (an array for a number): changed
+        return False
+
+
+def _changed_inputs(fn: Callable[..., Any], case: Case, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """The inputs of ``case`` that ``fn`` changed in its copies ``args`` and ``kwargs``, each by the
+    name ``fn`` gives it (``"argument 2"`` where it has none, as with ``*args``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a callable with no signature to read
+        params = []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    changed = [
+        f"`{names[i]}`" if i < len(names) else f"argument {i + 1}"
+        for i, (before, after) in enumerate(zip(case.args, args))
+        if not _unchanged(before, after)
+    ]
+    return changed + [f"`{key}`" for key, before in case.kwargs.items() if not _unchanged(before, kwargs[key])]
+
+
+IN_PLACE = "work on a copy (x = x.copy(), t = t.clone()) or build new values (x = x - y, not x -= y)"
+
+
+def _try(exercise: Exercise, fn: Callable[..., Any], case: Case) -> Outcome | None:
+    """``fn`` against the reference on ``case``, each on its own deep copy of the inputs: ``None``
+    when it agrees, else the failing :class:`Outcome` (see :func:`run`)."""
+    name = f"check_{exercise.name}"
+    expected = exercise.reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+    args, kwargs = copy.deepcopy(case.args), copy.deepcopy(case.kwargs)
+    try:
+        yours = fn(*args, **kwargs)
     except NotImplementedError:
         return Outcome(
             exercise.name,
@@ -383,6 +443,15 @@ def _try(exercise: Exercise, fn: Callable[..., Any], case: Case) -> Outcome | No
             "raised",
             f"✗ {name}: on {case.label}, your function raised {type(error).__name__}: {_one_line(str(error), 200)}",
             exercise.hint,
+            case.label,
+        )
+    changed = _changed_inputs(fn, case, args, kwargs)
+    if changed:
+        return Outcome(
+            exercise.name,
+            "changed input",
+            f"✗ {name}: on {case.label}, your function changed its input {' and '.join(changed)} in place: {IN_PLACE}",
+            IN_PLACE,
             case.label,
         )
     try:
@@ -413,8 +482,8 @@ def run(exercise: Exercise, fn: Callable[..., Any], *, quiet: bool = False) -> O
     The first case where ``fn`` fails decides the line: that input, both answers and the hint
     (for an answer that agrees only to its float16 or bfloat16 precision, the dtype; else the first
     matching diagnosis, else the general hint). A stub's ``NotImplementedError`` gives a "not
-    written yet" line; any other exception from ``fn`` and an answer that is not real numbers
-    (:func:`normalise`) are each reported on one line, not raised."""
+    written yet" line; any other exception from ``fn``, an answer that is not real numbers
+    (:func:`normalise`) and an input changed in place are each reported on one line, not raised."""
     cases = list(exercise.cases())
     for case in cases:
         outcome = _try(exercise, fn, case)
