@@ -1,5 +1,5 @@
-"""Checks of public arguments at the door, each failing with one line that names the argument
-(issue 22): used by the data loaders (:mod:`mechbook.data`, :mod:`mechbook.assign_add.release`),
+"""Checks of public arguments at the door, each failing with one line that names the argument:
+used by the data loaders (:mod:`mechbook.data`, :mod:`mechbook.assign_add.release`),
 the cache (:func:`mechbook.cache.cached`) and the executor's config (:mod:`mechbook.book.config`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Nothing outlives its run: worker processes die with the process that started them, and the
-executor takes its kernels down with it (issue 22).
+executor takes its kernels down with it.
 
 - :class:`WorkerPool` is the process pool of chapters 8 and 11's training
   (:mod:`mechbook.assign_add.train`): spawned workers that die with their parent (the kernel)

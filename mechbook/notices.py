@@ -4,7 +4,7 @@ A recomputed cache entry, a cache that cannot be written, fewer stories than ask
 ignored beside the released checkpoints: :func:`notice` warns as usual (the executed notebook
 shows it) and, when the executor named a side-channel file in :data:`NOTICES_ENV`, appends the
 message there; :class:`mechbook.book.relay.Relay` prints each distinct message once on the
-console of ``python -m mechbook execute|build|spread`` (issue 22, item 5).
+console of ``python -m mechbook execute|build|spread``.
 """
 
 from __future__ import annotations

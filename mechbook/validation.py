@@ -1,4 +1,4 @@
-"""One check for every config dataclass and every size a public function takes (issue 31).
+"""One check for every config dataclass and every size a public function takes.
 
 A config's ``__post_init__`` calls :func:`check_fields` with the bounds of its fields:
 

@@ -1,4 +1,4 @@
-"""What each chapter page says it costs, under its profile line (issue 31, item 3).
+"""What each chapter page says it costs, under its profile line.
 
 Used by :func:`mechbook.book.site.stage_site`: every staged chapter gets one Markdown cell after
 the cell that shows its profile line (``mechbook.ran_with``): what the chapter trains in the
