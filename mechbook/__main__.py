@@ -207,69 +207,78 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}".rstrip(": ")
 
 
-def _run(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    if args.command in ("execute", "build", "spread", "cache"):
-        from mechbook.book.environment import check_environment
+def _pdf(args: argparse.Namespace) -> int:
+    """``pdf``: the built site printed into one PDF."""
+    from mechbook.book.pdf import main as pdf_main
 
-        problems = check_environment()
-        for line in problems:
-            print(f"error: {line}", file=sys.stderr, flush=True)
-        if problems:
-            return 1
-    if args.command == "pdf":
-        from mechbook.book.pdf import main as pdf_main
+    return pdf_main()
 
-        return pdf_main()
-    if args.command == "hashes":
-        from mechbook.hashes import main as hashes_main
 
-        return hashes_main(write=args.write, trace_ops=args.trace)
-    if args.command == "bench":
-        from mechbook.benchmarks import run
+def _hashes(args: argparse.Namespace) -> int:
+    """``hashes``: short runs' weight hashes against those committed for this CPU model."""
+    from mechbook.hashes import main as hashes_main
 
-        return run(args.name, args.args)
-    if args.command == "exercises":
-        from pathlib import Path
+    return hashes_main(write=args.write, trace_ops=args.trace)
 
-        from mechbook.book.toc import ROOT, toc_files
-        from mechbook.exercises.notebooks import write_exercises
 
-        notebooks = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
-        out = Path(args.out) if args.out else ROOT / "_build" / "exercises"
-        for path, what in write_exercises(notebooks, ROOT, out):
-            if what == "kept":
-                fresh = path.with_suffix(".fresh.ipynb")
-                print(f"kept {path}: it changed since the last run wrote it (your edits?); the fresh form is {fresh}")
-            else:
-                print(f"wrote {path}")
-        return 0
-    if args.command == "cache":
-        from mechbook.cache_bundle import main as cache_main
+def _bench(args: argparse.Namespace) -> int:
+    """``bench NAME``: one benchmark of mechbook/benchmarks."""
+    from mechbook.benchmarks import run
 
-        return cache_main(args.args)
-    if args.command == "sweep":
-        from pathlib import Path
+    return run(args.name, args.args)
 
-        from mechbook.assign_add.jobs import Resources, sweep_command
 
-        try:
-            res = Resources(args.partition, args.gpus_per_job, args.max_parallel, args.timeout_min)
-        except ValueError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        folder = Path(args.folder) if args.folder else None
-        return sweep_command(args.profile, args.chapter, args.seeds, args.executor, res, args.dry_run, folder)
+def _exercises(args: argparse.Namespace) -> int:
+    """``exercises``: every chapter's exercise form, keeping a notebook the reader changed."""
+    from pathlib import Path
 
+    from mechbook.book.toc import ROOT, toc_files
+    from mechbook.exercises.notebooks import write_exercises
+
+    notebooks = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
+    out = Path(args.out) if args.out else ROOT / "_build" / "exercises"
+    for path, what in write_exercises(notebooks, ROOT, out):
+        if what == "kept":
+            fresh = path.with_suffix(".fresh.ipynb")
+            print(f"kept {path}: it changed since the last run wrote it (your edits?); the fresh form is {fresh}")
+        else:
+            print(f"wrote {path}")
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    """``cache export|import``: bundles of the trained models and statistics."""
+    from mechbook.cache_bundle import main as cache_main
+
+    return cache_main(args.args)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """``sweep``: chapter 8's seeds or chapter 11's sweep points as jobs."""
+    from pathlib import Path
+
+    from mechbook.assign_add.jobs import Resources, sweep_command
+
+    try:
+        res = Resources(args.partition, args.gpus_per_job, args.max_parallel, args.timeout_min)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    folder = Path(args.folder) if args.folder else None
+    return sweep_command(args.profile, args.chapter, args.seeds, args.executor, res, args.dry_run, folder)
+
+
+def _execute_config(args: argparse.Namespace):
+    """The :class:`~mechbook.book.config.ExecuteConfig` of an ``execute``, ``build``, ``check``,
+    ``claims`` or ``spread`` command line."""
     from pathlib import Path
 
     from mechbook.arguments import knob_pairs
-    from mechbook.book import checks, run, site
     from mechbook.book.config import ExecuteConfig
     from mechbook.device import available_cores
 
     lanes = getattr(args, "lanes", None)
-    cfg = ExecuteConfig(
+    return ExecuteConfig(
         profile=args.profile,
         only=tuple(args.only),
         force=getattr(args, "force", False),
@@ -279,25 +288,43 @@ def _run(argv: list[str]) -> int:
         lane=getattr(args, "lane", None),
         **({"root": Path(args.root)} if getattr(args, "root", None) else {}),
     )
-    if args.command == "check":
-        problems = checks.check_book(cfg)
-        for line in problems:
-            print(f"FAIL {line}")
-        print(
-            "all records within thresholds, every claim as recorded" if not problems else f"{len(problems)} problem(s)"
-        )
-        return 1 if problems else 0
-    if args.command == "claims":
-        from mechbook.book.ledger import claims_command
 
-        return claims_command(cfg, write=args.write)
-    if args.command == "spread":
-        from mechbook.book.spread import spread_book
 
-        _, failed = spread_book(cfg, args.seeds)
-        for line in failed:
-            print(f"FAILED {line}", file=sys.stderr)
-        return 1 if failed else 0
+def _check(args: argparse.Namespace) -> int:
+    """``check``: the executed chapters' records and verdicts against book/thresholds."""
+    from mechbook.book import checks
+
+    problems = checks.check_book(_execute_config(args))
+    for line in problems:
+        print(f"FAIL {line}")
+    print("all records within thresholds, every claim as recorded" if not problems else f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _claims(args: argparse.Namespace) -> int:
+    """``claims``: the executed chapters' verdicts against claims.yml (``--write`` stores them)."""
+    from mechbook.book.ledger import claims_command
+
+    return claims_command(_execute_config(args), write=args.write)
+
+
+def _spread(args: argparse.Namespace) -> int:
+    """``spread``: each chapter once per seed, its records' spread written beside its bounds."""
+    from mechbook.book.spread import spread_book
+
+    _, failed = spread_book(_execute_config(args), args.seeds)
+    for line in failed:
+        print(f"FAILED {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _execute(args: argparse.Namespace) -> int:
+    """``execute`` (and ``build``, which then builds the site): run the chapters with papermill."""
+    from pathlib import Path
+
+    from mechbook.book import run, site
+
+    cfg = _execute_config(args)
     results = run.execute_book(cfg)
     if getattr(args, "results", None):
         run.write_results(Path(args.results), results)
@@ -308,6 +335,37 @@ def _run(argv: list[str]) -> int:
     for line in failed:
         print(f"FAILED {line}", file=sys.stderr)
     return 1 if failed else 0
+
+
+COMMANDS = {
+    "execute": _execute,
+    "build": _execute,
+    "check": _check,
+    "claims": _claims,
+    "spread": _spread,
+    "exercises": _exercises,
+    "pdf": _pdf,
+    "hashes": _hashes,
+    "bench": _bench,
+    "cache": _cache,
+    "sweep": _sweep,
+}
+"""One function per subcommand of ``python -m mechbook``."""
+NEEDS_ENVIRONMENT = ("execute", "build", "spread", "cache")
+"""The subcommands that read the book's environment variables, checked before they start."""
+
+
+def _run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.command in NEEDS_ENVIRONMENT:
+        from mechbook.book.environment import check_environment
+
+        problems = check_environment()
+        for line in problems:
+            print(f"error: {line}", file=sys.stderr, flush=True)
+        if problems:
+            return 1
+    return COMMANDS[args.command](args)
 
 
 if __name__ == "__main__":
