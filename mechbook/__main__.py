@@ -237,7 +237,17 @@ def _exercises(args: argparse.Namespace) -> int:
 
     notebooks = [p for p in toc_files(ROOT) if p.suffix == ".ipynb"]
     out = Path(args.out) if args.out else ROOT / "_build" / "exercises"
-    for path, what in write_exercises(notebooks, ROOT, out):
+    try:
+        written = write_exercises(notebooks, ROOT, out)
+    except OSError as exc:
+        where = exc.filename or out
+        print(
+            f"error: cannot write the exercises to {where} ({exc.strerror or exc}): give a folder you can write to "
+            "with --out DIR (no file there was left half written, and none you edited was replaced)",
+            file=sys.stderr,
+        )
+        return 1
+    for path, what in written:
         if what == "kept":
             fresh = path.with_suffix(".fresh.ipynb")
             print(f"kept {path}: it changed since the last run wrote it (your edits?); the fresh form is {fresh}")

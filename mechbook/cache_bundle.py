@@ -61,8 +61,9 @@ def profile_entries(profile: str | None, root: Path | None = None) -> list[tuple
     )
     if not every:
         raise BundleError(
-            f"nothing to export: the cache {root} holds no entries (a build fills it; "
-            f"set {CACHE_ENV} if your cache is elsewhere)"
+            f"nothing to export: the cache {root} holds no entries. A build fills it, but chapters executed "
+            f"before with another cache are reused as executed and fill nothing: run `python -m mechbook execute "
+            f"--force` to recompute them into this cache, or set {CACHE_ENV} to the cache they used"
         )
     if profile is None:
         return every

@@ -189,6 +189,16 @@ def test_the_exercises_command_writes_every_chapter(tmp_path, capsys):
         assert [c.source for c in written.cells] == [c.source for c in exercise_form(_read(rel)).cells]
 
 
+def test_an_unwritable_folder_gets_one_line_not_errno_text(tmp_path, capsys):
+    from mechbook.__main__ import main
+
+    (tmp_path / "a-file").write_text("a file where a folder should be")
+    assert main(["exercises", "--out", str(tmp_path / "a-file" / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: cannot write the exercises to ")
+    assert "--out DIR" in err and "Errno" not in err
+
+
 def test_a_second_run_keeps_a_readers_edited_notebook_and_writes_the_fresh_form_beside_it(tmp_path):
     rels = NOTEBOOKS[:2]
     first = dict(write_exercises(rels, ROOT, tmp_path))
