@@ -15,7 +15,7 @@ import torch
 from mechbook.__main__ import main
 from mechbook.assign_add import jobs, run_cache
 from mechbook.assign_add.sweeps import point_configs
-from mechbook.cache import load_verified, torch_loads
+from mechbook.cache import load_verified, torch_loads, unbind
 from mechbook.chapters import ch11_how_much_data as ch11
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_local_jobs_report_a_killed_one_resume_and_equal_the_runs_trained_here(t
     assert f"{n - 1} cached, 1 to submit" in out and "submitted 1 job(s)" in out and "1 of 1 job(s) done" in out
 
     cfgs = [j.cfg for j in left.jobs]
-    from_jobs = [torch_loads(load_verified(run_cache.entry(c, "cpu", False))) for c in cfgs]
+    from_jobs = [torch_loads(unbind(load_verified(run_cache.entry(c, "cpu", False)))[1]) for c in cfgs]
     monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path / "here"))
     monkeypatch.setenv("MECHBOOK_QUIET", "1")
     here = run_cache.load_or_train_runs(cfgs, "cpu", desc="the smoke sweeps in process")

@@ -3,6 +3,7 @@
 one entry holding the same numbers."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.sweeps import point_configs
 from mechbook.assign_add.train import train_stacked
-from mechbook.cache import module_closure, torch_loads
+from mechbook.cache import module_closure, torch_loads, unbind
 
 TINY = dataclasses.replace(BASE, steps=16)
 """test_aa_stacked's tiny run, shortened to two evaluations."""
@@ -101,7 +102,9 @@ def test_a_job_writes_the_entry_the_chapters_read(monkeypatch, tmp_path):
     (here,) = run_cache.load_or_train_runs(RUNS, "cpu", keep=True)[1:2]
     assert_same_run(read, here)
     with open(path, "rb") as fh:
-        assert_same_run(torch_loads(fh.read()), here)
+        named, payload = unbind(fh.read())
+    assert named == Path(path).stem, "the entry names the key it was computed for"
+    assert_same_run(torch_loads(payload), here)
 
 
 def test_chapter_11_jobs_are_the_sweep_points_per_seed():
