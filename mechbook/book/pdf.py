@@ -230,11 +230,13 @@ def build_pdf(site: Path, out: Path, label: str, root: Path = ROOT) -> list[Prin
 
 def link_pages(site: Path) -> int:
     """Put the link to the PDF (``_downloads/mechbook.pdf``) into every page's download note in
-    place of :data:`PDF_LINK`; returns how many pages now link to it."""
+    place of :data:`PDF_LINK`; returns how many pages link to it (those linked by an earlier run
+    included)."""
     linked = 0
     for page in site.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         if PDF_LINK not in text:
+            linked += '<p class="mechbook-download-pdf">The whole book: <a href="' in text
             continue
         up = "../" * (len(page.relative_to(site).parts) - 1)
         link = (
