@@ -187,6 +187,7 @@ def build_pdf(site: Path, out: Path, label: str, root: Path = ROOT) -> list[Prin
     from pypdf import PdfReader, PdfWriter
 
     from mechbook.cache import atomic_write_bytes
+    from mechbook.progress import progress
 
     if not (site / "index.html").is_file():
         raise FileNotFoundError(f"no built site at {site}: run `make book` (any PROFILE) first, then `make pdf`")
@@ -195,7 +196,7 @@ def build_pdf(site: Path, out: Path, label: str, root: Path = ROOT) -> list[Prin
     with serve(site) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
         try:
-            for path in paths:
+            for path in progress(paths, desc="printing the book's pages", unit="page"):
                 printed.append((path, *_print_page(browser, base, path)))
             counts = [len(PdfReader(io.BytesIO(data)).pages) for _, data, _, _ in printed]
             page = browser.new_page()
