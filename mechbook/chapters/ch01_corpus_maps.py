@@ -1,7 +1,7 @@
 """Chapter 1, "The corpus as three maps" (book/part1/01_corpus_maps.ipynb).
 
-The chapter tokenises TinyStories with the natural tokenizer (the paper's, except that it splits a
-number into digits where the paper keeps one token), computes the bigram map B,
+The chapter tokenises TinyStories with the paper's natural tokenizer (a word, a punctuation mark or
+a number is one token), computes the bigram map B,
 the context map Φ and the interchangeability map Σ_B = BᵀB on the whole training set
 (:mod:`mechbook.leading_terms.maps` computes and measures them, its claims are
 :data:`mechbook.leading_terms.claims.CH01_CLAIMS`), and presents them in page order:

@@ -37,7 +37,9 @@ class CorpusConfig:
     |V| (``<unk>`` included when ``policy == "unk"``); ``context``: T, predicted positions per
     sequence; ``policy``: ``"unk"`` or the paper's ``"drop"`` (see :func:`make_sequences`);
     ``tokenizer``: ``"natural"``, ``"bpe"`` (byte-level, lowercased) or ``"bpe_cased"`` (the paper's
-    BPE variant); ``split``: TinyStories split when downloading (the paper trained on ``"train"``).
+    BPE variant); ``split``: TinyStories split when downloading (the paper trained on ``"train"``);
+    ``n_sequences``: keep the first n sequences the policy keeps (the paper keeps 65,536; None: all),
+    the tokenizer still fitted on every story.
     """
 
     vocab_size: int
@@ -46,6 +48,7 @@ class CorpusConfig:
     n_stories: int | None = None
     tokenizer: str = "natural"
     split: str = "valid"
+    n_sequences: int | None = None
 
     def __post_init__(self) -> None:
         check_fields(
@@ -54,14 +57,19 @@ class CorpusConfig:
             context=POSITIVE,
             policy=one_of(tokenize.POLICIES),
             n_stories=at_least(1, "or None for all stories"),
+            n_sequences=at_least(1, "or None for every kept sequence"),
             tokenizer=one_of(sorted(TOKENIZERS)),
         )
 
 
 CORPUS_PROFILES: dict[str, CorpusConfig] = {
-    "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500),
-    "cpu": CorpusConfig(vocab_size=256, context=64, policy="unk"),
-    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop", split="train"),
+    # the smallest corpus that exercises everything: 64 sequences, so 100 epochs at batch 2 take seconds
+    "smoke": CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500, n_sequences=64),
+    # |V| 512 >= 500 and T 64 >= 60, inside the theorem's window conditions; 2,048 sequences, so that
+    # the paper's batch-to-data ratio (1/32) is batch 64 and its 100 epochs are 3,200 steps on two cores
+    "cpu": CorpusConfig(vocab_size=512, context=64, policy="unk", n_sequences=2048),
+    # the paper's corpus: |V| 3,000, T 200, its drop filter, 65,536 kept samples of the train split
+    "paper": CorpusConfig(vocab_size=3000, context=200, policy="drop", split="train", n_sequences=65536),
 }
 
 MAPS_PROFILES: dict[str, CorpusConfig] = {
@@ -77,13 +85,21 @@ def corpus_stories(cfg: CorpusConfig) -> list[str]:
 
 
 def build_corpus(cfg: CorpusConfig, stories: list[str]) -> tuple[Tokenizer, SequenceSet]:
-    """Fit ``cfg``'s tokenizer on ``stories`` and cut them into sequences of T+1 tokens."""
+    """Fit ``cfg``'s tokenizer on ``stories`` and cut them into sequences of T+1 tokens; raise when
+    they keep fewer than ``cfg.n_sequences``."""
     cls = TOKENIZERS[cfg.tokenizer]
     if cls is CasedBPETokenizer:
         tok = cls.fit(stories, cfg.vocab_size)
     else:
         tok = cls.fit(stories, cfg.vocab_size, unk=cfg.policy == "unk" and cls is NaturalTokenizer)
-    return tok, make_sequences(stories, tok, cfg.context, cfg.policy)
+    sequences = make_sequences(stories, tok, cfg.context, cfg.policy, limit=cfg.n_sequences)
+    if cfg.n_sequences is not None and sequences.n_kept < cfg.n_sequences:
+        raise ValueError(
+            f"the corpus keeps {sequences.n_kept:,} sequences of the {len(stories):,} stories at hand, fewer than the "
+            f"{cfg.n_sequences:,} it asks for: give more text (set MECHBOOK_TINYSTORIES to the full TinyStories "
+            "train file, or let the book download it), or lower n_sequences"
+        )
+    return tok, sequences
 
 
 def load_corpus(cfg: CorpusConfig) -> tuple[Tokenizer, SequenceSet]:

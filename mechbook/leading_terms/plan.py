@@ -7,9 +7,8 @@ the float weights, their gradients (plain SGD keeps no other state) and the tens
 for the backward pass; the last are measured with ``torch.autograd.graph.saved_tensors_hooks`` on
 forward passes of two and three sequences and extrapolated linearly in the batch.
 
-The paper trained on the TinyStories train split, whose size is :data:`TINYSTORIES_TRAIN_STORIES`;
-:func:`paper_sequences` extrapolates how many of its stories the paper's filter keeps from the
-share it keeps of the text at hand.
+Its arithmetic is :func:`step_flops`: the floating-point operations of one step in the model's
+dense formulation (one-hot matrix products), an upper bound on what the fast path does.
 """
 
 from __future__ import annotations
@@ -20,10 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig
-
-TINYSTORIES_TRAIN_STORIES = 2_119_719
-"""Rows of the Hugging Face ``roneneldan/TinyStories`` train split (the text the paper trained on)."""
-
 
 def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
     """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
@@ -40,6 +35,16 @@ def cannot_fill_batch(n_sequences: int, batch_size: int) -> str:
         f"the corpus keeps {n_sequences:,} sequences, fewer than one batch of {batch_size:,}: give more text "
         "(set MECHBOOK_TINYSTORIES to the full TinyStories train file, or let the book download it), or lower batch_size"
     )
+
+
+def step_flops(cfg: ModelConfig, batch_size: int) -> int:
+    """Floating-point operations of one SGD step on ``batch_size`` sequences in the dense
+    formulation: per sequence and layer, h W and (h W) V-wide products of 2 T |V|^2 each, the
+    scores and the mixing of 2 T^2 |V| each, and the logits' 2 T |V|^2; the backward pass twice the
+    forward's. The fast path gathers where layer 0 multiplies, so this is an upper bound."""
+    t, v = cfg.n_ctx, cfg.d_vocab
+    forward = cfg.n_layers * (4 * t * v * v + 4 * t * t * v) + 2 * t * v * v
+    return 3 * forward * batch_size
 
 
 def parameter_count(cfg: ModelConfig) -> int:
@@ -94,12 +99,18 @@ class TrainingPlan:
     n_parameters: int
     parameter_bytes: int
     activation_bytes: int
+    flops_per_step: int
     from_epochs: bool = True
 
     @property
     def eta_s(self) -> float:
         """eta * s at the end of the run."""
         return self.lr * self.steps
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of the whole run (:func:`step_flops` times the steps)."""
+        return self.flops_per_step * self.steps
 
     @property
     def fits(self) -> bool:
@@ -130,7 +141,8 @@ class TrainingPlan:
             f"{self.lr:g} × {self.steps:,} = **{self.eta_s:.3g}**. Memory: {self.n_parameters:,} parameters "
             f"({readable_bytes(self.parameter_bytes)}, as much again for their gradients) and "
             f"{readable_bytes(self.activation_bytes)} kept for the backward pass, "
-            f"**{readable_bytes(self.memory_bytes)}** in all."
+            f"**{readable_bytes(self.memory_bytes)}** in all. Arithmetic: {self.flops_per_step:.3g} "
+            f"floating-point operations a step, {self.flops:.3g} in all (the dense count, an upper bound)."
             + ("" if self.fits else " **The data cannot fill one batch.**")
         )
 
@@ -171,13 +183,6 @@ def plan_training(
         n_parameters=n_params,
         parameter_bytes=n_params * itemsize,
         activation_bytes=saved_activation_bytes(model_cfg, batch),
+        flops_per_step=step_flops(model_cfg, batch),
         from_epochs=steps_given is None,
     )
-
-
-def paper_sequences(n_kept: int, n_stories: int) -> int:
-    """Sequences the paper's filter would keep of the whole train split, extrapolated from
-    ``n_kept`` of ``n_stories`` stories: round(TINYSTORIES_TRAIN_STORIES * n_kept / n_stories)."""
-    if n_stories < 1 or not 0 <= n_kept <= n_stories:
-        raise ValueError(f"need 0 <= n_kept <= n_stories and n_stories >= 1, got {n_kept} of {n_stories}")
-    return round(TINYSTORIES_TRAIN_STORIES * n_kept / n_stories)

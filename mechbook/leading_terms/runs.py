@@ -2,10 +2,9 @@
 
 - :data:`CHECK_RUNS`: chapter 2's full-batch check and validity sweep (chapter 3 cites the sweep);
 - :data:`THEOREM_RUNS`: chapter 2's two runs inside the theorem's conditions (zero and Gaussian start);
-- :data:`SHARED_RUNS`: chapter 3's shared runs (the paper's lr 0.005 and a larger one, on the
-  natural-tokenizer corpus), which chapters 4 and 5 read from the cache;
-- :data:`CLAIM_RUNS`: chapter 3's runs towards the η·s of the paper's "100 epochs" claim, and its
-  runs in the theory's setting (full batch and a batch-size series on a small subset).
+- :data:`SHARED_RUNS`: chapter 3's shared runs, the paper's two runs (lr 0.005 and 0.05, 100
+  epochs at batch = 1/32 of the data, so 3,200 steps), which chapters 4 and 5 read from the cache;
+- :data:`BPE_RUNS`: chapter 3's run of the paper's Appendix B (its cased BPE, 10 epochs at lr 0.005).
 
 Chapters read these; none defines a run of its own. Each value carries a comment saying what it
 is and why it has its value.
@@ -14,24 +13,30 @@ is and why it has its value.
 from __future__ import annotations
 
 from mechbook.leading_terms.check import CheckRunsConfig
-from mechbook.leading_terms.claim import ClaimConfig, SettingConfig
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
 from mechbook.leading_terms.theorem import TheoremRunsConfig
-from mechbook.leading_terms.train import RunsConfig
+from mechbook.leading_terms.train import RunConfig, RunsConfig
 
 __all__ = [
+    "BPE_RUNS",
     "CHECK_RUNS",
-    "CLAIM_RUNS",
+    "PAPER_BATCH_RATIO",
     "PAPER_BPE_VOCAB",
+    "PAPER_LRS",
     "SHARED_RUNS",
     "THEOREM_RUNS",
-    "ClaimConfig",
-    "SettingConfig",
     "TheoremRunsConfig",
 ]
 
 PAPER_BPE_VOCAB = 10_000
-"""The paper's BPE vocabulary size."""
+"""The paper's BPE vocabulary size (App. B)."""
+
+PAPER_LRS = (0.005, 0.05)
+"""The paper's two learning rates: 0.005 (Table 1) and 0.05 (Figure 4, Table 3)."""
+
+PAPER_BATCH_RATIO = 32
+"""Sequences per batch in the paper's run, as a divisor of the data: 65,536 / 2,048, so an epoch
+is 32 steps and 100 epochs are 3,200 steps whatever the data's size."""
 
 CHECK_RUNS: dict[str, CheckRunsConfig] = {
     "smoke": CheckRunsConfig(
@@ -43,7 +48,9 @@ CHECK_RUNS: dict[str, CheckRunsConfig] = {
         sweep_steps=16,  # few steps, for time
     ),
     "cpu": CheckRunsConfig(
-        CORPUS_PROFILES["cpu"],  # the natural tokenizer at |V| 256, T 64: the corpus of chapters 3-5
+        # the natural tokenizer at |V| 256, T 64: half the shared runs' |V|, since float64 full-batch
+        # sweeps cost |V|² a sequence (chapter 2's theorem runs are the ones at |V| >= 500)
+        CorpusConfig(vocab_size=256, context=64, policy="unk"),
         n_sequences=256,  # full batch on 256 sequences of 64 predictions
         check_lrs=(0.01, 0.03, 0.1),  # small rates, where the closed forms must hold to 1e-3
         check_steps=20,  # s = 1..20: the s⁴ growth of W and P is clear by then
@@ -86,62 +93,47 @@ THEOREM_RUNS: dict[str, TheoremRunsConfig] = {
 """Chapter 2's runs inside the theorem's conditions, per profile (zero and D.13's Gaussian start)."""
 
 SHARED_RUNS: dict[str, RunsConfig] = {
-    # 100 steps of batch 64: enough for the leading terms to be measurable, within smoke's minute
-    "smoke": RunsConfig(CORPUS_PROFILES["smoke"], lrs=(0.005, 0.1), steps=100, batch_size=64, log_every=20),
-    # 1,500 steps of batch 128 at the paper's lr 0.005 and at 0.1, where the terms visibly cooperate
-    "cpu": RunsConfig(CORPUS_PROFILES["cpu"], lrs=(0.005, 0.1), steps=1500, batch_size=128, log_every=50),
-    # the paper's run: 100 epochs of batch 2,048
-    "paper": RunsConfig(CORPUS_PROFILES["paper"], lrs=(0.005, 0.1), epochs=100, batch_size=2048, log_every=250),
+    # the paper's two runs on 64 sequences: 100 epochs at batch 2 (= 64/32) are 3,200 steps, seconds
+    "smoke": RunsConfig(CORPUS_PROFILES["smoke"], lrs=PAPER_LRS, epochs=100, batch_size=2, log_every=32),
+    # the paper's two runs on 2,048 sequences: 100 epochs at batch 64 (= 2,048/32) are 3,200 steps,
+    # logged every epoch (32 steps), as Table 1's minimum over epochs needs
+    "cpu": RunsConfig(CORPUS_PROFILES["cpu"], lrs=PAPER_LRS, epochs=100, batch_size=64, log_every=32),
+    # the paper's runs themselves: 65,536 sequences, 100 epochs of batch 2,048
+    "paper": RunsConfig(CORPUS_PROFILES["paper"], lrs=PAPER_LRS, epochs=100, batch_size=2048, log_every=32),
 }
 """Chapter 3's shared runs per profile (chapters 4 and 5 read the same cached runs)."""
 
-_SAMPLE_PAPER_CORPUS = CorpusConfig(vocab_size=3000, context=200, policy="drop")
-"""The paper's corpus settings (|V| 3000, T 200, its drop filter) on the text at hand."""
-
-CLAIM_RUNS: dict[str, ClaimConfig] = {
-    "smoke": ClaimConfig(
-        _SAMPLE_PAPER_CORPUS,  # counts the sequences the paper's filter keeps, for its η·s
-        # a small cased BPE corpus: the second tokenizer's machinery, not its numbers
-        CorpusConfig(vocab_size=200, context=32, policy="unk", n_stories=500, tokenizer="bpe_cased"),
-        batch_size=32,  # small batches, for time
-        max_steps=100,  # smoke only exercises the runs
-        log_every=25,  # five points a curve
-        bpe_sizes=(200, 500),  # two sizes: the support table's machinery
-        setting=SettingConfig(
-            n_sequences=8,  # a tiny subset: the theory-setting runs cost seconds
-            context=8,  # 8 predictions a sequence, for time
-            batch_sizes=(2,),  # one mini-batch size beside the full batch of 8
-            max_steps=200,  # η·s 1 of the paper's 27.9: smoke only exercises the experiment
-        ),
+BPE_RUNS: dict[str, RunConfig] = {
+    # the paper's BPE run at smoke's size: 10 epochs at batch 2 of 64 sequences
+    "smoke": RunConfig(
+        CorpusConfig(vocab_size=200, context=32, n_stories=500, tokenizer="bpe_cased", n_sequences=64),
+        lr=0.005,
+        batch_size=2,
+        log_every=32,
+        epochs=10,
     ),
-    "cpu": ClaimConfig(
-        _SAMPLE_PAPER_CORPUS,  # counts the sequences the paper's filter keeps, for its η·s
-        # cased BPE at the natural tokenizer's |V| = 256, so the two tokenizers compare at one size
-        CorpusConfig(vocab_size=256, context=64, policy="unk", tokenizer="bpe_cased"),
-        batch_size=16,  # small batches reach the paper's η·s = 27.9 within the cold build's budget
-        max_steps=6000,  # above the 5,583 steps that η·s = 27.9 needs at lr 0.005
-        log_every=250,  # 23 points a curve
-        bpe_sizes=(256, 1000, PAPER_BPE_VOCAB),  # the chosen size, a larger one and the paper's
-        setting=SettingConfig(
-            n_sequences=8,  # a subset whose 5,583 full-batch steps a CPU affords: the |V|³ products set the floor
-            context=8,  # 8 predictions a sequence: each step costs about that floor (~11 ms of one core)
-            batch_sizes=(2,),  # one mini-batch size beside the full batch: each size costs 5,583 steps more
-            max_steps=None,  # no cap: the paper's η·s = 27.9 at lr 0.005
-        ),
+    # the cased BPE at the shared runs' |V| 512, T 64 and 2,048 sequences: 10 epochs are 320 steps
+    "cpu": RunConfig(
+        CorpusConfig(vocab_size=512, context=64, tokenizer="bpe_cased", n_sequences=2048),
+        lr=0.005,
+        batch_size=64,
+        log_every=32,
+        epochs=10,
     ),
-    "paper": ClaimConfig(
-        CORPUS_PROFILES["paper"],  # the paper's corpus itself
-        CorpusConfig(vocab_size=10000, context=200, policy="drop", split="train", tokenizer="bpe_cased"),
-        batch_size=2048,  # the paper's batch
-        max_steps=None,  # no cap: the paper's 100 epochs
-        log_every=250,  # as many points as cpu's curves
-        bpe_sizes=(PAPER_BPE_VOCAB,),  # the paper's size only
-        setting=SettingConfig(
-            n_sequences=256,  # the batch series the issue asks for: 16, 64 and the full 256
-            context=64,  # the cpu corpus's T
-            batch_sizes=(16, 64),  # the claim runs' batch and a larger one, beside the full batch
-            max_steps=None,  # no cap: the paper's η·s
+    # the paper's: |V| 10,000, T 200, its drop filter, 65,536 samples, 10 epochs of batch 2,048
+    "paper": RunConfig(
+        CorpusConfig(
+            vocab_size=PAPER_BPE_VOCAB,
+            context=200,
+            policy="drop",
+            split="train",
+            tokenizer="bpe_cased",
+            n_sequences=65536,
         ),
+        lr=0.005,
+        batch_size=2048,
+        log_every=32,
+        epochs=10,
     ),
 }
-"""Chapter 3's claim runs per profile."""
+"""Chapter 3's run of the paper's Appendix B per profile (Table 2)."""

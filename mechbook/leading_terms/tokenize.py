@@ -1,11 +1,11 @@
 """Tokenizers and fixed-length training sequences for Part I (chapters 1-6).
 
 - :class:`NaturalTokenizer`: the paper's "natural" tokenisation, as the book implements it. Text is
-  lowercased; every maximal run of letters is a token; every other non-space character
-  (punctuation, digit, quote, apostrophe) is a token of its own; spaces and newlines are dropped.
-  The vocabulary is the ``vocab_size`` most frequent tokens of the fitting text, optionally with an
-  ``<unk>`` token. On numbers this differs from the paper, which makes each word, punctuation mark
-  or number one token (section 5.1, App. C): here a number is split into its digits.
+  lowercased; every maximal run of letters is a token, every maximal run of digits (a number) is a
+  token, as in the paper (each word, punctuation mark or number is one token, section 5.1, App. C);
+  every other non-space character (punctuation, quote, apostrophe) is a token of its own; spaces
+  and newlines are dropped. The vocabulary is the ``vocab_size`` most frequent tokens of the
+  fitting text, optionally with an ``<unk>`` token.
 - :class:`BPETokenizer`: a byte-level byte-pair tokenizer trained locally with the ``tokenizers``
   package. Byte-level BPE can spell any text, so it has no ``<unk>``.
 - :class:`CasedBPETokenizer`: the paper's BPE variant: text split on whitespace and punctuation
@@ -25,17 +25,18 @@ from typing import Protocol
 import numpy as np
 
 UNK = "<unk>"
-_TOKEN_RE = re.compile(r"[^\W\d_]+|\S")
+_TOKEN_RE = re.compile(r"[^\W\d_]+|\d+|\S")
 _NO_SPACE_BEFORE = set(".,!?;:)]}%")
 _NO_SPACE_AFTER = set("([{$")
 _JOINERS = set("'-")
 
 
 def natural_tokens(text: str) -> list[str]:
-    """Split ``text`` into natural tokens: lowercase letter runs, and single non-space characters.
+    """Split ``text`` into natural tokens: lowercase letter runs, digit runs (numbers), and single
+    other non-space characters.
 
     >>> natural_tokens("Lily's dog ran, 12 times!")
-    ['lily', "'", 's', 'dog', 'ran', ',', '1', '2', 'times', '!']
+    ['lily', "'", 's', 'dog', 'ran', ',', '12', 'times', '!']
     """
     return _TOKEN_RE.findall(text.lower())
 
@@ -47,11 +48,12 @@ def is_word(token: str) -> bool:
 
 def join_natural(tokens: Iterable[str]) -> str:
     """Readable text from natural tokens: a space between tokens, except before closing punctuation,
-    after opening brackets, around an apostrophe or hyphen inside a word, between digits, and on
-    the inner side of double quotes (alternately opening and closing).
+    after opening brackets, around an apostrophe or hyphen inside a word, and on the inner side of
+    double quotes (alternately opening and closing).
 
     Splitting the result with :func:`natural_tokens` gives the same tokens back (for any token
-    list without ``<unk>``), because two letter runs are always kept apart by a space.
+    list without ``<unk>``), because two letter runs, and two numbers, are always kept apart by a
+    space.
     """
     out: list[str] = []
     prev = ""
@@ -65,8 +67,6 @@ def join_natural(tokens: Iterable[str]) -> str:
         elif prev == '"' and quote_open:
             space = False
         if tok in _NO_SPACE_BEFORE or prev in _NO_SPACE_AFTER:
-            space = False
-        if tok.isdigit() and prev.isdigit():
             space = False
         if glued and tok.isalpha():
             space = False
@@ -103,8 +103,8 @@ def _check_corpus(stories: Sequence[str], what: str) -> None:
 
 
 class NaturalTokenizer:
-    """The natural tokenizer with a frequency-ranked vocabulary (chapters 1-5): the paper's, except
-    that a number is split into digits where the paper keeps it as one token.
+    """The natural tokenizer with a frequency-ranked vocabulary (chapters 1-5): the paper's (a word,
+    a punctuation mark or a number is one token).
 
     Token ids are frequency ranks: id 0 is the most frequent token; ties are broken by the token
     string, so fitting is deterministic. With ``unk=True`` the last id is ``<unk>`` and counts
@@ -335,14 +335,19 @@ class SequenceSet:
         return self.tokens.shape[1] - 1
 
 
-def make_sequences(stories: Sequence[str], tokenizer: Tokenizer, context: int, policy: str = "unk") -> SequenceSet:
+def make_sequences(
+    stories: Sequence[str], tokenizer: Tokenizer, context: int, policy: str = "unk", limit: int | None = None
+) -> SequenceSet:
     """Tokenise ``stories`` into sequences of ``context + 1`` tokens (first tokens of each story).
 
     ``policy="drop"`` (the paper's): keep only stories whose tokens are all in the vocabulary and
     that have at least T+1 tokens. ``policy="unk"``: out-of-vocabulary tokens become ``<unk>``
     (the tokenizer must have one); keep stories with at least T+1 tokens. Sequences are the first
-    T+1 tokens of each kept story, in story order.
+    T+1 tokens of each kept story, in story order; ``limit`` keeps only the first ``limit`` of
+    them (as the paper keeps 65,536 of its samples; None: all), and the counts stop there.
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1 or None, got {limit}")
     _check_corpus(stories, "make_sequences")
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
@@ -369,6 +374,8 @@ def make_sequences(stories: Sequence[str], tokenizer: Tokenizer, context: int, p
                 )
             head = np.where(head < 0, tokenizer.unk_id, head)
         rows.append(head)
+        if len(rows) == limit:
+            break
     if n_long == 0:
         raise ValueError(
             f"context T={context} needs stories of at least {need} tokens, but the longest of the {len(stories)} "

@@ -5,7 +5,9 @@ Loss: mean cross-entropy over every (sequence, position). Optimiser: ``torch.opt
 momentum, weight decay or schedule. Mini-batches come from a seeded ``torch.Generator`` (a fresh
 permutation each epoch), so a run is deterministic for its seed on the CPU. At every logged step the
 history holds the loss of the batch at the current weights and, for every matrix M, its norm
-||M||_F and cos(M, leading basis) in float64: W_O ~ B, V^(l) ~ (B Phi)^T, W^(l) ~ Q, P^(l) ~ P.
+||M||_F and cos(M, leading basis) in float64: W_O ~ B, V^(l) ~ (B Phi)^T, W^(l) ~ Q, P^(l) ~ P,
+with the bases of the whole training set (``cosine``) and of the run's first batch
+(``cosine_first``, the paper's choice, section 5.1).
 
 Entry points: :func:`load_or_train` (one :class:`RunConfig`: corpus, lr, batch, steps or epochs;
 cached) and :func:`chapter_runs` (one corpus, several learning rates; chapters 3-5 share them).
@@ -31,7 +33,7 @@ from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
 from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
-from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats
+from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats, corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.progress import progress
 from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields
@@ -113,22 +115,38 @@ def batch_indices(n_sequences: int, cfg: TrainConfig) -> Iterator[torch.Tensor |
             yield order[b * cfg.batch_size : (b + 1) * cfg.batch_size]
 
 
-def snapshot(model: AttentionModel, bases: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    """Rows (matrix, kind, layer, norm, cosine with its leading basis) for the model's weights."""
+def snapshot(
+    model: AttentionModel, bases: dict[str, np.ndarray], first: dict[str, np.ndarray] | None = None
+) -> list[dict[str, Any]]:
+    """Rows (matrix, kind, layer, norm, cosine with its leading basis of the whole training set,
+    ``cosine_first`` with that of the first batch, ``first``; None: the whole set is the batch)
+    for the model's weights."""
     rows = []
     for name in parameter_names(model.cfg):
         kind, layer = leading.kind_of(name)
         weight = model.get_parameter(name).detach().cpu().double().numpy()
+        whole = leading.cosine(weight, bases[kind])
         rows.append(
             {
                 "matrix": name,
                 "kind": kind,
                 "layer": layer,
                 "norm": float(np.linalg.norm(weight)),
-                "cosine": leading.cosine(weight, bases[kind]),
+                "cosine": whole,
+                "cosine_first": whole if first is None else leading.cosine(weight, first[kind]),
             }
         )
     return rows
+
+
+def first_batch_bases(tokens: np.ndarray, vocab_size: int, cfg: TrainConfig) -> dict[str, np.ndarray] | None:
+    """The leading-term bases of the first batch a run of ``cfg`` draws from ``tokens`` (N, T+1),
+    the batch the paper computes its leading terms from (section 5.1); None for a full-batch run,
+    whose first batch is the whole set."""
+    first = next(batch_indices(tokens.shape[0], cfg))
+    if first is None:
+        return None
+    return leading.bases(corpus_stats(np.asarray(tokens)[first.numpy()], vocab_size))
 
 
 def train(
@@ -150,6 +168,7 @@ def train(
     bases = leading.bases(stats)
     if bases["W_O"].shape != (model_cfg.d_vocab, model_cfg.d_vocab) or bases["P"].shape != (model_cfg.n_ctx,):
         raise ValueError("stats do not match the model config: compute them from the same tokens and vocabulary")
+    first = first_batch_bases(tokens.numpy(), model_cfg.d_vocab, train_cfg)
     torch.manual_seed(train_cfg.seed)
     net = AttentionModel(model_cfg, device=device)
     if train_cfg.init_std > 0:
@@ -170,7 +189,7 @@ def train(
                     f"SGD diverged: the loss is {loss.item()} at step {step} with lr {train_cfg.lr}; lower the learning rate"
                 )
             if step % train_cfg.log_every == 0 or step == train_cfg.steps:
-                rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases))
+                rows.extend({"step": step, "loss": loss.item(), **row} for row in snapshot(net, bases, first))
             if step in train_cfg.keep and step < train_cfg.steps:
                 kept[step] = _detached(net)
             if step < train_cfg.steps:
