@@ -193,7 +193,10 @@ class Claim:
     ``read`` takes the claim's :class:`Measured` values from the chapter's readings (the object the
     part's library gathers for the page; :func:`evidence`, :func:`per_run`); ``unmeasured`` why
     the claim is untested where ``read`` gives no value at all (None: a seed without a value
-    counts against the claim, as always)."""
+    counts against the claim, as always); ``setting`` where a paper's claim is decided in a
+    setting other than the paper's own, what differs and why (None: the paper's setting, with at
+    most its sizes, |V|, T and the data, scaled as the profile states; a book's reading has
+    none)."""
 
     id: str
     chapter: str
@@ -207,6 +210,7 @@ class Claim:
     basis: Literal["result", "specification"] = "result"
     read: Callable[[Any], Measured] | None = field(default=None, compare=False, repr=False)
     unmeasured: str | None = None
+    setting: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id or not self.id.replace("_", "").replace(".", "").isalnum():
@@ -217,6 +221,13 @@ class Claim:
             raise ValueError(f"claim {self.id}: basis must be 'result' or 'specification', got {self.basis!r}")
         if self.source == "paper" and not self.paper:
             raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
+        if self.source == "book" and self.setting is not None:
+            raise ValueError(f"claim {self.id}: setting= says how a paper's claim departs from the paper's setting; a book's reading has none")
+
+    @property
+    def in_paper_setting(self) -> bool:
+        """True for a paper's claim decided in the paper's own setting (``setting`` is None)."""
+        return self.source == "paper" and self.setting is None
         prefix = id_prefix(self.chapter)
         if not self.id.startswith(prefix) or self.id == prefix:
             raise ValueError(f"claim id {self.id!r} must start with {prefix!r} (chapter {self.chapter!r})")
@@ -411,6 +422,7 @@ class Evidence:
             "untested": self.untested,
             "verdict": self.verdict,
             "basis": c.basis,
+            "setting": c.setting,
             "run": self.run,
             "where": "" if self.verdict == "untested" else self.where(),
         }

@@ -173,7 +173,13 @@ def _tallies(entries: Iterable[Mapping[str, Any]]) -> str:
         "The book's readings": [e for e in entries if e.get("basis") != "specification" and e["source"] == "book"],
         "Checks of the task's specification": [e for e in entries if e.get("basis") == "specification"],
     }
-    return " ".join(f"{name}: {_tally(group)}" for name, group in groups.items() if group) or "no claims."
+    out = " ".join(f"{name}: {_tally(group)}" for name, group in groups.items() if group) or "no claims."
+    papers = groups["The papers' claims"]
+    decided = [e for e in papers if e["verdict"] != "untested"]
+    if decided:
+        own = sum(1 for e in decided if not e.get("setting"))
+        out += f" Of the {len(decided)} papers' claims decided here, {own} were decided in the paper's own setting."
+    return out
 
 
 def _basis(entry: Mapping[str, Any]) -> str:
@@ -214,6 +220,8 @@ def _row(entry: Mapping[str, Any], source: Path, draw: str = "") -> str:
     where = f"{{ref}}`{entry['section']}`" if entry.get("section") else f"{{doc}}`/{source.with_suffix('')}`"
     claim = f"{entry['statement'].rstrip('. ')}. {entry['measure'][:1].upper()}{entry['measure'][1:]}, rule {entry['rule']}. Shown in {where}."
     paper = entry["paper"] if entry["source"] == "paper" else "(the book's reading)"
+    if entry["source"] == "paper":
+        paper += f" Setting: {entry['setting'].rstrip('. ')}." if entry.get("setting") else " Setting: the paper's."
     rebuild = entry["summary"] if entry["values"] else "—"
     release = entry.get("release_text") or "—"
     verdict = entry["verdict"]
@@ -233,7 +241,8 @@ def ledger_markdown(
     run | verdict (with where the rule holds, over seeds, and whether it moved as a draw from the
     verdict ``stored`` for it, one profile's ``claims.yml``), each claim linking to the section that
     shows it (else its chapter); the tallies count the papers' claims apart from the book's
-    readings and the specification checks."""
+    readings and the specification checks, and say how many of the papers' decided claims were
+    decided in the paper's own setting (a claim's ``setting`` names what differs otherwise)."""
     stored = stored or {}
     everything = [e for _, chapters in parts for ch in chapters for e in ch.entries()]
     lines = [
@@ -248,7 +257,10 @@ def ledger_markdown(
         "chapter declares but did not record in this profile is listed as untested, with why. The "
         "rebuild column gives one value, or the median and range over seeds; the verdict says on how "
         "many seeds the rule holds. The basis says what a row was decided on: the rebuild, the released run "
-        "only, or a check that the task as built is the paper's specification (not a result).",
+        "only, or a check that the task as built is the paper's specification (not a result). The paper "
+        "column ends with the setting a paper's claim was decided in: the paper's own (its rates, steps, "
+        "batch-to-data ratio, initialisation and tokenisation, with |V|, T and the data scaled as the "
+        "profile states), or what differs and why.",
         "",
         "Every seed is a draw: another processor, or other seeds, trains other bits, and a verdict that "
         "needs every seed to hold can move with them. A verdict marked *a draw* differs from the one "
