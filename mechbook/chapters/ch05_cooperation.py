@@ -25,11 +25,12 @@ from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit
 from mechbook.leading_terms.check import decisive_run, run_drops, run_label
-from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS
+from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, CH05_TABLE3
 from mechbook.leading_terms.labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.logit_paths import logit_paths
 from mechbook.leading_terms.readings import EVERY, FULL, ZERO, CooperationReadings, cooperation_numbers
 from mechbook.leading_terms.runs import SHARED_RUNS
+from mechbook.leading_terms.tables import table3_frame
 from mechbook.leading_terms.train import RunsConfig
 from mechbook.validation import POSITIVE, check_fields
 
@@ -392,10 +393,23 @@ def w_against_paths(exps: dict[float, Cooperation], drops: dict[float, float]) -
 # --- Records --------------------------------------------------------------------------------------
 
 
-def record_all(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame) -> dict[str, Any]:
-    """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.cooperation_numbers`)
-    and its claims; returns the records."""
-    records = record_numbers(cooperation_numbers(exps, means))
-    readings = CooperationReadings(run_drops(c.runs), means, exps)
+def table3(table: pd.DataFrame, uniform: float) -> pd.DataFrame:
+    """Table 3 beside this page's lr-0.05 run (``table``: :func:`~mechbook.leading_terms.tables.table3_ablation`)."""
+    return table3_frame(table, uniform)
+
+
+def table3_prose(drops: dict[float, float], table: pd.DataFrame) -> str:
+    """The verdicts on Table 3's claims."""
+    return claims.section_prose(claims.evidence(CH05_TABLE3, CooperationReadings(drops, table3=table)), "ch05-table3")
+
+
+def record_all(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame, table: pd.DataFrame) -> dict[str, Any]:
+    """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.cooperation_numbers`,
+    Table 3's losses) and its claims; returns the records."""
+    losses = table.dropna(subset=["matrix"]).set_index("matrix")["loss"]
+    records = record_numbers(
+        {**cooperation_numbers(exps, means), **{f"table3_loss_{name}": float(v) for name, v in losses.items()}}
+    )
+    readings = CooperationReadings(run_drops(c.runs), means, exps, table)
     records.update(claims.record_claims(claims.evidence(CH05_CLAIMS, readings).values()))
     return records

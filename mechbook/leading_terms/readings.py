@@ -4,7 +4,7 @@ modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose co
 their cache keys.
 
 - chapter 2: :func:`check_numbers`, :func:`theorem_numbers`, :func:`attention_first`, :class:`CheckReadings`;
-- chapter 3: :func:`training_numbers`, :func:`short_of`, :class:`TrainingReadings`;
+- chapter 3: :func:`training_readings`, :func:`training_numbers`, :class:`TrainingReadings`;
 - chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
 - chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
 """
@@ -20,11 +20,22 @@ import pandas as pd
 from mechbook.leading_terms.ablation import Cooperation
 from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
-from mechbook.leading_terms.claim import ClaimReading, PaperTarget, claim_value, final_loss, final_min_cosines
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.tables import (
+    FIGURE4,
+    FIRST,
+    TABLE_EPOCHS,
+    TABLE_KINDS,
+    WHOLE,
+    cosines_at,
+    epoch_minima,
+    final_cosines,
+    final_loss,
+)
 from mechbook.leading_terms.theorem import TheoremRuns, window_eta_s
-from mechbook.leading_terms.train import Runs, TrainResult
+from mechbook.leading_terms.corpus import load_corpus
+from mechbook.leading_terms.train import RunConfig, Runs, TrainResult
 
 BREAK_COSINE = 0.99
 """Chapter 2's line: a matrix has left its leading form once its lowest cosine over the layers is
@@ -108,61 +119,76 @@ def check_readings(data: CheckRuns, theorem: TheoremRuns, s_last: int) -> CheckR
     return CheckReadings(numbers, data.sweep, theorem.unmet)
 
 
-TOKENIZER_LABELS = {"natural": "natural (lowercased words)", "bpe_cased": "cased BPE"}
-"""Chapter 3's words for its claim runs' tokenizers."""
-
-
-def tokenizer_name(name: str) -> str:
-    """A tokenizer's short label: "natural", "cased BPE"."""
-    return TOKENIZER_LABELS.get(name, name).split(" (")[0]
-
-
-def short_of(reached: float, target: PaperTarget) -> str | None:
-    """Why chapter 3's runs that stop at η·s ``reached`` leave a claim at the paper's η·s untested
-    (None where they reach it)."""
-    if reached >= target.eta_s - 1e-9:
-        return None
-    return f"this profile's runs stop at η·s = {reached:.3g} of the paper's {target.eta_s:.3g}"
-
-
-def training_numbers(runs: Runs, claim: dict[str, TrainResult], reading: ClaimReading) -> dict[str, float]:
-    """Chapter 3's numbers (``book/thresholds/03_training.yml`` bounds them): per shared run
-    (``paper_lr``, ``large_lr``) the lowest final cosine of each kind and the final loss; the
-    paper's η·s; per tokenizer the claim runs' η·s, lowest final cosines (also without ``<unk>``),
-    loss and ``<unk>`` share; and the theory-setting runs' η·s and claim measure per tokenizer and
-    batch."""
-    paper_lr, large_lr = sorted(runs.results)
-    out: dict[str, float] = {}
-    for tag, lr in (("paper_lr", paper_lr), ("large_lr", large_lr)):
-        for kind, value in final_min_cosines(runs.results[lr]).items():
-            out[f"min_cos_{kind}_{tag}"] = value
-        out[f"final_loss_{tag}"] = final_loss(runs.results[lr])
-    out["paper_eta_s"] = reading.target.eta_s
-    for name, result in claim.items():
-        out[f"claim_eta_s_{name}"] = result.train_cfg.lr * result.train_cfg.steps
-        for kind, value in reading.cosines[name].items():
-            out[f"claim_min_cos_{kind}_{name}"] = value
-        out[f"claim_final_loss_{name}"] = reading.losses[name]
-        out[f"claim_cos_no_unk_{name}"] = claim_value(reading.cosines_no_unk[name])
-        out[f"unk_share_{name}"] = reading.unk_shares[name]
-        for run in reading.setting[name]:
-            tag = "full" if run.batch_size is None else f"b{run.batch}"
-            out[f"setting_cos_{name}_{tag}"] = claim_value(run.cosines)
-        out[f"setting_cos_no_unk_{name}_full"] = claim_value(reading.full_batch(name).cosines_no_unk)
-    out["setting_eta_s"] = reading.setting_eta_s
-    return out
-
-
 @dataclass(frozen=True)
 class TrainingReadings:
-    """What chapter 3's claims read: the shared ``runs`` (the smaller learning rate is the
-    paper's; :data:`~mechbook.leading_terms.claims.CH03_SHARED` reads them) and the ``reading`` of
-    the claim runs and the theory's setting (:data:`~mechbook.leading_terms.claims.CH03_CLAIM`).
-    Either is None where only the other part is read: the page states the shared runs' claims
-    before the claim runs train."""
+    """What chapter 3's claims read: the shared ``runs`` (the paper's two rates, 0.005 and 0.05)
+    and the ``bpe`` run (Table 2), with the steps of an epoch of each (``per_epoch``,
+    ``bpe_per_epoch``)."""
 
-    runs: Runs | None = None
-    reading: ClaimReading | None = None
+    runs: Runs
+    per_epoch: int
+    bpe: TrainResult
+    bpe_per_epoch: int
+
+    @property
+    def small(self) -> TrainResult:
+        """The run at the paper's lr 0.005 (Table 1's)."""
+        return self.runs.results[min(self.runs.results)]
+
+    @property
+    def large(self) -> TrainResult:
+        """The run at the paper's larger lr 0.05 (Figure 4's and Table 3's)."""
+        return self.runs.results[max(self.runs.results)]
+
+    def table1(self, column: str = FIRST) -> dict[str, float]:
+        """Table 1's entries on this run: the lowest cosine of W, V and W_O over the layers and the
+        first 100 epochs, at lr 0.005."""
+        return epoch_minima(self.small, self.per_epoch, TABLE_EPOCHS["table1"], column)
+
+    def table2(self, column: str = FIRST) -> dict[str, float]:
+        """Table 2's entries on the BPE run: the same minimum over its 10 epochs."""
+        return epoch_minima(self.bpe, self.bpe_per_epoch, TABLE_EPOCHS["table2"], column)
+
+    def figure4(self, epochs: int, column: str = FIRST) -> float:
+        """The lowest cosine of W_O, V and W over the layers of the lr-0.05 run after ``epochs``."""
+        cos = cosines_at(self.large, epochs * self.per_epoch, column)
+        return min(cos[k] for k in TABLE_KINDS.values())
+
+    def loss_ratio(self, result: TrainResult | None = None) -> float:
+        """A run's final loss as a share of log |V|, the loss of the zero model (the lr-0.05 run's
+        by default: Figure 4's 5.35 of 8.006)."""
+        result = result or self.large
+        return final_loss(result) / float(np.log(result.model_cfg.d_vocab))
+
+
+def training_readings(runs: Runs, bpe: TrainResult, bpe_run: RunConfig) -> TrainingReadings:
+    """Chapter 3's :class:`TrainingReadings` of its shared ``runs`` and the ``bpe`` run trained by
+    ``bpe_run``, each epoch N // batch steps of its own corpus."""
+    batch = next(iter(runs.results.values())).train_cfg.batch_size or runs.sequences.n_kept
+    kept = load_corpus(bpe_run.corpus)[1].n_kept
+    return TrainingReadings(runs, runs.sequences.n_kept // batch, bpe, kept // (bpe.train_cfg.batch_size or kept))
+
+
+def training_numbers(r: TrainingReadings) -> dict[str, float]:
+    """Chapter 3's numbers (``book/thresholds/03_training.yml`` bounds them): per shared run
+    (``paper_lr``, ``large_lr``) the lowest final cosine of each kind with the whole set's terms
+    and with the first batch's, and the final loss; Table 1's and Table 2's entries with both sets
+    of terms; Figure 4's lowest cosines after 30 and 100 epochs and its loss ratio."""
+    out: dict[str, float] = {}
+    for tag, result in (("paper_lr", r.small), ("large_lr", r.large)):
+        for column, terms in ((WHOLE, "whole"), (FIRST, "first")):
+            for kind, value in final_cosines(result, column).items():
+                out[f"min_cos_{kind}_{tag}_{terms}"] = value
+        out[f"final_loss_{tag}"] = final_loss(result)
+    for column, terms in ((WHOLE, "whole"), (FIRST, "first")):
+        for table, values in (("table1", r.table1(column)), ("table2", r.table2(column))):
+            for kind, value in values.items():
+                out[f"{table}_{kind}_{terms}"] = value
+        for epochs in (FIGURE4.epochs_30, FIGURE4.epochs_100):
+            out[f"figure4_{epochs}_epochs_{terms}"] = r.figure4(epochs, column)
+    out["figure4_loss_ratio"] = r.loss_ratio()
+    out["final_loss_bpe"] = final_loss(r.bpe)
+    return out
 
 
 def association_numbers(overlaps: dict[float, dict[str, OverlapReading]]) -> dict[str, float]:
@@ -230,9 +256,13 @@ class CooperationReadings:
     """What chapter 5's claims read: how far each run's loss fell (``drops``, which decide the run
     the claims are read on), the mean path contributions (``means``;
     :data:`~mechbook.leading_terms.claims.CH05_PATHS` reads them) and the ablation experiments
-    (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`). Either is None where only
-    the other part is read: the page states the paths' claim before the experiments run."""
+    (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`), and Table 3's ablation of
+    the lr-0.05 run with its first batch's leading terms (``table3``, an
+    :func:`~mechbook.leading_terms.ablation.ablation_table`;
+    :data:`~mechbook.leading_terms.claims.CH05_TABLE3`). Each is None where only the paths are
+    read: the page states the paths' claim before the experiments run."""
 
     drops: dict[float, float]
     means: pd.DataFrame | None = None
     exps: dict[float, Cooperation] | None = None
+    table3: pd.DataFrame | None = None

@@ -6,15 +6,24 @@
   epochs at batch = 1/32 of the data, so 3,200 steps), which chapters 4 and 5 read from the cache;
 - :data:`BPE_RUNS`: chapter 3's run of the paper's Appendix B (its cased BPE, 10 epochs at lr 0.005).
 
-Chapters read these; none defines a run of its own. Each value carries a comment saying what it
+:func:`run_plan` costs a run before it trains (from its config alone where it names its number of
+sequences, so the ``paper`` profile plans without the text it needs), :func:`gpu_hours` turns that
+into time on one GPU, and :func:`differences_from_paper` lists how a profile's runs differ from the
+paper's. Chapters read these; none defines a run of its own. Each value carries a comment saying what it
 is and why it has its value.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+import pandas as pd
+
 from mechbook.leading_terms.check import CheckRunsConfig
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
 from mechbook.leading_terms.theorem import TheoremRunsConfig
+from mechbook.leading_terms.model import ModelConfig
+from mechbook.leading_terms.plan import TrainingPlan, plan_training
 from mechbook.leading_terms.train import RunConfig, RunsConfig
 
 __all__ = [
@@ -26,6 +35,9 @@ __all__ = [
     "SHARED_RUNS",
     "THEOREM_RUNS",
     "TheoremRunsConfig",
+    "differences_from_paper",
+    "gpu_hours",
+    "run_plan",
 ]
 
 PAPER_BPE_VOCAB = 10_000
@@ -137,3 +149,75 @@ BPE_RUNS: dict[str, RunConfig] = {
     ),
 }
 """Chapter 3's run of the paper's Appendix B per profile (Table 2)."""
+
+
+GPU_FLOP_RATE = 40e12
+"""Sustained float32 operations a second assumed for one data-centre GPU (an H100's dense float32
+peak is about 67 TFLOP/s; matrix products of these sizes sustain about 60% of it)."""
+
+
+def run_plan(run: RunConfig, n_sequences: int | None = None) -> TrainingPlan:
+    """The :class:`~mechbook.leading_terms.plan.TrainingPlan` of ``run`` on ``n_sequences`` kept
+    sequences (None: the corpus's ``n_sequences``, so a profile whose text is not at hand still
+    plans). |V| is the corpus's ``vocab_size`` (``<unk>`` included), T its ``context``."""
+    n = n_sequences if n_sequences is not None else run.corpus.n_sequences
+    if n is None:
+        raise ValueError("the corpus names no n_sequences: give the kept count (n_sequences=...)")
+    model = ModelConfig(run.corpus.vocab_size, run.corpus.context, run.n_layers)
+    return plan_training(n, model, run.batch_size, run.lr, epochs=run.epochs, steps=run.steps)
+
+
+def gpu_hours(plan: TrainingPlan, rate: float = GPU_FLOP_RATE) -> float:
+    """Hours a run of ``plan`` takes on one GPU sustaining ``rate`` operations a second, from its
+    dense operation count (an upper bound, so an estimate on the long side)."""
+    return plan.flops / rate / 3600
+
+
+_EFFECTS = {
+    "vocab_size": "a smaller vocabulary merges the rarer words into <unk>, whose rows of the maps mix many words",
+    "context": "a shorter context gives Φ and Q fewer pairs per sequence and P fewer lags",
+    "policy": "the paper drops every sample with a word outside the vocabulary; on this text that keeps almost "
+    "nothing (chapter 1), so out-of-vocabulary words become <unk>",
+    "split": "the validation split at hand, not the train split",
+    "n_sequences": "fewer samples: the maps are estimated on less text, and an epoch is still 32 steps",
+    "batch_size": "the batch keeps the paper's ratio to the data (1/32), so the steps and η·s are the paper's",
+    "n_stories": "a slice of the text, for time",
+}
+"""What each setting that differs from the paper's can change, in words (:data:`_BPE_EFFECTS`
+where the BPE run's differs)."""
+
+_BPE_EFFECTS = {
+    "vocab_size": "a BPE of the paper's 10,000 tokens fitted on this much text would see most tokens a handful of "
+    "times, so their rows of the maps would be mostly noise",
+    "policy": "none: the cased BPE spells every word, so neither policy drops or replaces a token",
+}
+
+
+def _flat(run: RunsConfig | RunConfig) -> dict[str, object]:
+    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run) if f.name not in ("corpus", "log_every")}
+    fields.update({f.name: getattr(run.corpus, f.name) for f in dataclasses.fields(run.corpus)})
+    return fields
+
+
+def differences_from_paper(profile: str) -> pd.DataFrame:
+    """Every setting of ``profile``'s shared and BPE runs that differs from the paper's
+    (``paper`` profile, the paper's own settings): ``run``, ``setting``, ``the paper``, ``this
+    profile`` and what the difference can change. Empty for the ``paper`` profile."""
+    rows = []
+    for run, ours, paper in (
+        ("shared runs", SHARED_RUNS[profile], SHARED_RUNS["paper"]),
+        ("BPE run", BPE_RUNS[profile], BPE_RUNS["paper"]),
+    ):
+        a, b = _flat(paper), _flat(ours)
+        rows += [
+            {
+                "run": run,
+                "setting": name,
+                "the paper": str(a[name]),
+                "this profile": str(b[name]),
+                "what it can change": (_BPE_EFFECTS if run == "BPE run" else {}).get(name, _EFFECTS.get(name, "")),
+            }
+            for name in a
+            if a[name] != b[name]
+        ]
+    return pd.DataFrame(rows, columns=["run", "setting", "the paper", "this profile", "what it can change"])

@@ -7,15 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mechbook.leading_terms.model import AttentionModel, ModelConfig
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits
 from mechbook.leading_terms.plan import (
-    TINYSTORIES_TRAIN_STORIES,
     measure_saved_bytes,
-    paper_sequences,
     parameter_count,
     plan_training,
     readable_bytes,
     saved_activation_bytes,
+    step_flops,
     steps_for_epochs,
 )
 
@@ -60,8 +62,14 @@ def test_plan_arithmetic_and_a_batch_it_cannot_fill():
         small.require_fits()
 
 
-def test_paper_sequences_scale_the_kept_share_to_the_train_split():
-    assert paper_sequences(272, 5042) == round(TINYSTORIES_TRAIN_STORIES * 272 / 5042)
-    assert paper_sequences(5, TINYSTORIES_TRAIN_STORIES) == 5
-    with pytest.raises(ValueError):
-        paper_sequences(10, 5)
+@pytest.mark.parametrize("cfg", [ModelConfig(7, 5, 1), ModelConfig(11, 6, 3)])
+def test_step_flops_are_three_dense_forward_passes(cfg):
+    """torch's own count of the dense formulation's forward products, times three (the backward
+    pass twice the forward's), is the plan's count."""
+    model = AttentionModel(cfg, device="cpu")
+    tokens = torch.randint(0, cfg.d_vocab, (4, cfg.n_ctx))
+    with FlopCounterMode(display=False) as counter:
+        dense_reference_logits(model, tokens)
+    assert step_flops(cfg, 4) == 3 * counter.get_total_flops()
+    plan = plan_training(64, cfg, 4, 0.005, epochs=2)
+    assert plan.flops == plan.steps * step_flops(cfg, 4) and "floating-point operations" in plan.markdown()
