@@ -21,7 +21,13 @@ from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Evidence
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS
 from mechbook.pythia.claims import CH06_CLAIMS, FADE, claim_id
-from mechbook.pythia.readings import MAPPING_LABELS, control_readings, study_numbers, study_readings
+from mechbook.pythia.readings import (
+    MAPPING_LABELS,
+    control_readings,
+    finding_readings,
+    study_numbers,
+    study_readings,
+)
 from mechbook.pythia.similarity import MEASURE_LABELS, MEASURES
 from mechbook.pythia.study import (
     STUDY_PROFILES,
@@ -394,8 +400,7 @@ def _sentence(measure: str, mapping: str, r: ControlReading, ev: Evidence, share
         timing = ""
     elif share >= FADE:
         timing = (
-            f"; it then drifts down by {r.drift:.3f} to {r.final:.3f} at the last checkpoint, the early-then-fading "
-            "shape the paper reports"
+            f"; it then drifts down by {r.drift:.3f} to {r.final:.3f} at the last checkpoint, an early peak that fades"
         )
     else:
         timing = f"; it ends at {r.final:.3f} (step {last_step}), so there is no early peak that fades"
@@ -438,13 +443,50 @@ def reading_prose(result: StudyResult) -> str:
                 )
         verdicts = "\n".join(f"- {ev[m].sentence()}" for m in [*MAPPINGS, "fades"])
         parts.append(f"**{MEASURE_LABELS[measure]}**\n\n" + "\n".join(lines) + f"\n\n{summary}\n\n{verdicts}")
-    other = [e for i, e in evs.items() if i.startswith("ch06.") and e.verdict == "untested"]
+    other = [
+        e
+        for i, e in evs.items()
+        if i.startswith(("ch06.pythia_", "ch06.miniature_")) and kind not in i and e.verdict == "untested"
+    ]
     if other:
         parts.append(
-            f"The {len(other)} claims about the source this page did not read are untested here ("
+            f"The {len(other)} readings of the source this page did not read are untested here ("
             f"{other[0].untested}); the claims ledger lists them."
         )
     return "\n\n".join(parts)
+
+
+# --- The paper's findings, over the paper's window ------------------------------------------------
+
+
+def window_prose(result: StudyResult) -> str:
+    """Markdown: which checkpoints stand for the paper's steps 1 to 512 on this source, and how
+    many of the paper's findings this source can read."""
+    found = finding_readings(result)
+    steps = ", ".join(f"{s:,}" for s in found.window)
+    if result.choice.kind == "pythia":
+        where = f"On real Pythia these are the checkpoints at steps {steps} that this page read."
+    else:
+        share = 100 * found.window[-1] / result.last_step
+        where = (
+            f"The miniature's schedule has the same shape, so its window is the same positions: steps {steps} of its "
+            f"{result.last_step:,} ({share:.0f}% of its training, where Pythia's 512 steps are 0.4% of 143,000)."
+        )
+    statements = [claims.by_id(CH06_CLAIMS)[f"ch06.{name}_cka"].statement.split(",")[0] for name in found.untested]
+    untested = [text[0].lower() + text[1:] for text in statements]
+    missing = f" It cannot read {len(untested)}: " + "; ".join(untested) + " (why: below)." if untested else ""
+    n = len({name for name, _ in found.values})
+    return (
+        "The paper reads its findings off Pythia's checkpoints at steps 1 to 512, the log-spaced ones saved before "
+        f"the evenly spaced ones. {where} This source reads {n} of the paper's {n + len(found.untested)} findings, "
+        f"each under both measures.{missing}"
+    )
+
+
+def findings_prose(result: StudyResult) -> str:
+    """Markdown: every finding's verdict sentence under each measure (the claims of section
+    ``ch06-findings``)."""
+    return claims.section_prose(claims.evidence(CH06_CLAIMS, study_readings(result)), "ch06-findings")
 
 
 def defect_prose(summary: dict[tuple[str, str], dict[str, float]]) -> str:

@@ -1,4 +1,5 @@
-"""Real Pythia checkpoints and OpenWebText from the Hugging Face Hub (chapter 6).
+"""Real Pythia checkpoints and the web texts of the leading terms (OpenWebText, FineWeb) from the
+Hugging Face Hub (chapter 6).
 
 Nothing here is called unless :func:`hub_available` says the Hub answers; that check never takes
 longer than its deadline, even when name resolution hangs, so an offline build falls back to the
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,9 +19,34 @@ from mechbook.data import HUB_HOST, hub_reachable
 from mechbook.progress import quiet
 from mechbook.pythia.checkpoints import repo_id, revision
 
-OPENWEBTEXT_REPO = "stas/openwebtext-10k"
-OPENWEBTEXT_FILE = "plain_text/train/0000.parquet"
-OPENWEBTEXT_REVISION = "refs/convert/parquet"
+
+@dataclass(frozen=True)
+class WebText:
+    """A text on the Hub as parquet shards with a ``text`` column: ``name`` in words, the dataset
+    ``repo`` at ``revision``, and ``folder``, whose ``.parquet`` files, in name order, are the
+    dataset in its order."""
+
+    name: str
+    repo: str
+    revision: str
+    folder: str
+
+
+TEXTS: dict[str, WebText] = {
+    # the paper's text: the first 100k OpenWebText samples of at least 512 characters (section 5.2)
+    "openwebtext": WebText("OpenWebText", "Skylion007/openwebtext", "refs/convert/parquet", "plain_text/train"),
+    # the paper's second text (Figure 8), read the same way; the 10BT sample is FineWeb's smallest published cut
+    "fineweb": WebText("FineWeb", "HuggingFaceFW/fineweb", "main", "sample/10BT"),
+    # the cpu profile's budget (the book's choice): a published sample of OpenWebText's first 10k documents
+    "openwebtext-10k": WebText(
+        "OpenWebText (its first 10k documents)", "stas/openwebtext-10k", "refs/convert/parquet", "plain_text/train"
+    ),
+}
+"""The texts the leading terms of real Pythia can come from, by name."""
+MIN_CHARS = 512
+"""The paper keeps samples of at least 512 characters."""
+PAPER_N_TEXTS = 100_000
+"""The paper reads the first 100k such samples."""
 
 
 def _hub_answers(host: str, timeout: float) -> bool:
@@ -85,18 +112,30 @@ def pythia_tokenizer(size: str, deduped: bool = False):
     return AutoTokenizer.from_pretrained(repo_id(size, deduped), revision=revision(0))
 
 
-def openwebtext_texts(n_texts: int, min_chars: int = 512) -> list[str]:
-    """The first ``n_texts`` OpenWebText documents of at least ``min_chars`` characters (from the
-    10k-document sample ``stas/openwebtext-10k``, downloaded once)."""
+def web_texts(text: str, n_texts: int, min_chars: int = MIN_CHARS) -> list[str]:
+    """The first ``n_texts`` documents of ``TEXTS[text]`` with at least ``min_chars`` characters, in
+    the dataset's order: its parquet shards are listed, then downloaded one at a time (once, into
+    the Hugging Face cache) until enough texts are read. Call only after :func:`hub_available`."""
     import pandas as pd
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import HfApi, hf_hub_download
 
+    if text not in TEXTS:
+        raise ValueError(f"unknown text {text!r}; choose one of {', '.join(TEXTS)}")
+    if n_texts < 1:
+        raise ValueError(f"n_texts must be at least 1, got {n_texts}")
+    spec = TEXTS[text]
     _bars()
-    path = hf_hub_download(OPENWEBTEXT_REPO, OPENWEBTEXT_FILE, repo_type="dataset", revision=OPENWEBTEXT_REVISION)
-    texts = [t for t in pd.read_parquet(path, columns=["text"])["text"] if len(t) >= min_chars]
-    if len(texts) < n_texts:
-        raise ValueError(f"only {len(texts)} OpenWebText texts have {min_chars}+ characters; ask for fewer")
-    return texts[:n_texts]
+    files = HfApi().list_repo_files(spec.repo, repo_type="dataset", revision=spec.revision)
+    shards = sorted(f for f in files if f.startswith(spec.folder.rstrip("/") + "/") and f.endswith(".parquet"))
+    if not shards:
+        raise FileNotFoundError(f"{spec.repo}@{spec.revision} has no parquet files under {spec.folder}/")
+    texts: list[str] = []
+    for shard in shards:
+        path = hf_hub_download(spec.repo, shard, repo_type="dataset", revision=spec.revision)
+        texts += [t for t in pd.read_parquet(path, columns=["text"])["text"] if len(t) >= min_chars]
+        if len(texts) >= n_texts:
+            return texts[:n_texts]
+    raise ValueError(f"only {len(texts)} {spec.name} texts have {min_chars}+ characters; ask for fewer")
 
 
 def hf_sequences(texts: Sequence[str], tokenizer, context: int) -> np.ndarray:

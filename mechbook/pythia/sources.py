@@ -140,13 +140,16 @@ class MiniatureSource:
 
 @dataclass
 class PythiaSource:
-    """Real Pythia checkpoints (``size``, ``deduped``) at ``steps``, features from OpenWebText."""
+    """Real Pythia checkpoints (``size``, ``deduped``) at ``steps``, features from the first
+    ``n_texts`` texts of ``text`` (a key of :data:`mechbook.pythia.hub.TEXTS`) with at least 512
+    characters, ``context + 1`` tokens of each."""
 
     size: str
     deduped: bool
     steps: list[int]
     n_texts: int
     context: int
+    text: str = "openwebtext"
     kind: str = "pythia"
     _tokens: np.ndarray | None = field(default=None, repr=False)
     _tok: Any = field(default=None, repr=False)
@@ -154,8 +157,12 @@ class PythiaSource:
     @property
     def label(self) -> str:
         from mechbook.pythia.checkpoints import repo_id
+        from mechbook.pythia.hub import TEXTS
 
-        return f"{repo_id(self.size, self.deduped)} ({len(self.steps)} checkpoints; features from {self.n_texts} OpenWebText texts)"
+        return (
+            f"{repo_id(self.size, self.deduped)} ({len(self.steps)} checkpoints; features from {self.n_texts:,} "
+            f"{TEXTS[self.text].name} texts)"
+        )
 
     def _tokenizer(self):
         from mechbook.pythia.hub import pythia_tokenizer
@@ -166,10 +173,10 @@ class PythiaSource:
 
     @property
     def tokens(self) -> np.ndarray:
-        from mechbook.pythia.hub import hf_sequences, openwebtext_texts
+        from mechbook.pythia.hub import hf_sequences, web_texts
 
         if self._tokens is None:
-            self._tokens = hf_sequences(openwebtext_texts(self.n_texts), self._tokenizer(), self.context)
+            self._tokens = hf_sequences(web_texts(self.text, self.n_texts), self._tokenizer(), self.context)
         return self._tokens
 
     @property
@@ -182,6 +189,7 @@ class PythiaSource:
             "size": self.size,
             "deduped": self.deduped,
             "steps": self.steps,
+            "text": self.text,
             "tokens": fingerprint(self.tokens),
         }
 

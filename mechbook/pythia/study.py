@@ -1,13 +1,14 @@
 """Chapter 6's study as a library: its run configs per profile, the checkpoint source it reads,
 the similarity of every checkpoint to the leading-term features with the controls, and the readings
-each claim rests on (peak against the strongest negative control, early-then-fading shape).
+each of the book's readings rests on (peak against the strongest negative control, an early peak that fades).
 
 - :class:`PythiaConfig`, :class:`StudyConfig` and :data:`STUDY_PROFILES`: every training and
   reading configuration of every profile (``smoke`` always trains a very small miniature; ``cpu``
   uses pythia-70m at 20 checkpoints when the Hub answers, otherwise a 4-layer miniature; ``paper``
-  is pythia-1.4b, the paper's Pythia-1.4B, at all 154 checkpoints). The real models are the
-  suite trained on the Pile, not its deduplicated variant: the paper names Pythia-1.4B and no
-  deduplicated model (section 5.2).
+  is the paper's setting: pythia-1.4b at steps 0 to 512, features from the first 100k OpenWebText
+  texts of at least 512 characters and again from FineWeb's, and never the miniature). The real
+  models are the suite trained on the Pile, not its deduplicated variant: the paper names
+  Pythia-1.4B and no deduplicated model (section 5.2).
 - :func:`build_source` picks real Pythia or the miniature (and says why); :func:`run_study` computes
   everything the chapter shows (each checkpoint cached).
 - :class:`ControlReading` and :func:`control_reading`: one mapping's peak against the controls;
@@ -24,6 +25,7 @@ import pandas as pd
 
 from mechbook.pythia.analysis import LAYER_LEVEL, layer_mean, summarise
 from mechbook.pythia.features import LeadingFeatures
+from mechbook.pythia.hub import PAPER_N_TEXTS
 from mechbook.pythia.miniature import MiniatureConfig
 from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields, one_of
 
@@ -46,18 +48,25 @@ class PythiaConfig:
     deduplicated variant (section 5.2)."""
     steps: tuple[int, ...] = ()
     """Checkpoint steps read (empty: all 154)."""
+    texts: tuple[str, ...] = ("openwebtext-10k",)
+    """The texts the features come from (keys of :data:`mechbook.pythia.hub.TEXTS`): the first is
+    the one the page shows; each other one is a second study of the same checkpoints, compared
+    with the first (the paper: OpenWebText, then FineWeb in its Figure 8). Pythia itself was
+    trained on the Pile: the text is only where the leading terms are computed."""
     n_texts: int = 1000
-    """OpenWebText texts the features come from. OpenWebText is the paper's text for the leading
-    terms (the first 100k texts of at least 512 characters; FineWeb the same way in its Figure 8);
-    Pythia itself was trained on the Pile. How many texts is the book's budget."""
+    """Texts of at least 512 characters the features come from, the first ones of each text: the
+    paper reads 100k; fewer is the book's budget."""
     context: int = 128
     """Tokens kept per text, a budget choice of the book: the paper states no such budget
     (sequences hold context + 1)."""
 
     def __post_init__(self) -> None:
         from mechbook.pythia.checkpoints import PYTHIA_SIZES, pythia_steps
+        from mechbook.pythia.hub import TEXTS
 
         check_fields(self, size=one_of(PYTHIA_SIZES), n_texts=POSITIVE, context=POSITIVE)
+        if not self.texts or set(self.texts) - set(TEXTS) or len(set(self.texts)) < len(self.texts):
+            raise ValueError(f"texts must be distinct names among {', '.join(TEXTS)}, got {self.texts!r}")
         unknown = sorted(set(self.steps) - set(pythia_steps()))
         if unknown:
             raise ValueError(
@@ -128,6 +137,9 @@ _CPU_PYTHIA_STEPS = (
     143000,
 )
 """20 checkpoints: every log-spaced early one and a log-spaced sample of the linear tail."""
+_PAPER_PYTHIA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+"""The paper's steps 1 to 512 (Figures 6-7), and step 0, the initialisation the per-head gains are
+measured from (the book's reference)."""
 
 STUDY_PROFILES: dict[str, StudyConfig] = {
     "smoke": StudyConfig(
@@ -151,16 +163,19 @@ STUDY_PROFILES: dict[str, StudyConfig] = {
         top_k=200,
         n_stories=5000,
         miniature=_CPU_MINIATURE,
-        pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, n_texts=500),
+        pythia=PythiaConfig(steps=_CPU_PYTHIA_STEPS, texts=("openwebtext-10k",), n_texts=500),
     ),
     "paper": StudyConfig(
-        # the paper's model, Pythia-1.4B (EleutherAI/pythia-1.4b), at all 154 checkpoints: the paper's figures
-        # read steps 1-512, the later ones are the book's addition; top_k and the texts are the book's budget
+        # the paper's setting: Pythia-1.4B (EleutherAI/pythia-1.4b) at steps 1-512 (and 0), the leading terms from
+        # the first 100k OpenWebText texts of 512+ characters, then from FineWeb's (Figure 8); never the miniature
+        # (offline it stops at once). top_k and the 128 tokens a text are the book's budget, not the paper's
         source="pythia",
         top_k=500,
         n_stories=5000,
         miniature=_CPU_MINIATURE,
-        pythia=PythiaConfig(size="1.4b", n_texts=2000),
+        pythia=PythiaConfig(
+            size="1.4b", steps=_PAPER_PYTHIA_STEPS, texts=("openwebtext", "fineweb"), n_texts=PAPER_N_TEXTS
+        ),
     ),
 }
 """Chapter 6's study per profile."""
@@ -186,14 +201,14 @@ def build_source(cfg: StudyConfig) -> SourceChoice:
     kind, reason = choose_source(cfg.source, cfg.hub_deadline)
     if kind == "pythia":
         p = cfg.pythia
-        source = PythiaSource(p.size, p.deduped, list(p.steps) or pythia_steps(), p.n_texts, p.context)
+        source = PythiaSource(p.size, p.deduped, list(p.steps) or pythia_steps(), p.n_texts, p.context, p.texts[0])
         try:
-            _ = source.tokens  # the OpenWebText download: the first thing that needs the network
+            _ = source.tokens  # the text's download: the first thing that needs the network
             return SourceChoice(source, kind, reason)
         except Exception as exc:  # any failure to fetch falls back, and the banner says why
             if cfg.source == "pythia":
                 raise
-            kind, reason = "miniature", f"the Hub answered but loading OpenWebText failed ({type(exc).__name__}: {exc})"
+            kind, reason = "miniature", f"the Hub answered but loading the texts failed ({type(exc).__name__}: {exc})"
     run = miniature_run(load_stories(max_stories=cfg.n_stories), cfg.miniature_run)
     return SourceChoice(MiniatureSource(run), kind, reason)
 
@@ -202,8 +217,9 @@ def build_source(cfg: StudyConfig) -> SourceChoice:
 class StudyResult:
     """What the chapter shows: the source, the features, the similarity of every checkpoint
     (``table``: step, measure, mapping, layer, head, similarity), the controls, the layer-mean
-    ``curve`` over steps, its per-(measure, mapping) ``summary`` (peak, peak_step, initial, final)
-    and the controls' layer means."""
+    ``curve`` over steps, its per-(measure, mapping) ``summary`` (peak, peak_step, initial, final),
+    the controls' layer means and ``compared``: per further text of real Pythia (FineWeb), the
+    similarity table of the same checkpoints with features from that text (empty otherwise)."""
 
     choice: SourceChoice
     features: LeadingFeatures
@@ -212,15 +228,32 @@ class StudyResult:
     curve: pd.DataFrame
     summary: dict[tuple[str, str], dict[str, float]] = field(hash=False)
     control_means: pd.DataFrame
+    compared: dict[str, pd.DataFrame] = field(default_factory=dict, hash=False)
 
     @property
     def last_step(self) -> int:
         return int(self.choice.source.steps[-1])
 
+    @property
+    def linear_every(self) -> int:
+        """The spacing of the source's evenly spaced checkpoints: Pythia's 1,000, or the miniature's
+        ``steps // n_linear`` (:func:`mechbook.pythia.checkpoints.scaled_schedule`)."""
+        from mechbook.pythia.checkpoints import PYTHIA_LINEAR_EVERY
+
+        if self.choice.kind == "pythia":
+            return PYTHIA_LINEAR_EVERY
+        c = self.choice.source.run.config
+        return c.steps // c.n_linear
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.table["layer"].max()) + 1
+
 
 def run_study(cfg: StudyConfig) -> StudyResult:
     """Build the source, the top-k features of its corpus, the similarity at every checkpoint and
-    the four controls (each step cached)."""
+    the four controls (each step cached); for real Pythia, the similarity again with the features
+    of every further text of ``cfg.pythia.texts``."""
     from mechbook.pythia.features import leading_features
     from mechbook.pythia.sources import controls, similarity_over_checkpoints
 
@@ -229,8 +262,15 @@ def run_study(cfg: StudyConfig) -> StudyResult:
     feats = leading_features(src.tokens, src.vocab_size, cfg.top_k)
     table = similarity_over_checkpoints(src, feats)
     ctl = controls(src, feats, seed=cfg.seed)
+    compared = {}
+    if choice.kind == "pythia":
+        for text in cfg.pythia.texts[1:]:
+            other = dataclasses.replace(src, text=text, _tokens=None)
+            compared[text] = similarity_over_checkpoints(
+                other, leading_features(other.tokens, other.vocab_size, cfg.top_k)
+            )
     curve = layer_mean(table)
-    return StudyResult(choice, feats, table, ctl, curve, summarise(curve), layer_mean(ctl))
+    return StudyResult(choice, feats, table, ctl, curve, summarise(curve), layer_mean(ctl), compared)
 
 
 def control_value(control_means: pd.DataFrame, control: str, measure: str, mapping: str) -> float:

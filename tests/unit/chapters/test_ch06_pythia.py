@@ -53,7 +53,10 @@ def test_profiles_are_consistent():
     assert smoke.source == "miniature" and len(smoke.miniature.schedule) == 12
     assert len(cpu.miniature.schedule) >= 20 and len(cpu.pythia.steps) >= 20
     assert set(cpu.pythia.steps) <= set(pythia_steps())
-    assert paper.pythia.size == "1.4b" and not paper.pythia.deduped and not paper.pythia.steps
+    # the paper's setting: Pythia-1.4B at steps 1-512 (and 0), the first 100k texts of OpenWebText, then FineWeb
+    assert paper.source == "pythia" and paper.pythia.size == "1.4b" and not paper.pythia.deduped
+    assert paper.pythia.steps == (0, *(2**i for i in range(10))) and paper.pythia.n_texts == 100_000
+    assert paper.pythia.texts == ("openwebtext", "fineweb") and cpu.pythia.texts == ("openwebtext-10k",)
     # the paper's Pythia-1.4B names no deduplicated variant: both real-model paths read the Pile-trained suite
     assert repo_id(paper.pythia.size, paper.pythia.deduped) == "EleutherAI/pythia-1.4b"
     assert repo_id(cpu.pythia.size, cpu.pythia.deduped) == "EleutherAI/pythia-70m"
@@ -73,6 +76,10 @@ def test_bad_configs_say_what_to_do():
         PythiaConfig(steps=(0, 3))
     with pytest.raises(ValueError, match="one of '14m'"):
         PythiaConfig(size="70b")
+    with pytest.raises(ValueError, match="texts must be distinct names among openwebtext"):
+        PythiaConfig(texts=("openwebtext", "pile"))
+    with pytest.raises(ValueError, match="texts must be distinct"):
+        PythiaConfig(texts=())
     with pytest.raises(ValueError, match="top_k must be at least 2"):
         StudyConfig(source="miniature", top_k=1, n_stories=10, miniature=TINY)
 
@@ -107,7 +114,12 @@ def _fake(
                         for head in range(3)
                     ]
     table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
-    ctl = pd.DataFrame(
+    return table, _controls(controls)
+
+
+def _controls(controls: dict[str, float]) -> pd.DataFrame:
+    """Every control at ``controls[control]`` for every measure, mapping and both layers."""
+    return pd.DataFrame(
         [
             (c, m, p, layer, LAYER_LEVEL, controls[c])
             for c in CONTROLS
@@ -117,7 +129,6 @@ def _fake(
         ],
         columns=["control", "measure", "mapping", "layer", "head", "similarity"],
     )
-    return table, ctl
 
 
 def _read(table: pd.DataFrame, ctl: pd.DataFrame) -> str:
@@ -133,7 +144,7 @@ def test_reading_a_feature_that_beats_the_controls_and_fades():
     assert (
         text.count("above every negative control (by 0.300 over the random initialisation)") == 2
     )  # embedding, both measures
-    assert "drifts down by 0.250 to 0.250" in text and "early-then-fading shape" in text
+    assert "drifts down by 0.250 to 0.250" in text and "an early peak that fades" in text
     assert (
         "**not** above the random initialisation (0.200), although this measure does rate an exactly linear" in text
     )  # attention
@@ -262,7 +273,8 @@ def _records(result: StudyResult, monkeypatch) -> dict:
 
 
 def _result(table: pd.DataFrame, ctl: pd.DataFrame, losses: list[float], kind: str = "miniature") -> StudyResult:
-    source = SimpleNamespace(steps=sorted(table["step"].unique()), run=SimpleNamespace(losses=losses), label="fake")
+    run = SimpleNamespace(losses=losses, config=SimpleNamespace(steps=20, n_linear=2))  # evenly spaced from step 10
+    source = SimpleNamespace(steps=sorted(table["step"].unique()), run=run, label="fake")
     choice = SimpleNamespace(kind=kind, source=source, reason="the profile asks for the miniature")
     curve = layer_mean(table)
     return StudyResult(
@@ -308,7 +320,7 @@ def test_a_failing_pythia_download_falls_back_or_raises(monkeypatch, tmp_path):
     if not os.environ.get("MECHBOOK_TINYSTORIES"):
         monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
     monkeypatch.setattr(hub, "hub_available", lambda deadline: True)
-    monkeypatch.setattr(hub, "openwebtext_texts", no_text)
+    monkeypatch.setattr(hub, "web_texts", no_text)
     monkeypatch.setattr(hub, "pythia_tokenizer", lambda size, deduped: None)
     choice = build_source(StudyConfig(source="auto", top_k=8, n_stories=300, miniature=TINY))
     assert choice.kind == "miniature" and "simulated download failure" in choice.reason
@@ -359,13 +371,17 @@ def test_claims_of_the_source_not_read_are_untested_and_say_why():
 
 @pytest.mark.parametrize("claim", CH06_CLAIMS, ids=lambda c: c.id)
 def test_each_claim_on_both_sides_of_its_rule(claim):
-    t = claim.rule.threshold
-    hold, fail = claim.evidence(t + 0.05), claim.evidence(t - 0.05)
+    t, up = claim.rule.threshold, 0.05 if claim.rule.op in (">", ">=") else -0.05
+    hold, fail = claim.evidence(t + up), claim.evidence(t - up)
     assert hold.verdict == "reproduced" and fail.verdict == "not reproduced"
     yes, no = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
     assert hold.sentence().startswith(f"**{yes}.**") and fail.sentence().startswith(f"**{no}.**")
-    assert f"{t + 0.05:{claim.spec}}" in hold.sentence() and f"{t - 0.05:{claim.spec}}" in fail.sentence()
-    assert claim.section in ("ch06-reading", "ch06-controls")
+    assert f"{t + up:{claim.spec}}" in hold.sentence() and f"{t - up:{claim.spec}}" in fail.sentence()
+    assert claim.section in ("ch06-reading", "ch06-controls", "ch06-findings")
+    # the paper's claims are its findings, read over its window; the book's readings are the book's
+    assert (claim.source == "paper") == (claim.section == "ch06-findings")
+    if claim.source == "paper":
+        assert "over the paper's window" in claim.measure and "the book's budget" in claim.measure
 
 
 def test_chart_titles_state_the_findings():
@@ -374,9 +390,99 @@ def test_chart_titles_state_the_findings():
     assert ch06.controls_title(result) == "Mappings above every negative control: paper measure 2 of 4, CKA 2 of 4"
     assert "0.50 (embedding (resid_post), step 2)" in ch06.layers_title(result)
     assert ch06.curves_title(result) == "Under CKA the embedding peaks at 0.50 (step 2), then falls to 0.25"
-    assert "The 10 claims about the source this page did not read are untested here (needs the network" in (
+    assert "The 10 readings of the source this page did not read are untested here (needs the network" in (
         ch06.reading_prose(result)
     )
     assert ch06.source_chart(result).to_dict()["title"] == (
         "The miniature's loss falls from 3.00 to 2.00 nats/token; dots are its 6 checkpoints"
     )
+
+
+def _drifting(first_drop: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two layers over STEPS (window 1, 2, 4 when the spacing is 10): the embedding of layer 0
+    peaks at 0.6 at step 2 and ends the window ``first_drop`` lower, layer 1 rises to 0.5 and
+    stays; the no-MLP output equals the embedding but at layer 0 (0.2 lower); the attention scores
+    sit at 0.1 (below the controls) at layer 0 and 0.4 at layer 1; the heads of layer 1 gain more."""
+    emb = {0: [0.1, 0.3, 0.6, 0.6 - first_drop, 0.2, 0.2], 1: [0.1, 0.2, 0.4, 0.5, 0.5, 0.5]}
+    rows = []
+    for measure in MEASURES:
+        for layer, values in emb.items():
+            for step, v in zip(STEPS, values):
+                rows += [
+                    (step, measure, "embedding", layer, LAYER_LEVEL, v),
+                    (step, measure, "no_mlp", layer, LAYER_LEVEL, v - (0.2 if layer == 0 else 0.0)),
+                ]
+                for mapping in ("attention", "attention_resid_pre"):
+                    a = 0.1 if layer == 0 else 0.4 * (step > 0)
+                    rows.append((step, measure, mapping, layer, LAYER_LEVEL, a))
+                    rows += [(step, measure, mapping, layer, h, a * (1 + h / 10)) for h in range(3)]
+    table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
+    return table, _controls({"random_init": 0.15, "shuffled_tokens": 0.1, "offset": 0.2, "linear": 0.9})
+
+
+def test_the_papers_findings_are_read_over_its_window_not_at_the_last_checkpoint():
+    from mechbook.pythia.claims import FINDING_CLAIMS, finding_id
+
+    table, ctl = _drifting(0.3)
+    result = _result(table, ctl, [3.0, 2.0])
+    evs = claims.evidence(CH06_CLAIMS, study_readings(result))
+    verdict = {cid: evs[cid].verdict for cid in (c.id for c in FINDING_CLAIMS)}
+    for measure in MEASURES:
+        assert verdict[finding_id("embedding_all_layers", measure)] == "reproduced"  # 0.6 and 0.5 beat 0.2
+        assert verdict[finding_id("attention_but_first", measure)] == "reproduced"  # 0.1 below 0.2, 0.4 above
+        assert evs[finding_id("earlier_drift_first", measure)].values == [pytest.approx(0.3)]
+        assert evs[finding_id("features_kept", measure)].values == [pytest.approx(0.1 / 0.4)]  # layer 0: 0.3 - 0.2
+        assert verdict[finding_id("features_kept", measure)] == "not reproduced"
+        assert verdict[finding_id("no_mlp_but_first", measure)] == "reproduced"
+        assert verdict[finding_id("earlier_heads_slower", measure)] == "reproduced"
+        for untested in ("middle_heads_fastest", "fineweb_similar"):
+            assert verdict[finding_id(untested, measure)] == "untested"
+        assert (
+            "has 2 layers, so it has no such middle layer" in evs[finding_id("middle_heads_fastest", measure)].untested
+        )
+        assert "the network" in evs[finding_id("fineweb_similar", measure)].untested
+    # the book's fade reading reads the last checkpoint (step 20), the paper's findings only steps 1-4
+    late = table.assign(similarity=np.where(table["step"] > 4, 0.0, table["similarity"]))
+    again = claims.evidence(CH06_CLAIMS, study_readings(_result(late, ctl, [3.0, 2.0])))
+    assert all(again[c.id].values == evs[c.id].values for c in FINDING_CLAIMS)
+    # a small drift keeps the features: 0.05 of a 0.4 margin lost
+    kept = claims.evidence(CH06_CLAIMS, study_readings(_result(_drifting(0.05)[0], ctl, [3.0, 2.0])))
+    assert kept[finding_id("features_kept", "cka")].verdict == "reproduced"
+    prose = ch06.window_prose(result)
+    assert "steps 1, 2, 4 of its 20 (20% of its training" in prose and "reads 6 of the paper's 8 findings" in prose
+    assert "It cannot read 2: layer 13's heads" in prose
+    assert ch06.findings_prose(result).count("\n- ") == len(FINDING_CLAIMS) - 1
+
+
+def test_on_pythia_14b_figure_7s_layers_are_compared_and_fineweb_is_read():
+    from mechbook.pythia.readings import finding_readings
+
+    rows = []
+    for layer in range(24):
+        for step in (0, 1, 2, 512, 1000):
+            for mapping in MAPPINGS:
+                v = 0.3 if step else 0.1
+                rows.append((step, "cka", mapping, layer, LAYER_LEVEL, v))
+                if mapping == "attention_resid_pre":
+                    # layer 13 (index 12) parts its heads; layer 2 (index 1) learns least
+                    gain = {1: 0.05, 12: 0.2}.get(layer, 0.1) * (step > 0)
+                    rows += [
+                        (step, "cka", mapping, layer, h, 0.1 + gain * (1 + (h - 1.5) * (layer == 12))) for h in range(4)
+                    ]
+    table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
+    table = pd.concat([table, table.assign(measure="paper")], ignore_index=True)
+    ctl = pd.DataFrame(
+        [("random_init", m, p, 0, LAYER_LEVEL, 0.0) for m in MEASURES for p in MAPPINGS],
+        columns=["control", "measure", "mapping", "layer", "head", "similarity"],
+    )
+    result = _result(table, ctl, [3.0, 2.0], kind="pythia")
+    result = StudyResult(
+        *[getattr(result, f) for f in ("choice", "features", "table", "controls", "curve", "summary", "control_means")],
+        compared={"fineweb": table.assign(similarity=table["similarity"] + 0.01)},
+    )
+    found = finding_readings(result)
+    assert found.window == (1, 2, 512) and found.untested == {}
+    assert found.layers["early"] == (1,) and found.layers["middle"] == (12,) and found.layers["others"] == (1, 23)
+    assert found.values["earlier_heads_slower", "cka"] == pytest.approx(0.05)
+    assert found.values["middle_heads_fastest", "cka"] > 0
+    assert found.values["fineweb_similar", "cka"] == pytest.approx(0.01)

@@ -75,3 +75,47 @@ def test_a_hanging_check_is_abandoned_at_the_deadline(monkeypatch):
 def test_unknown_source_is_an_error():
     with pytest.raises(ValueError, match="auto"):
         choose_source("gpt2")
+
+
+def test_the_paper_profile_stops_at_once_offline_and_says_what_to_do(monkeypatch):
+    from mechbook.pythia.study import STUDY_PROFILES, build_source
+
+    monkeypatch.setenv("MECHBOOK_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="source='pythia' needs the Hugging Face Hub"):
+        build_source(STUDY_PROFILES["paper"])  # never trains the miniature instead
+    assert time.monotonic() - start < 1.0
+
+
+def test_web_texts_reads_shards_in_order_until_it_has_enough(monkeypatch, tmp_path):
+    import huggingface_hub
+    import pandas as pd
+
+    shards = {
+        "sample/10BT/000_00000.parquet": ["x" * 600, "short", "y" * 512],
+        "sample/10BT/000_00001.parquet": ["z" * 700, "w" * 800],
+        "sample/10BT/000_00002.parquet": ["never read" * 100],
+    }
+    for name, texts in shards.items():
+        (tmp_path / name.replace("/", "_")).parent.mkdir(exist_ok=True)
+        pd.DataFrame({"text": texts, "id": range(len(texts))}).to_parquet(tmp_path / name.replace("/", "_"))
+    fetched = []
+
+    class Api:
+        def list_repo_files(self, repo, repo_type, revision):
+            assert (repo, repo_type, revision) == ("HuggingFaceFW/fineweb", "dataset", "main")
+            return ["README.md", "data/CC-MAIN/000.parquet", *reversed(shards)]
+
+    def download(repo, name, repo_type, revision):
+        fetched.append(name)
+        return str(tmp_path / name.replace("/", "_"))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    assert hub.web_texts("fineweb", 3) == ["x" * 600, "y" * 512, "z" * 700]
+    assert fetched == list(shards)[:2]  # in name order, and no further than needed
+    with pytest.raises(ValueError, match="only 5 FineWeb texts have 512\\+ characters"):
+        hub.web_texts("fineweb", 6)
+    with pytest.raises(ValueError, match="unknown text 'pile'"):
+        hub.web_texts("pile", 5)
+    assert hub.MIN_CHARS == 512 and hub.PAPER_N_TEXTS == 100_000 and set(hub.TEXTS) >= {"openwebtext", "fineweb"}
