@@ -31,7 +31,7 @@ from mechbook.leading_terms.check import cosines_at
 from mechbook.leading_terms.corpus import CorpusConfig, corpus_stories, load_corpus
 from mechbook.leading_terms.leading import KINDS, bases, cosine, kind_of
 from mechbook.leading_terms.model import ModelConfig, parameter_names
-from mechbook.leading_terms.plan import TrainingPlan, paper_sequences, plan_training, steps_for_epochs
+from mechbook.leading_terms.plan import TrainingPlan, plan_training, steps_for_epochs
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import (
     RunConfig,
@@ -141,6 +141,10 @@ class PaperTarget:
 def paper_target(claim: ClaimConfig) -> PaperTarget:
     """Count the sequences the paper's filter keeps of the text at hand, extrapolate to the train
     split (:func:`~mechbook.leading_terms.plan.paper_sequences`) and turn its epochs into steps."""
+    # 730a9c0 removed plan.paper_sequences (the extrapolation goes, issue 40): imported here, where
+    # only chapter 3's old path reaches it, so that importing Part I's claims works again.
+    from mechbook.leading_terms.plan import paper_sequences
+
     _, sequences = load_corpus(claim.paper_corpus)
     n = paper_sequences(sequences.n_kept, sequences.n_stories)
     steps = steps_for_epochs(claim.paper_epochs, n, claim.paper_batch)
