@@ -198,7 +198,7 @@ class NamedAssociation:
     @property
     def paper(self) -> str:
         """The paper's words: ``"Figure 5, Φ: fish → pond, lake, water"``."""
-        note = f" ({self.note})" if self.note else ""
+        note = f", {self.note}" if self.note else ""
         return f"Figure 5, {self.map}: {self.row} {ARROWS[self.map]} {', '.join(self.partners)}{note}"
 
 

@@ -135,7 +135,7 @@ def test_a_named_reading_counts_its_top_and_names_the_words_it_lacks():
 
 def test_figure5_is_the_papers_figure():
     assert [a.paper for a in FIGURE5] == [
-        "Figure 5, B: red → truck (among common objects)",
+        "Figure 5, B: red → truck, among common objects",
         "Figure 5, Σ_B: they ∼ she, he, it",
         "Figure 5, Σ_B: happy ∼ sad, excited",
         "Figure 5, Σ_B: wanted ∼ saw, had",
