@@ -7,7 +7,8 @@ the context map Φ and the interchangeability map Σ_B = BᵀB on the whole trai
 :data:`mechbook.leading_terms.claims.CH01_CLAIMS`), and presents them in page order:
 the corpus, ranked tables for a few adjectives, entities and lexicon words, the rank of known
 (entity, surrounding) pairs in Φ and in B, the word-class purity of Σ_B's nearest neighbours, a
-heatmap explorer of a readable block of each map, and a take-away read from the claims. Its corpus
+heatmap explorer of a readable block of each map, the associations the paper's Figures 5 and 3 name
+(their ranks and verdicts), and a take-away read from the claims. Its corpus
 (:data:`CONFIGS`) has larger vocabularies than chapters 2-5 so that the tables are readable.
 """
 
@@ -26,7 +27,7 @@ from mechbook.chapters import common
 from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_cells, top_k
 from mechbook.leading_terms.claims import CH01_CLAIMS
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
-from mechbook.leading_terms.maps import CorpusMaps, in_model_vocabulary
+from mechbook.leading_terms.maps import FIGURE3_SENTENCE, FIGURE5, FIGURE5_TOP, CorpusMaps, in_model_vocabulary
 from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
@@ -312,6 +313,73 @@ def maps_explorer(m: CorpusMaps, cfg: ChapterConfig) -> Any:
         controls={"map": list(blocks)},
         title="Three maps of one corpus: phrases, scenes and word classes",
     )
+
+
+def named_table(n: dict[str, Any]) -> pd.DataFrame:
+    """The associations the paper's Figure 5 names, one line per named partner: the map, the row
+    word, the partner, its rank in the row as chapter 1 reads that map
+    (:func:`~mechbook.leading_terms.maps.map_row`; blank where a word is outside the vocabulary)
+    and whether it clears the figure's top-30 bar."""
+    rows = []
+    for a in FIGURE5:
+        r = n[f"fig5_{a.key}"]
+        for partner, rank in r["ranks"].items():
+            lacking = [w for w in (a.row, partner) if w in r["missing"]]
+            bar = f"{' and '.join(lacking)} not in |V|" if lacking else ("within" if rank <= FIGURE5_TOP else "outside")
+            rows.append(
+                {
+                    "map": a.map,
+                    "word": a.row,
+                    "named partner": partner,
+                    "rank in the row": "" if rank is None else str(rank),
+                    f"top-{FIGURE5_TOP} bar": bar,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def figure3_prose(n: dict[str, Any]) -> str:
+    """Figure 3's sentence read through Φ: each scored word's entry in *fish*'s row, which ranks
+    first (where two or more are scored), the words left out, and the claim's verdict."""
+    r = n["fig3_fish"]
+    row = FIGURE3_SENTENCE[-1]
+    opening = f"The paper's Figure 3 reads “{' '.join(FIGURE3_SENTENCE)}” through $\\Phi$."
+    verdict = claims.evidence(CH01_CLAIMS, n)["ch01.fig3_pond_for_fish"].sentence()
+    outside = ", ".join(f"*{w}*" for w in r["missing"])
+    left = f" ({outside} outside the vocabulary of {n['vocab_size']} tokens)" if r["missing"] else ""
+    if not r["scores"]:
+        return f"{opening} This vocabulary scores none of its words in the row of *{row}*{left}.\n\n{verdict}"
+    scores = sorted(r["scores"].items(), key=lambda item: -item[1])
+    listed = ", ".join(f"*{w}* {claims.fmt(v, '.3g')}" for w, v in scores)
+    first = f", so *{scores[0][0]}* ranks first among them" if len(scores) > 1 else ""
+    return f"{opening} In the row of *{row}* the sentence's other words score{left}: {listed}{first}.\n\n{verdict}"
+
+
+_FIGURE_IDS = tuple(f"ch01.fig5_{a.key}" for a in FIGURE5) + ("ch01.fig3_pond_for_fish",)
+
+
+def paper_figures_prose(n: dict[str, Any]) -> str:
+    """How many of the paper's named associations (Figure 5's groups and Figure 3's example) this
+    corpus reproduces, partly, not, or cannot test, then each verdict."""
+    ev = claims.evidence(CH01_CLAIMS, n)
+    counts = {v: sum(ev[c].verdict == v for c in _FIGURE_IDS) for v in claims.VERDICTS}
+    tested = len(_FIGURE_IDS) - counts["untested"]
+    parts = [
+        f"{counts[v]} {word}"
+        for v, word in (("reproduced", "reproduced"), ("partly", "partly"), ("not reproduced", "not reproduced"))
+        if counts[v]
+    ]
+    head = (
+        f"Of the paper's {len(_FIGURE_IDS)} named associations ({len(FIGURE5)} groups of Figure 5 and Figure 3's "
+        f"sentence), this profile tests {tested}"
+        + (f": {', '.join(parts)}" if parts else "")
+        + (
+            f"; {counts['untested']} name a word outside its vocabulary of {n['vocab_size']} tokens."
+            if counts["untested"]
+            else "."
+        )
+    )
+    return head + "\n\n" + claims.section_prose(ev, "ch01-paper-figures")
 
 
 _READS = {

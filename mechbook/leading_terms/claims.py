@@ -34,6 +34,7 @@ from mechbook.leading_terms.check import (
     run_label,
 )
 from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.maps import FIGURE3_SENTENCE, FIGURE5, FIGURE5_TOP, NamedAssociation
 from mechbook.leading_terms.overview import PAPER_VOCAB, reuse_gap, token_coverage
 from mechbook.leading_terms.readings import (
     BREAK_COSINE,
@@ -100,6 +101,75 @@ def _over_phi(n: dict[str, Any], rank: str) -> float | None:
     """The median rank ``n[rank]`` over the pairs' median rank in Φ (None where either is None)."""
     phi = n["phi_pair_median_rank"]
     return None if phi is None or n[rank] is None else n[rank] / phi
+
+
+def _outside(words: list[str], vocab_size: Any) -> str:
+    """Why a claim naming ``words`` is untested: they are outside the vocabulary."""
+    named = ", ".join(f"*{w}*" for w in words)
+    verb = "is" if len(words) == 1 else "are"
+    return f"{named} {verb} not in this profile's vocabulary of |V| = {vocab_size} tokens"
+
+
+def _named(a: NamedAssociation) -> Callable[[dict[str, Any]], Measured]:
+    """Reads the share of ``a``'s partners in their row's top 30 (``fig5_<key>``), untested with
+    the words a vocabulary lacks."""
+
+    def read(n: dict[str, Any]) -> Measured:
+        r = n[f"fig5_{a.key}"]
+        if r["missing"]:
+            return Measured(untested=_outside(r["missing"], n["vocab_size"]))
+        return Measured(r["share"])
+
+    return read
+
+
+def _words(words: tuple[str, ...]) -> str:
+    marked = [f"*{w}*" for w in words]
+    return marked[0] if len(marked) == 1 else ", ".join(marked[:-1]) + f" and {marked[-1]}"
+
+
+_MAP_ROWS = {
+    "B": "the {top} strongest readable successors of {row} in B ({row}'s row: the next words)",
+    "Φ": "the {top} strongest readable context words in {row}'s row of Φ ({row} as the next token; {row} itself left out)",
+    "Σ_B": (
+        "the {top} words nearest {row} under Σ̃_B (the cosine of B's columns; function words included; "
+        "punctuation, numbers, `<unk>` and {row} itself left out)"
+    ),
+}
+
+
+def _figure5_claim(a: NamedAssociation) -> Claim:
+    """The claim of one Figure 5 group: all its named words in the row's top 30. The figure lists
+    them there, so the rule asks for every one (share 1); half of them counts as partly, fewer as
+    not reproduced. Read as chapter 1 reads each map (:func:`~mechbook.leading_terms.maps.map_row`)."""
+    row, partners = f"*{a.row}*", _words(a.partners)
+    shown = {"Σ_B": "Σ̃_B"}.get(a.map, a.map)
+    return Claim(
+        f"ch01.fig5_{a.key}",
+        CH01,
+        "paper",
+        f"{partners} {'is' if len(a.partners) == 1 else 'are'} in the top {FIGURE5_TOP} of {row}'s row of {shown}",
+        f"share of {partners} within {_MAP_ROWS[a.map].format(top=FIGURE5_TOP, row=row)}",
+        Rule(">=", 1.0, partly=0.5),
+        paper=a.paper,
+        section="ch01-paper-figures",
+        spec=".0%",
+        read=_named(a),
+    )
+
+
+def _figure3(n: dict[str, Any]) -> Measured:
+    """*pond*'s rank among the sentence's scored words in *fish*'s row of Φ; untested where *fish*
+    or *pond* is outside the vocabulary or no other word of the sentence is in it."""
+    r = n["fig3_fish"]
+    if r["pond_rank"] is not None:
+        return Measured(r["pond_rank"])
+    lacking = [w for w in ("fish", "pond") if w in r["missing"]]
+    if lacking:
+        return Measured(untested=_outside(lacking, n["vocab_size"]))
+    return Measured(
+        untested=f"no other word of the sentence is in this profile's vocabulary of |V| = {n['vocab_size']} tokens"
+    )
 
 
 CH01 = "01_corpus_maps"
@@ -186,9 +256,24 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         spec=".2f",
         read=lambda n: _pairs(n, n["sigma_class_purity"] / n["sigma_class_chance"]),
     ),
+    *(_figure5_claim(a) for a in FIGURE5),
+    Claim(
+        "ch01.fig3_pond_for_fish",
+        CH01,
+        "paper",
+        f"Of the words of “{' '.join(FIGURE3_SENTENCE)}”, Φ associates *pond* most with *fish*",
+        "rank of *pond* among the sentence's words before *fish* that the vocabulary holds, by their raw entry "
+        "in *fish*'s row of Φ (fish as the next token, function words included)",
+        Rule("==", 1),
+        paper=f"Figure 3: Φ's scores for “{' '.join(FIGURE3_SENTENCE)}”, pond the strongest for fish",
+        section="ch01-paper-figures",
+        spec="d",
+        read=_figure3,
+    ),
 )
-"""Chapter 1's claims: the paper's three readings of the maps (its examples as its numbers) and the
-book's own readings that a sentence of the page asserts."""
+"""Chapter 1's claims: the paper's three readings of the maps (its examples as its numbers), every
+association its Figure 5 names and Figure 3's example, and the book's own readings that a sentence
+of the page asserts."""
 
 
 def _attention_leaves_first(r: CheckReadings) -> Measured:

@@ -23,7 +23,7 @@ from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch01_corpus_maps as ch01
 from mechbook.leading_terms.claims import CH01_CLAIMS, TABLES
-from mechbook.leading_terms.maps import chapter_maps, maps_numbers, pair_rank_table
+from mechbook.leading_terms.maps import FIGURE5, FIGURE5_TOP, chapter_maps, map_row, maps_numbers, pair_rank_table
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.viz.fmt import escape_markdown as markdown_text
 
@@ -165,7 +165,17 @@ def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_r
         "sigma_class_chance": 0.3,
         "phi_rank_pond_for_fish": None,
         "n_context_pairs": 9,
+        "vocab_size": 1000,
+        **{f"fig5_{a.key}": _named(a) for a in FIGURE5},
+        "fig3_fish": {"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1},
     }
+
+
+def _named(a, ranks=None, missing=()):
+    """A Figure 5 group's record with the partners at ``ranks`` (default 1, 2, ...)."""
+    ranks = list(ranks or range(1, len(a.partners) + 1))
+    share = None if missing else sum(r <= FIGURE5_TOP for r in ranks) / len(ranks)
+    return {"ranks": dict(zip(a.partners, ranks)), "missing": list(missing), "share": share}
 
 
 @pytest.mark.parametrize(
@@ -354,3 +364,104 @@ def test_recurring_words_are_the_words_of_two_rows_or_more():
     assert list(got) == ["day", "time"], "most rows first, ties in order of first appearance"
     text = ch01.context_recurring_prose(table)
     assert "**7 of the 10**" in text and "*day* (3 rows)" in text
+
+
+@pytest.mark.parametrize("a", FIGURE5, ids=lambda a: a.key)
+def test_each_figure5_group_on_both_sides_of_its_rule_and_untested_without_its_words(a):
+    """All named words in the top 30: reproduced; half: partly; none: not; a word outside the
+    vocabulary: untested, naming it and |V|."""
+    cid = f"ch01.fig5_{a.key}"
+    claim = next(c for c in CH01_CLAIMS if c.id == cid)
+    assert claim.source == "paper" and claim.paper == a.paper and claim.section == "ch01-paper-figures"
+
+    def verdict(**kw):
+        return claims.evidence(CH01_CLAIMS, {**_numbers(), f"fig5_{a.key}": _named(a, **kw)})[cid]
+
+    k = len(a.partners)
+    assert verdict(ranks=[FIGURE5_TOP] * k).verdict == "reproduced"
+    assert verdict(ranks=[FIGURE5_TOP + 1] * k).verdict == "not reproduced"
+    half = [1] * (k - k // 2) + [FIGURE5_TOP + 1] * (k // 2)
+    assert verdict(ranks=half).verdict == ("partly" if k > 1 else "reproduced")
+    if k == 3:
+        assert verdict(ranks=[1, 99, 99]).verdict == "not reproduced", "one of three is under half"
+    lacking = verdict(missing=[a.partners[-1]])
+    assert lacking.verdict == "untested"
+    assert f"*{a.partners[-1]}* is not in this profile's vocabulary of |V| = 1000 tokens" in lacking.sentence()
+
+
+def test_figure3_claim_ranks_pond_among_the_sentences_words():
+    cid = "ch01.fig3_pond_for_fish"
+
+    def ev(**reading):
+        base = {"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1}
+        return claims.evidence(CH01_CLAIMS, {**_numbers(), "fig3_fish": {**base, **reading}})[cid]
+
+    assert ev().verdict == "reproduced" and ev(pond_rank=2).verdict == "not reproduced"
+    no_fish = ev(scores={}, missing=["fish", "contains"], pond_rank=None)
+    assert (
+        no_fish.verdict == "untested" and "*fish* is not in this profile's vocabulary of |V| = 1000" in no_fish.untested
+    )
+    alone = ev(scores={"pond": 2.0}, missing=["the", "contains"], pond_rank=None)
+    assert alone.verdict == "untested" and "no other word of the sentence" in alone.untested
+
+
+def test_named_table_shows_every_partner_with_its_rank_and_the_bar():
+    n = _numbers()
+    fish = next(a for a in FIGURE5 if a.key == "phi_fish")
+    n["fig5_phi_fish"] = _named(fish, ranks=[1, None, 31], missing=["lake"])
+    table = ch01.named_table(n)
+    assert len(table) == sum(len(a.partners) for a in FIGURE5)
+    assert list(table.columns) == ["map", "word", "named partner", "rank in the row", f"top-{FIGURE5_TOP} bar"]
+    rows = table[table["word"] == "fish"].set_index("named partner")
+    assert rows.loc["pond", "top-30 bar"] == "within" and rows.loc["pond", "rank in the row"] == "1"
+    assert rows.loc["lake", "top-30 bar"] == "lake not in |V|" and rows.loc["lake", "rank in the row"] == ""
+    assert rows.loc["water", "top-30 bar"] == "outside" and rows.loc["water", "rank in the row"] == "31"
+
+
+def test_figure3_prose_names_the_first_word_as_the_verdict_does():
+    n = _numbers()
+    won = ch01.figure3_prose(n)
+    assert "*pond* 2, *the* 1, so *pond* ranks first" in won and "**Reproduced.**" in won
+    assert "(*contains* outside the vocabulary of 1000 tokens)" in won
+    n["fig3_fish"] = {"scores": {"the": 5e-6, "pond": 3e-6}, "missing": ["contains"], "pond_rank": 2}
+    lost = ch01.figure3_prose(n)
+    assert "*the* 5e-06, *pond* 3e-06, so *the* ranks first" in lost and "**Not reproduced.**" in lost
+    n["fig3_fish"] = {"scores": {}, "missing": ["fish"], "pond_rank": None}
+    assert "scores none of its words" in ch01.figure3_prose(n) and "**Untested here.**" in ch01.figure3_prose(n)
+    n["fig3_fish"] = {"scores": {"pond": 1.0}, "missing": ["the", "contains"], "pond_rank": None}
+    assert "ranks first" not in ch01.figure3_prose(n)
+
+
+def test_paper_figures_prose_counts_the_verdicts():
+    n = _numbers()
+    assert "this profile tests 8: 8 reproduced." in ch01.paper_figures_prose(n)
+    birds = next(a for a in FIGURE5 if a.key == "phi_birds")
+    flower = next(a for a in FIGURE5 if a.key == "phi_flower")
+    n["fig5_phi_birds"] = _named(birds, ranks=[93, 9])
+    n["fig5_phi_flower"] = _named(flower, missing=["flower"])
+    n["fig3_fish"] = {**n["fig3_fish"], "pond_rank": 2}
+    text = ch01.paper_figures_prose(n)
+    assert "this profile tests 7: 5 reproduced, 1 partly, 1 not reproduced; 1 name a word outside" in text
+    assert text.count("\n- ") == 8
+
+
+def test_figure5_ranks_on_the_smoke_maps_are_the_rows_of_top_k(maps):
+    """The recorded ranks against the chapter's ranked tables: each partner stands at its rank in
+    top_k's list of the row, read with the same exclusions."""
+    from mechbook.leading_terms.associations import top_k
+
+    n = _measured(maps)
+    checked = 0
+    for a in FIGURE5:
+        r = n[f"fig5_{a.key}"]
+        if a.row in r["missing"]:
+            continue
+        matrix, exclude, self_out = map_row(maps, a.map)
+        listed = top_k(
+            matrix, maps.tokenizer, k=maps.tokenizer.vocab_size, rows=[a.row], exclude=exclude, exclude_self=self_out
+        )["token"].tolist()
+        for partner, rank in r["ranks"].items():
+            if partner not in r["missing"]:
+                assert listed[rank - 1] == partner
+                checked += 1
+    assert checked >= 8
