@@ -173,13 +173,12 @@ def _tallies(entries: Iterable[Mapping[str, Any]]) -> str:
         "The book's readings": [e for e in entries if e.get("basis") != "specification" and e["source"] == "book"],
         "Checks of the task's specification": [e for e in entries if e.get("basis") == "specification"],
     }
-    out = " ".join(f"{name}: {_tally(group)}" for name, group in groups.items() if group) or "no claims."
-    papers = groups["The papers' claims"]
-    decided = [e for e in papers if e["verdict"] != "untested"]
+    parts = [f"{name}: {_tally(group)}" for name, group in groups.items() if group]
+    decided = [e for e in groups["The papers' claims"] if e["verdict"] != "untested"]
     if decided:
         own = sum(1 for e in decided if not e.get("setting"))
-        out += f" Of the {len(decided)} papers' claims decided here, {own} were decided in the paper's own setting."
-    return out
+        parts[0] += f" Decided in the paper's own setting: {own} of the {len(decided)} papers' claims decided here."
+    return " ".join(parts) or "no claims."
 
 
 def _basis(entry: Mapping[str, Any]) -> str:
@@ -287,9 +286,37 @@ def ledger_markdown(
     return "\n".join(lines) + "\n"
 
 
+def differences_markdown(profile: str) -> str:
+    """The section listing how ``profile``'s runs differ from the papers' own: Part I's
+    (:func:`mechbook.leading_terms.runs.differences_from_paper`) and Part II's
+    (:func:`mechbook.assign_add.runs.differences_from_paper` of its training profile)."""
+    from mechbook.assign_add.runs import TRAIN_PROFILES
+    from mechbook.assign_add.runs import differences_from_paper as part2
+    from mechbook.leading_terms.runs import differences_from_paper as part1
+
+    lines = ["", "## How this profile differs from the papers' settings", ""]
+    for caption, table in (
+        ("Part I (chapter 3's runs, which chapters 4 and 5 read)", part1(profile)),
+        ("Part II (the training run of chapters 8-10)", part2(TRAIN_PROFILES[profile])),
+    ):
+        n = len(table)
+        differ = "the paper's setting." if not n else f"{n} setting{'s differ' if n > 1 else ' differs'}."
+        lines += [f"{caption}: {differ}", ""]
+        if not table.empty:
+            lines += [
+                "| " + " | ".join(table.columns) + " |",
+                "|" + "---|" * len(table.columns),
+                *("| " + " | ".join(_cell(str(v)) for v in row) + " |" for row in table.itertuples(index=False)),
+                "",
+            ]
+    return "\n".join(lines)
+
+
 def ledger_page(cfg: ExecuteConfig) -> str:
-    """The ledger page of ``cfg.profile``, from the chapters executed into ``cfg.out_dir``."""
-    return ledger_markdown(read_ledger(cfg), cfg.profile, load_expected(cfg.root).get(cfg.profile) or {})
+    """The ledger page of ``cfg.profile``, from the chapters executed into ``cfg.out_dir``, with how
+    the profile's runs differ from the papers' (:func:`differences_markdown`)."""
+    page = ledger_markdown(read_ledger(cfg), cfg.profile, load_expected(cfg.root).get(cfg.profile) or {})
+    return page + differences_markdown(cfg.profile)
 
 
 def load_expected(root: Path) -> dict[str, dict[str, str]]:

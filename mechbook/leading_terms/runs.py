@@ -174,10 +174,10 @@ def gpu_hours(plan: TrainingPlan, rate: float = GPU_FLOP_RATE) -> float:
 
 
 _EFFECTS = {
-    "vocab_size": "a smaller vocabulary merges the rarer words into <unk>, whose rows of the maps mix many words",
+    "vocab_size": "a smaller vocabulary merges the rarer words into one unknown-word token, whose rows of the maps mix many words",
     "context": "a shorter context gives Φ and Q fewer pairs per sequence and P fewer lags",
     "policy": "the paper drops every sample with a word outside the vocabulary; on this text that keeps almost "
-    "nothing (chapter 1), so out-of-vocabulary words become <unk>",
+    "nothing (chapter 1), so out-of-vocabulary words become one unknown-word token",
     "split": "the validation split at hand, not the train split",
     "n_sequences": "fewer samples: the maps are estimated on less text, and an epoch is still 32 steps",
     "batch_size": "the batch keeps the paper's ratio to the data (1/32), so the steps and η·s are the paper's",

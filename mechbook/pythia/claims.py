@@ -116,6 +116,14 @@ FADE = 0.1
 """Share of its margin over the controls a curve must lose after an early peak to count as fading."""
 
 
+MINIATURE_SETTING = (
+    "read on real Pythia-1.4B where the Hugging Face Hub can be reached; offline on the book's miniature, a "
+    "GPT-NeoX of a few layers trained on TinyStories on Pythia's checkpoint schedule, not the paper's 24-layer "
+    "model trained on the Pile"
+)
+"""Where chapter 6's paper claims are decided: the page says which source it read."""
+
+
 def finding_id(finding: str, measure: str) -> str:
     """The id of the paper's ``finding`` (:data:`mechbook.pythia.readings.FINDINGS`) under ``measure``."""
     return f"ch06.{finding}_{measure}"
@@ -147,6 +155,7 @@ def _finding_claims() -> tuple[Claim, ...]:
                     section="ch06-findings",
                     spec=spec,
                     read=_on_finding(finding, measure),
+                    setting=MINIATURE_SETTING,
                 )
             )
     return tuple(out)

@@ -4,6 +4,8 @@ in book/thresholds/claims.yml (no kernel, no Sphinx)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import sys
 import types
@@ -121,7 +123,7 @@ def test_the_page_lists_every_claim_by_part_and_chapter(repo):
     assert jump.startswith("| The binding jump comes near step 5,300. Step of the binding jump, rule ≤ 6,000")
     assert "Shown in {ref}`ch08-jump`" in jump
     assert (
-        "| about 5,300 | rebuild and released run | median 5,401 (4,000 to 8,000 over 3 seeds) | 5,401 | partly: holds "
+        "| about 5,300 Setting: the paper's. | rebuild and released run | median 5,401 (4,000 to 8,000 over 3 seeds) | 5,401 | partly: holds "
         "on 2 of 3 seeds of this rebuild and holds on the released run |"
     ) in jump
     share = next(line for line in page.splitlines() if "operands" in line)
@@ -134,11 +136,12 @@ def test_the_page_lists_every_claim_by_part_and_chapter(repo):
     never = next(line for line in page.splitlines() if "forgot" in line)
     assert never.endswith("| — | — | — | untested: the chapter did not record it in this profile |")
     overlap = next(line for line in page.splitlines() if "G matches" in line)
-    assert overlap.endswith("| 98% | — | — | — | untested: the chapter was not executed in profile smoke |")
+    assert overlap.endswith("| 98% Setting: the paper's. | — | — | — | untested: the chapter was not executed in profile smoke |")
     assert (
-        "In all: The papers' claims: 1 partly and 1 untested, of 2 claims. The book's readings: 1 reproduced and "
-        "1 untested, of 2 claims." in page
+        "In all: The papers' claims: 1 partly and 1 untested, of 2 claims. Decided in the paper's own setting: 1 of "
+        "the 1 papers' claims decided here. The book's readings: 1 reproduced and 1 untested, of 2 claims." in page
     )
+    assert "## How this profile differs from the papers' settings" in page and "| vocab_size | 3000 | 200 |" in page
     assert page.index("operands") > page.index("binding jump comes"), "paper claims come before the book's readings"
 
 
@@ -300,3 +303,13 @@ def test_claims_yml_keeps_one_line_per_claim_with_counts_inline(repo):
     body = (repo / ledger.EXPECTED).read_text()
     assert "  ch08.jump_step: {verdict: partly, holds: 2, of: 3, release: true}\n" in body
     assert "cpu:\n  ch08.x: partly\n  ch08.y: reproduced\n" in body
+
+
+def test_a_paper_claim_decided_elsewhere_names_its_setting_and_is_counted_apart():
+    elsewhere = dataclasses.replace(JUMP, setting="on a miniature, for time")
+    row = ledger._row(elsewhere.evidence(5000).as_record(), Path("book/p2/08_fake.ipynb"))
+    assert "about 5,300 Setting: on a miniature, for time. |" in row
+    tally = ledger._tallies([elsewhere.evidence(5000).as_record(), JUMP.evidence(5000).as_record()])
+    assert "Decided in the paper's own setting: 1 of the 2 papers' claims decided here." in tally
+    with pytest.raises(ValueError, match="a book's reading has none"):
+        dataclasses.replace(SHARE, setting="anything")
