@@ -21,7 +21,7 @@ from mechbook.leading_terms.ablation import Cooperation
 from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
 from mechbook.leading_terms.labels import run_labels
-from mechbook.leading_terms.leading import KINDS
+from mechbook.leading_terms.leading import KINDS, bases, cosine
 from mechbook.leading_terms.tables import (
     FIGURE4,
     FIRST,
@@ -30,6 +30,7 @@ from mechbook.leading_terms.tables import (
     WHOLE,
     cosines_at,
     epoch_minima,
+    first_batch_stats,
     final_cosines,
     final_loss,
 )
@@ -123,12 +124,15 @@ def check_readings(data: CheckRuns, theorem: TheoremRuns, s_last: int) -> CheckR
 class TrainingReadings:
     """What chapter 3's claims read: the shared ``runs`` (the paper's two rates, 0.005 and 0.05)
     and the ``bpe`` run (Table 2), with the steps of an epoch of each (``per_epoch``,
-    ``bpe_per_epoch``)."""
+    ``bpe_per_epoch``), and per kind the cosine between the lr-0.005 run's first-batch leading
+    term and the whole set's (``ceiling``: what the paper's measure reads on a matrix that follows
+    the whole set's term exactly)."""
 
     runs: Runs
     per_epoch: int
     bpe: TrainResult
     bpe_per_epoch: int
+    ceiling: dict[str, float]
 
     @property
     def small(self) -> TrainResult:
@@ -161,19 +165,35 @@ class TrainingReadings:
         return final_loss(result) / float(np.log(result.model_cfg.d_vocab))
 
 
+def first_batch_ceiling(runs: Runs, result: TrainResult) -> dict[str, float]:
+    """Per kind, the cosine between the leading term of ``result``'s first batch and that of the
+    whole training set of ``runs``."""
+    whole = bases(runs.stats)
+    first = bases(first_batch_stats(runs.sequences.tokens, runs.stats, result))
+    return {kind: cosine(first[kind], whole[kind]) for kind in KINDS}
+
+
 def training_readings(runs: Runs, bpe: TrainResult, bpe_run: RunConfig) -> TrainingReadings:
     """Chapter 3's :class:`TrainingReadings` of its shared ``runs`` and the ``bpe`` run trained by
     ``bpe_run``, each epoch N // batch steps of its own corpus."""
     batch = next(iter(runs.results.values())).train_cfg.batch_size or runs.sequences.n_kept
     kept = load_corpus(bpe_run.corpus)[1].n_kept
-    return TrainingReadings(runs, runs.sequences.n_kept // batch, bpe, kept // (bpe.train_cfg.batch_size or kept))
+    small = runs.results[min(runs.results)]
+    return TrainingReadings(
+        runs,
+        runs.sequences.n_kept // batch,
+        bpe,
+        kept // (bpe.train_cfg.batch_size or kept),
+        first_batch_ceiling(runs, small),
+    )
 
 
 def training_numbers(r: TrainingReadings) -> dict[str, float]:
     """Chapter 3's numbers (``book/thresholds/03_training.yml`` bounds them): per shared run
     (``paper_lr``, ``large_lr``) the lowest final cosine of each kind with the whole set's terms
     and with the first batch's, and the final loss; Table 1's and Table 2's entries with both sets
-    of terms; Figure 4's lowest cosines after 30 and 100 epochs and its loss ratio."""
+    of terms; Figure 4's lowest cosines after 30 and 100 epochs and its loss ratio; the first
+    batch's ceiling per kind."""
     out: dict[str, float] = {}
     for tag, result in (("paper_lr", r.small), ("large_lr", r.large)):
         for column, terms in ((WHOLE, "whole"), (FIRST, "first")):
@@ -187,6 +207,8 @@ def training_numbers(r: TrainingReadings) -> dict[str, float]:
         for epochs in (FIGURE4.epochs_30, FIGURE4.epochs_100):
             out[f"figure4_{epochs}_epochs_{terms}"] = r.figure4(epochs, column)
     out["figure4_loss_ratio"] = r.loss_ratio()
+    for kind, value in r.ceiling.items():
+        out[f"first_batch_ceiling_{kind}"] = value
     out["final_loss_bpe"] = final_loss(r.bpe)
     return out
 

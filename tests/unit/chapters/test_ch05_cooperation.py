@@ -20,7 +20,8 @@ from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.leading_terms.ablation import EvalRuns, OutputSplit
-from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, TABLES
+from mechbook.leading_terms.tables import table3_ablation
+from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, CH05_TABLE3, TABLES
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.logit_paths import mean_paths
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
@@ -149,15 +150,23 @@ def test_every_section_reads_its_experiments_and_records_every_claim(corpus, mon
     exps, means = c.experiments(), mean_paths(c.models, c.evaluation)
     drops = {c.lrs[0]: 2.0, c.lrs[1]: 0.3}  # the paper-rate run trained, the other not: it decides
     monkeypatch.setattr(ch05, "run_drops", lambda runs: drops)
-    evs = list(claims.evidence(CH05_CLAIMS, CooperationReadings(drops, means, exps)).values())
-    records = ch05.record_all(c, exps, means)
+    table3 = table3_ablation(c)
+    evs = list(claims.evidence(CH05_CLAIMS, CooperationReadings(drops, means, exps, table3)).values())
+    records = ch05.record_all(c, exps, means, table3)
     assert [r["verdict"] for n, r in records.items() if n.startswith("claim.")] == [e.verdict for e in evs]
-    assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs)
+    table3_ids = {cl.id for cl in CH05_TABLE3}
+    assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs if e.claim.id not in table3_ids)
+    assert {e.verdict for e in evs if e.claim.id in table3_ids} == {"untested"}, "the η = 0.05 run has not trained"
     assert [e.claim.id for e in evs] == [cl.id for cl in CH05_CLAIMS]
-    assert TABLES[ch05.STEM] is CH05_CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_ABLATIONS
+    assert TABLES[ch05.STEM] is CH05_CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_TABLE3 + CH05_ABLATIONS
+    assert {f"table3_loss_{n}" for n in ("W_O", "blocks.2.attn.V", "blocks.0.attn.P")} <= set(records)
+    trained = claims.evidence(CH05_TABLE3, CooperationReadings({c.lrs[0]: 2.0, c.lrs[1]: 1.0}, table3=table3))
+    assert trained["ch05.table3_output_most"].values == ["W_O"] and trained["ch05.table3_output_most"].run.startswith("the η = 0.05 run")
+    assert trained["ch05.table3_attention_small"].values == [0.0], "W is zero in this model: its removal costs nothing"
+    assert "5.349" in ch05.table3(table3, 5.3).to_string() and "Reproduced" in ch05.table3_prose({0.005: 2.0, 0.05: 1.0}, table3)
     # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
     assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
-    assert {e.claim.id: e.values[0] for e in evs}["ch05.w_o_costliest"] == "W_O"
+    assert {e.claim.id: e.values for e in evs}["ch05.w_o_costliest"] == ["W_O"]
     paths = ch05.path_table(exps)
     assert paths.shape == (3 + c.models[c.lrs[0]].cfg.n_layers, 4)
     text = ch05.path_ablation_prose(exps, drops)
