@@ -1,7 +1,7 @@
 """Names shared by Part I's chapters 3, 4 and 5 (they train and read the same two runs) in records, tables and charts.
 
-The chapters train one model at the paper's learning rate and one at a larger rate, where the
-leading terms stop describing training; records and tables name the two runs ``paper_lr`` and
+The chapters train the paper's two runs, at its learning rate 0.005 and at its larger rate 0.05,
+where the features evolve further; records and tables name the two runs ``paper_lr`` and
 ``large_lr``. Chart labels use the text's notation in Unicode (Vega-Lite cannot typeset math).
 """
 
@@ -21,7 +21,7 @@ def run_labels(lrs: Sequence[float]) -> dict[float, str]:
     lrs = tuple(lrs)
     if len(lrs) != len(RUN_NAMES) or len(set(lrs)) != len(lrs):
         raise ValueError(
-            f"Part I's chapters compare exactly two distinct learning rates (the paper's, then a larger one), got {lrs}"
+            f"Part I's chapters compare exactly two distinct learning rates (the paper's 0.005, then its larger 0.05), got {lrs}"
         )
     return dict(zip(lrs, RUN_NAMES))
 

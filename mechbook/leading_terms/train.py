@@ -146,7 +146,7 @@ def subnormals_flushed() -> Iterator[None]:
     then turn it off again. From zero, the early products of W, V and P with the statistics fall
     below float32's smallest normal number, and x86 arithmetic on subnormals is many times slower:
     without the flush a step of the cpu profile's runs slows from about 0.2 s to about 5 s after
-    its third step (README, "Performance"). The flush changes only those subnormal values."""
+    its third step (README, "Reproducibility, precision and what was measured"). The flush changes only those subnormal values."""
     torch.set_flush_denormal(True)
     try:
         yield
