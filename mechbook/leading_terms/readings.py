@@ -6,7 +6,7 @@ their cache keys.
 - chapter 1: :func:`read_maps`, :class:`MapsReadings`;
 - chapter 2: :func:`check_numbers`, :func:`theorem_numbers`, :func:`attention_first`, :class:`CheckReadings`;
 - chapter 3: :func:`training_readings`, :func:`training_numbers`, :class:`TrainingReadings`;
-- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
+- chapter 4: :func:`read_associations`, :func:`association_numbers`, :class:`AssociationReadings`;
 - chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
 
 The introduction's claims read its :class:`~mechbook.leading_terms.overview.CorpusOverview`
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from mechbook.leading_terms.ablation import Cooperation
-from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
-from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
+from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading, RunMaps, overlap_readings
+from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, run_drops, slopes
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS, bases, cosine
@@ -293,6 +293,12 @@ class AssociationReadings:
 
     overlaps: dict[float, dict[str, OverlapReading]]
     drops: dict[float, float]
+
+
+def read_associations(rm: RunMaps, k: int) -> AssociationReadings:
+    """Chapter 4's :class:`AssociationReadings` of the trained maps ``rm``: the overlap@``k`` of
+    both runs and how far each run's loss fell."""
+    return AssociationReadings(overlap_readings(rm, k), run_drops(rm.runs))
 
 
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
