@@ -11,7 +11,7 @@ claims read:
 - ``03_training``: :class:`~mechbook.leading_terms.readings.TrainingReadings`;
 - ``04_associations``: :class:`~mechbook.leading_terms.readings.AssociationReadings`;
 - ``05_cooperation``: :class:`~mechbook.leading_terms.readings.CooperationReadings` (:data:`CH05_PATHS` reads
-  its path means alone, so the page states it before the experiments run).
+  its path means alone).
 
 The claims of chapters 4 and 5 are decided on the run of chapter 3 that has trained
 (:func:`~mechbook.leading_terms.check.decisive_run`), and say so.

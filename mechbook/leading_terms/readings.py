@@ -7,7 +7,7 @@ their cache keys.
 - chapter 2: :func:`check_numbers`, :func:`theorem_numbers`, :func:`attention_first`, :class:`CheckReadings`;
 - chapter 3: :func:`training_readings`, :func:`training_numbers`, :class:`TrainingReadings`;
 - chapter 4: :func:`read_associations`, :func:`association_numbers`, :class:`AssociationReadings`;
-- chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
+- chapter 5: :func:`read_cooperation`, :func:`cooperation_numbers`, :class:`CooperationReadings`.
 
 The introduction's claims read its :class:`~mechbook.leading_terms.overview.CorpusOverview`
 (:func:`~mechbook.leading_terms.overview.load_overview`) as it is.
@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mechbook.leading_terms.ablation import Cooperation
+from mechbook.leading_terms.ablation import Cooperation, EvalRuns
 from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading, RunMaps, overlap_readings
 from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, run_drops, slopes
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS, bases, cosine
+from mechbook.leading_terms.logit_paths import mean_paths
 from mechbook.leading_terms.maps import FIGURE5, CorpusMaps, maps_numbers
 from mechbook.leading_terms.tables import (
     FIGURE4,
@@ -39,6 +40,7 @@ from mechbook.leading_terms.tables import (
     final_cosines,
     final_loss,
     first_batch_stats,
+    table3_ablation,
 )
 from mechbook.leading_terms.theorem import TheoremRuns, window_eta_s
 from mechbook.leading_terms.train import RunConfig, Runs, TrainResult
@@ -342,10 +344,23 @@ class CooperationReadings:
     (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`), and Table 3's ablation of
     the lr-0.05 run with its first batch's leading terms (``table3``, an
     :func:`~mechbook.leading_terms.ablation.ablation_table`;
-    :data:`~mechbook.leading_terms.claims.CH05_TABLE3`). Each is None where only the paths are
-    read: the page states the paths' claim before the experiments run."""
+    :data:`~mechbook.leading_terms.claims.CH05_TABLE3`). The page reads every part at once
+    (:func:`read_cooperation`); a part left None leaves the claims that read it unreadable, for a
+    reading of one part alone."""
 
     drops: dict[float, float]
     means: pd.DataFrame | None = None
     exps: dict[float, Cooperation] | None = None
     table3: pd.DataFrame | None = None
+
+
+def read_cooperation(coop: EvalRuns) -> CooperationReadings:
+    """Chapter 5's :class:`CooperationReadings` with every part: the runs' loss drops, the mean
+    path contributions over ``coop``'s evaluation sequences, the ablation experiments of both runs
+    (cached) and Table 3's ablation of the lr-0.05 run."""
+    return CooperationReadings(
+        run_drops(coop.runs),
+        mean_paths(coop.models, coop.evaluation),
+        coop.experiments(),
+        table3_ablation(coop),
+    )
