@@ -10,6 +10,9 @@ the corpus, ranked tables for a few adjectives, entities and lexicon words, the 
 heatmap explorer of a readable block of each map, the associations the paper's Figures 5 and 3 name
 (their ranks and verdicts), and a take-away read from the claims. Its corpus
 (:data:`CONFIGS`) has larger vocabularies than chapters 2-5 so that the tables are readable.
+The notebook reads the maps once (:func:`mechbook.leading_terms.readings.read_maps`, a
+:class:`~mechbook.leading_terms.readings.MapsReadings`) and computes the verdicts once; the
+builders here present them.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ import mechbook
 from mechbook import claims
 from mechbook.chapters import common
 from mechbook.leading_terms.associations import CONTEXT_PAIRS, matrix_frame, ranked_words, recurring_cells, top_k
-from mechbook.leading_terms.claims import CH01_CLAIMS
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, MAPS_PROFILES, CorpusConfig, load_corpus
 from mechbook.leading_terms.maps import FIGURE3_SENTENCE, FIGURE5, FIGURE5_TOP, CorpusMaps, in_model_vocabulary
+from mechbook.leading_terms.readings import MapsReadings
 from mechbook.validation import POSITIVE, check_fields
 from mechbook.viz.fmt import escape_markdown
 
@@ -115,14 +118,14 @@ def model_vocabulary_prose(m: CorpusMaps, profile: str) -> str:
     )
 
 
-def corpus_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
+def corpus_prose(m: CorpusMaps, ev: dict[str, claims.Evidence]) -> str:
     """How many stories are long enough, how many sequences the policy keeps, the share of
     ``<unk>``, what the other policy would keep, and the verdict on the drop policy's reading."""
     T, s = m.corpus.context, m.survivors
     n_real = m.tokenizer.vocab_size - (m.tokenizer.unk_id is not None)
     kept_share = s["in_vocabulary"] / s["stories"]
     opening = f"Of the **{m.n_read:,} stories**, {s['long_enough']:,} have at least $T+1 = {T + 1}$ tokens. "
-    verdict = " " + claims.evidence(CH01_CLAIMS, n)["ch01.drop_keeps_little"].sentence()
+    verdict = " " + ev["ch01.drop_keeps_little"].sentence()
     if m.corpus.policy == "unk":
         return (
             opening
@@ -162,17 +165,16 @@ def bigram_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
     return ranked_words(_bigram_top(m, cfg))
 
 
-def bigram_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
+def bigram_prose(m: CorpusMaps, cfg: ChapterConfig, r: MapsReadings, ev: dict[str, claims.Evidence]) -> str:
     """The two checks of B: *upon* after *once*, and the adjectives' noun successors against chance,
     each with its claim's verdict."""
-    ev = claims.evidence(CH01_CLAIMS, n)
     return (
         f"Two checks. Most TinyStories stories open with *once upon a time*: in the row of *once*, "
-        f"*upon* ranks **{n['b_rank_upon_after_once']}** among all {m.tokenizer.vocab_size} tokens. And of the "
+        f"*upon* ranks **{r.b_rank_upon_after_once}** among all {m.tokenizer.vocab_size} tokens. And of the "
         f"{cfg.successors_k} strongest readable successors of each of the {len(m.words_of('adjective'))} adjectives "
-        f"of the book's small hand-labelled lexicon (`WORD_CLASSES`), **{n['b_adj_noun_share']:.0%}** are nouns of "
-        f"that lexicon, against {n['b_adj_noun_chance']:.0%} if they were drawn at random from the readable tokens "
-        f"({claims.fmt(n['b_adj_noun_share'] / n['b_adj_noun_chance'], '.2f')} times chance); the map was never "
+        f"of the book's small hand-labelled lexicon (`WORD_CLASSES`), **{r.b_adj_noun_share:.0%}** are nouns of "
+        f"that lexicon, against {r.b_adj_noun_chance:.0%} if they were drawn at random from the readable tokens "
+        f"({claims.fmt(r.b_adj_noun_share / r.b_adj_noun_chance, '.2f')} times chance); the map was never "
         f"told what a noun is.\n\n"
         f"{ev['ch01.upon_after_once'].sentence()}\n\n{ev['ch01.adjective_nouns'].sentence()}"
     )
@@ -209,10 +211,9 @@ def context_recurring_prose(table: pd.DataFrame) -> str:
     )
 
 
-def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
+def context_prose(m: CorpusMaps, r: MapsReadings, ev: dict[str, claims.Evidence]) -> str:
     """Median rank of the pairs in Φ and in B, *pond*'s rank for *fish*, and the two claims' verdicts."""
-    phi, b = n["phi_pair_median_rank"], n["b_pair_median_rank"]
-    ev = claims.evidence(CH01_CLAIMS, n)
+    phi, b = r.phi_pair_median_rank, r.b_pair_median_rank
     verdicts = "".join(
         f"\n\n{ev[c].sentence()}" for c in ("ch01.scene_pairs", "ch01.pairs_not_frequency", "ch01.phi_not_b")
     )
@@ -222,17 +223,17 @@ def context_prose(m: CorpusMaps, n: dict[str, Any]) -> str:
         b, phi, ".0f", claims.Words("higher in $\\Phi$ than in $B$", "higher in $B$ than in $\\Phi$", "alike in both")
     )
     text = (
-        f"Over these {n['n_context_pairs']} pairs the median rank is **{phi:.0f}** in $\\Phi$ "
+        f"Over these {r.n_context_pairs} pairs the median rank is **{phi:.0f}** in $\\Phi$ "
         f"and **{b:.0f}** in $B$, out of {m.n_readable} readable tokens: the pairs rank {where}."
     )
-    other = n["phi_pair_mismatched_median_rank"]
+    other = r.phi_pair_mismatched_median_rank
     if other is not None:
         text += (
             f" In the other entities' rows of $\\Phi$ the same surroundings rank at a median of **{other:.0f}** "
             f"(a word drawn at random: {(m.n_readable + 1) / 2:.0f})."
         )
-    if n["phi_rank_pond_for_fish"] is not None:
-        text += f" For *fish*, *pond* ranks **{n['phi_rank_pond_for_fish']}** in $\\Phi$."
+    if r.phi_rank_pond_for_fish is not None:
+        text += f" For *fish*, *pond* ranks **{r.phi_rank_pond_for_fish}** in $\\Phi$."
     return text + verdicts
 
 
@@ -245,15 +246,15 @@ def sigma_table(m: CorpusMaps, cfg: ChapterConfig) -> pd.DataFrame:
     )
 
 
-def sigma_prose(m: CorpusMaps, cfg: ChapterConfig, n: dict[str, Any]) -> str:
+def sigma_prose(m: CorpusMaps, cfg: ChapterConfig, r: MapsReadings, ev: dict[str, claims.Evidence]) -> str:
     """The class purity of Σ̃_B's nearest lexicon neighbours against chance, and its claim's verdict."""
     counts = m.lexicon["class"].value_counts()
     return (
         f"A quantitative version: take the {len(m.lexicon)} words of the lexicon that are in the vocabulary "
         f"({', '.join(f'{c} {k}s' for k, c in counts.items())}) and, for each, its {cfg.purity_k} nearest other "
-        f"lexicon words under $\\tilde\\Sigma_B$. **{n['sigma_class_purity']:.0%}** of them are of the word's own class "
-        f"(raw $\\Sigma_B$: {n['sigma_class_purity_raw']:.0%}), against **{n['sigma_class_chance']:.0%}** for "
-        f"neighbours drawn at random.\n\n{claims.evidence(CH01_CLAIMS, n)['ch01.word_classes'].sentence()}"
+        f"lexicon words under $\\tilde\\Sigma_B$. **{r.sigma_class_purity:.0%}** of them are of the word's own class "
+        f"(raw $\\Sigma_B$: {r.sigma_class_purity_raw:.0%}), against **{r.sigma_class_chance:.0%}** for "
+        f"neighbours drawn at random.\n\n{ev['ch01.word_classes'].sentence()}"
     )
 
 
@@ -315,16 +316,16 @@ def maps_explorer(m: CorpusMaps, cfg: ChapterConfig) -> Any:
     )
 
 
-def named_table(n: dict[str, Any]) -> pd.DataFrame:
+def named_table(r: MapsReadings) -> pd.DataFrame:
     """The associations the paper's Figure 5 names, one line per named partner: the map, the row
     word, the partner, its rank in the row as chapter 1 reads that map
     (:func:`~mechbook.leading_terms.maps.map_row`; blank where a word is outside the vocabulary)
     and whether it clears the figure's top-30 bar."""
     rows = []
     for a in FIGURE5:
-        r = n[f"fig5_{a.key}"]
-        for partner, rank in r["ranks"].items():
-            lacking = [w for w in (a.row, partner) if w in r["missing"]]
+        group = r.fig5[a.key]
+        for partner, rank in group["ranks"].items():
+            lacking = [w for w in (a.row, partner) if w in group["missing"]]
             bar = f"{' and '.join(lacking)} not in |V|" if lacking else ("within" if rank <= FIGURE5_TOP else "outside")
             rows.append(
                 {
@@ -338,18 +339,18 @@ def named_table(n: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def figure3_prose(n: dict[str, Any]) -> str:
+def figure3_prose(r: MapsReadings, ev: dict[str, claims.Evidence]) -> str:
     """Figure 3's sentence read through Φ: each scored word's entry in *fish*'s row, which ranks
     first (where two or more are scored), the words left out, and the claim's verdict."""
-    r = n["fig3_fish"]
+    fish = r.fig3_fish
     row = FIGURE3_SENTENCE[-1]
     opening = f"The paper's Figure 3 reads “{' '.join(FIGURE3_SENTENCE)}” through $\\Phi$."
-    verdict = claims.evidence(CH01_CLAIMS, n)["ch01.fig3_pond_for_fish"].sentence()
-    outside = ", ".join(f"*{w}*" for w in r["missing"])
-    left = f" ({outside} outside the vocabulary of {n['vocab_size']} tokens)" if r["missing"] else ""
-    if not r["scores"]:
+    verdict = ev["ch01.fig3_pond_for_fish"].sentence()
+    outside = ", ".join(f"*{w}*" for w in fish["missing"])
+    left = f" ({outside} outside the vocabulary of {r.vocab_size} tokens)" if fish["missing"] else ""
+    if not fish["scores"]:
         return f"{opening} This vocabulary scores none of its words in the row of *{row}*{left}.\n\n{verdict}"
-    scores = sorted(r["scores"].items(), key=lambda item: -item[1])
+    scores = sorted(fish["scores"].items(), key=lambda item: -item[1])
     listed = ", ".join(f"*{w}* {claims.fmt(v, '.3g')}" for w, v in scores)
     first = f", so *{scores[0][0]}* ranks first among them" if len(scores) > 1 else ""
     return f"{opening} In the row of *{row}* the sentence's other words score{left}: {listed}{first}.\n\n{verdict}"
@@ -358,10 +359,9 @@ def figure3_prose(n: dict[str, Any]) -> str:
 _FIGURE_IDS = tuple(f"ch01.fig5_{a.key}" for a in FIGURE5) + ("ch01.fig3_pond_for_fish",)
 
 
-def paper_figures_prose(n: dict[str, Any]) -> str:
+def paper_figures_prose(r: MapsReadings, ev: dict[str, claims.Evidence]) -> str:
     """How many of the paper's named associations (Figure 5's groups and Figure 3's example) this
     corpus reproduces, partly, not, or cannot test, then each verdict."""
-    ev = claims.evidence(CH01_CLAIMS, n)
     counts = {v: sum(ev[c].verdict == v for c in _FIGURE_IDS) for v in claims.VERDICTS}
     tested = len(_FIGURE_IDS) - counts["untested"]
     parts = [
@@ -374,7 +374,7 @@ def paper_figures_prose(n: dict[str, Any]) -> str:
         f"sentence), this profile tests {tested}"
         + (f": {', '.join(parts)}" if parts else "")
         + (
-            f"; {counts['untested']} name a word outside its vocabulary of {n['vocab_size']} tokens."
+            f"; {counts['untested']} name a word outside its vocabulary of {r.vocab_size} tokens."
             if counts["untested"]
             else "."
         )
@@ -389,9 +389,8 @@ _READS = {
 }
 
 
-def takeaway_prose(n: dict[str, Any]) -> str:
+def takeaway_prose(ev: dict[str, claims.Evidence]) -> str:
     """The chapter's summary, read from the verdicts of the paper's three readings of the maps."""
-    ev = claims.evidence(CH01_CLAIMS, n)
     held = [text for cid, text in _READS.items() if ev[cid].verdict == "reproduced"]
     missed = [text for cid, text in _READS.items() if ev[cid].verdict != "reproduced"]
     if not missed:
@@ -405,9 +404,9 @@ def takeaway_prose(n: dict[str, Any]) -> str:
     return text + f"not (or only in part) for {', '.join(missed)}: see the verdicts above."
 
 
-def record_all(n: dict[str, Any]) -> dict[str, Any]:
-    """Record the chapter's numbers ``n`` (:func:`~mechbook.leading_terms.maps.maps_numbers`,
-    bounded by ``book/thresholds/01_corpus_maps.yml``) and its claims; return the records."""
-    records = common.record_all(n)
-    records.update(claims.record_claims(claims.evidence(CH01_CLAIMS, n).values()))
+def record_all(readings: MapsReadings, ev: dict[str, claims.Evidence]) -> dict[str, Any]:
+    """Record the chapter's numbers (:meth:`~mechbook.leading_terms.readings.MapsReadings.numbers`,
+    bounded by ``book/thresholds/01_corpus_maps.yml``) and its claims' verdicts; return the records."""
+    records = common.record_all(readings.numbers())
+    records.update(claims.record_claims(ev.values()))
     return records

@@ -8,7 +8,9 @@ two baselines (chance :math:`k/|V|` and the harder mismatched-row overlap, also 
 and an explorer of one word's corpus associations and trained rankings. The readings are computed
 in :mod:`mechbook.leading_terms.associations`, the recorded numbers in
 :mod:`mechbook.leading_terms.readings` and the claims are
-:data:`mechbook.leading_terms.claims.CH04_CLAIMS`; this module presents them, in page order.
+:data:`mechbook.leading_terms.claims.CH04_CLAIMS`. The notebook reads the overlaps once
+(:func:`mechbook.leading_terms.readings.read_associations`) and computes the verdicts once; this
+module presents them, in page order.
 """
 
 from __future__ import annotations
@@ -24,16 +26,9 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.leading_terms.associations import (
-    TRAINED_TERMS,
-    OverlapReading,
-    RunMaps,
-    ranked_words,
-    recurring_cells,
-    top_k,
-)
-from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained, run_drops
-from mechbook.leading_terms.claims import CH04_CLAIM_OF, CH04_CLAIMS
+from mechbook.leading_terms.associations import TRAINED_TERMS, RunMaps, ranked_words, recurring_cells, top_k
+from mechbook.leading_terms.check import TRAINED_NATS, decisive_run, is_trained
+from mechbook.leading_terms.claims import CH04_CLAIM_OF
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.readings import AssociationReadings, association_numbers
 from mechbook.leading_terms.runs import SHARED_RUNS
@@ -104,12 +99,12 @@ def profile_prose(cfg: ChapterConfig, rm: RunMaps) -> str:
     )
 
 
-def ranked_table(cfg: ChapterConfig, rm: RunMaps) -> pd.DataFrame:
+def ranked_table(cfg: ChapterConfig, rm: RunMaps, r: AssociationReadings) -> pd.DataFrame:
     """For the first ``table_words`` content words, the top ``table_k`` tokens of each leading
     term and of its trained map on the run the claims are decided on (the paper's rate when
     neither run has trained), one line per (word, map)."""
     few, tok = list(rm.words[: cfg.table_words]), rm.runs.tokenizer
-    lr = decisive_run(run_drops(rm.runs)) or rm.lrs[0]
+    lr = decisive_run(r.drops) or rm.lrs[0]
     blocks = []
     for name in TRAINED:
         for label, matrix in (
@@ -142,11 +137,11 @@ def shared_profile_prose(table: pd.DataFrame) -> str:
     )
 
 
-def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFrame:
+def overlap_table(readings: AssociationReadings) -> pd.DataFrame:
     """One row per (learning rate, pair): the matched overlap@k, chance, the mismatched-row
     overlap, the excess over the harder baseline, and the same for the row-centred maps."""
     rows = []
-    for lr, per_map in readings.items():
+    for lr, per_map in readings.overlaps.items():
         for name, r in per_map.items():
             rows.append(
                 {
@@ -164,14 +159,14 @@ def overlap_table(readings: dict[float, dict[str, OverlapReading]]) -> pd.DataFr
     return pd.DataFrame(rows).set_index(["learning rate", "pair"])
 
 
-def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float], k: int) -> str:
+def overlap_prose(readings: AssociationReadings, ev: dict[str, claims.Evidence], k: int) -> str:
     """Per run, how far its loss fell, then per map: the overlap and the two baselines (the words
     derived from the printed numbers); each claim's verdict sentence under the run it is decided on
     (the run that has trained), the other run's numbers shown beside it."""
-    ev = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, drops))
+    drops = readings.drops
     decided = decisive_run(drops)
     blocks = []
-    for lr, per_map in readings.items():
+    for lr, per_map in readings.overlaps.items():
         state = (
             "the claims are decided on this run."
             if lr == decided
@@ -197,11 +192,12 @@ def overlap_prose(readings: dict[float, dict[str, OverlapReading]], drops: dict[
     return "\n\n".join(blocks)
 
 
-def drift_prose(readings: dict[float, dict[str, OverlapReading]], k: int) -> str:
+def drift_prose(readings: AssociationReadings, k: int) -> str:
     """Which ranking agrees least with its theory at each learning rate, and how its overlap moves
     between the two runs (the word derived from the numbers)."""
-    paper_lr, large_lr = readings
-    matched = {lr: {n: r.matched for n, r in readings[lr].items()} for lr in readings}
+    overlaps = readings.overlaps
+    paper_lr, large_lr = overlaps
+    matched = {lr: {n: r.matched for n, r in overlaps[lr].items()} for lr in overlaps}
     low_paper = min(matched[paper_lr], key=matched[paper_lr].get)
     low_large = min(matched[large_lr], key=matched[large_lr].get)
     a, b = matched[paper_lr][low_large], matched[large_lr][low_large]
@@ -277,9 +273,9 @@ def word_explorer(cfg: ChapterConfig, rm: RunMaps) -> Any:
     )
 
 
-def record_all(readings: dict[float, dict[str, OverlapReading]], drops: dict[float, float]) -> dict[str, Any]:
+def record_all(readings: AssociationReadings, ev: dict[str, claims.Evidence]) -> dict[str, Any]:
     """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.association_numbers`)
-    and its claims; returns the records."""
-    records = record_numbers(association_numbers(readings))
-    records.update(claims.record_claims(claims.evidence(CH04_CLAIMS, AssociationReadings(readings, drops)).values()))
+    and its claims' verdicts; returns the records."""
+    records = record_numbers(association_numbers(readings.overlaps))
+    records.update(claims.record_claims(ev.values()))
     return records

@@ -6,9 +6,11 @@ path by its centred contribution to the logit of the right next token, sentence 
 on average; then removes each trained matrix's leading component, and each path, and measures
 what it costs in loss (:mod:`mechbook.leading_terms.ablation`, which computes every experiment):
 how far the removals are from additive, why removing W_O's B part can cost more than zeroing the
-whole model, and the "W := 0" control, for chapter 3's two runs. The recorded numbers are
-:func:`mechbook.leading_terms.readings.cooperation_numbers` and the claims
-:data:`mechbook.leading_terms.claims.CH05_CLAIMS`. This module presents them in page order.
+whole model, and the "W := 0" control, for chapter 3's two runs. The notebook reads them once
+(:func:`mechbook.leading_terms.readings.read_cooperation`, a
+:class:`~mechbook.leading_terms.readings.CooperationReadings`) and computes the verdicts of
+:data:`mechbook.leading_terms.claims.CH05_CLAIMS` once; the recorded numbers are
+:func:`mechbook.leading_terms.readings.cooperation_numbers`. This module presents them in page order.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.leading_terms.ablation import Cooperation, EvalRuns, OutputSplit
-from mechbook.leading_terms.check import decisive_run, run_drops, run_label
-from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, CH05_TABLE3
+from mechbook.leading_terms.ablation import EvalRuns, OutputSplit
+from mechbook.leading_terms.check import decisive_run, run_label
 from mechbook.leading_terms.labels import TERM_LABELS, matrix_label, run_labels
 from mechbook.leading_terms.logit_paths import logit_paths
 from mechbook.leading_terms.readings import EVERY, FULL, ZERO, CooperationReadings, cooperation_numbers
@@ -124,11 +125,11 @@ def path_explorer(cfg: ChapterConfig, c: EvalRuns) -> Any:
     )
 
 
-def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
+def path_prose(readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> str:
     """What each kind of path adds at both learning rates, and the verdict of the paper's ordering
     (on the run that has trained)."""
-    paper_lr, large_lr = c.lrs
-    ev = claims.evidence(CH05_PATHS, CooperationReadings(run_drops(c.runs), means))["ch05.residual_leads"]
+    means = readings.means
+    paper_lr, large_lr = readings.drops
     return (
         f"Averaged over every position, the residual path adds **{means.loc[paper_lr, 'residual']:.3g}** nats to the "
         f"centred logit of the right token at $\\eta = {paper_lr}$ and the attention paths together "
@@ -136,7 +137,7 @@ def path_prose(c: EvalRuns, means: pd.DataFrame) -> str:
         f"and **{means.loc[large_lr, 'attention']:.3g}**. The attention share "
         f"{claims.change(means.loc[paper_lr, 'attention share'], means.loc[large_lr, 'attention share'])} from "
         f"{means.loc[paper_lr, 'attention share']:.3g} to {means.loc[large_lr, 'attention share']:.3g} between the two "
-        f"rates.\n\n{ev.sentence()}"
+        f"rates.\n\n{ev['ch05.residual_leads'].sentence()}"
     )
 
 
@@ -155,10 +156,10 @@ def ablation_label(row: pd.Series) -> str:
     return f"{matrix_label(row['matrix'])} − its {TERM_LABELS[row['kind']]} part"
 
 
-def ablation(exps: dict[float, Cooperation]) -> pd.DataFrame:
+def ablation(readings: CooperationReadings) -> pd.DataFrame:
     """The matrix ablation tables of both runs, with columns ``lr`` and ``label`` (:func:`ablation_label`)."""
     return pd.concat(
-        [e.matrices.assign(lr=lr, label=e.matrices.apply(ablation_label, axis=1)) for lr, e in exps.items()],
+        [e.matrices.assign(lr=lr, label=e.matrices.apply(ablation_label, axis=1)) for lr, e in readings.exps.items()],
         ignore_index=True,
     )
 
@@ -221,10 +222,11 @@ def against_sum(joint: float, total: float, spec: str) -> str:
     return f"{gap} than their sum" if gap else "equal to their sum"
 
 
-def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
+def ablation_prose(table: pd.DataFrame, readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> str:
     """The zero model's loss, then per run: the full loss, the loss with every leading component
     removed (and how far back to the zero model that is), the costliest single removal, and how far
     the single removals are from adding up; then the verdicts."""
+    exps = readings.exps
     loss = table.set_index(["lr", "ablation"])["loss"]
     zero = loss[(next(iter(exps)), ZERO)]
     parts = [f"The zero model scores $\\log|V|$ = **{zero:.3f}** nats."]
@@ -239,28 +241,27 @@ def ablation_prose(table: pd.DataFrame, exps: dict[float, Cooperation], drops: d
             f"(+{cost:.4f} nats). The single removals add up to +{total:.4f} nats, the joint "
             f"removal costs +{joint:.4f} ({against_sum(joint, total, '.4f')})."
         )
-    ev = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))
     return " ".join(parts) + "\n\n" + claims.section_prose(ev, "ch05-ablation")
 
 
 # --- Ablating one path ---------------------------------------------------------------------------
 
 
-def path_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
+def path_table(readings: CooperationReadings) -> pd.DataFrame:
     """Loss and its increase for every path removal (rows) at both learning rates (columns)."""
-    frames = {lr: e.paths.set_index("removal")[["loss", "delta_loss"]] for lr, e in exps.items()}
+    frames = {lr: e.paths.set_index("removal")[["loss", "delta_loss"]] for lr, e in readings.exps.items()}
     table = pd.concat(frames, axis=1).swaplevel(axis=1).sort_index(axis=1, level=0, sort_remaining=False)
     return table.rename(columns={"loss": "loss (nats)", "delta_loss": "minus the full model"}).rename_axis(
         columns=[None, "learning rate"]
     )
 
 
-def path_ablation_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
+def path_ablation_prose(readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> str:
     """Per run: the cost of dropping the residual path and every attention path, the costliest
     single attention layer, how far the layers' single costs are from their joint cost; then the
     verdict."""
     parts = []
-    for lr, e in exps.items():
+    for lr, e in readings.exps.items():
         p = e.paths.set_index("removal")["delta_loss"]
         layers = {k: v for k, v in p.items() if k.startswith("without attention layer")}
         top = max(layers, key=layers.get)
@@ -271,14 +272,13 @@ def path_ablation_prose(exps: dict[float, Cooperation], drops: dict[float, float
             f"{top.removeprefix('without ')} costs most (+{layers[top]:.4g}). The layers' single costs add up to "
             f"+{total:.4g}, the joint removal costs +{joint:.4g} ({against_sum(joint, total, '.4g')})."
         )
-    ev = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))
     return " ".join(parts) + "\n\n" + ev["ch05.residual_path_costs_most"].sentence()
 
 
 # --- Why removing W_O's B part can cost more than the zero model ---------------------------------
 
 
-def split_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
+def split_table(readings: CooperationReadings) -> pd.DataFrame:
     """The W_O split of both runs (:class:`mechbook.leading_terms.ablation.OutputSplit`): rows are
     quantities, columns learning rates."""
     names = {
@@ -293,16 +293,15 @@ def split_table(exps: dict[float, Cooperation]) -> pd.DataFrame:
         "rms_remainder": "RMS centred logit, remainder",
     }
     return pd.DataFrame(
-        {lr: {label: getattr(e.split, f) for f, label in names.items()} for lr, e in exps.items()}
+        {lr: {label: getattr(e.split, f) for f, label in names.items()} for lr, e in readings.exps.items()}
     ).rename_axis(columns="learning rate")
 
 
-def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
+def split_prose(readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> str:
     """The W_O split at the larger learning rate in words (each comparison's word derived from the
     printed numbers), then the verdicts of the two remainder claims (on the run that has trained)."""
-    lr = tuple(exps)[1]
-    s = exps[lr].split
-    remainder = [c for c in CH05_ABLATIONS if c.section == "ch05-remainder"]  # they read the split alone
+    lr = tuple(readings.exps)[1]
+    s = readings.exps[lr].split
     rest = claims.compare(s.loss_remainder, s.loss_zero, ".3f", claims.Words("worse than", "better than", "as good as"))
     return (
         f"At $\\eta = {lr}$, W_O's B part alone gives a loss of **{s.loss_b_part:.3f}** nats (the whole W_O "
@@ -313,7 +312,7 @@ def split_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> st
         f"(the B part {s.right_b_part:.3g}), and its logits have cosine {s.logit_cosine:.3g} with the B part's. "
         + b_part_alone_prose(s)
         + "\n\n"
-        + claims.section_prose(claims.evidence(remainder, CooperationReadings(drops, exps=exps)), "ch05-remainder")
+        + claims.section_prose(ev, "ch05-remainder")
     )
 
 
@@ -340,34 +339,32 @@ def b_part_alone_prose(s: OutputSplit) -> str:
 # --- The "W := 0" control ------------------------------------------------------------------------
 
 
-def w_zero_prose(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
+def w_zero_prose(readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> str:
     """The loss with every key-query matrix zeroed at both learning rates, against the full model
     and the W leading-term removals, then the verdict on the run that has trained."""
     parts = []
-    for lr, e in exps.items():
+    for lr, e in readings.exps.items():
         loss = e.matrices.set_index("ablation")["loss"]
         parts.append(
             f"at $\\eta = {lr}$, W := 0 gives **{e.loss_w_zero:.5f}** nats against the full model's "
             f"{loss[FULL]:.5f} ({claims.difference(e.loss_w_zero, loss[FULL], '.5f')}; {e.idle_share:.2%} of the "
             f"model's gain over the zero model)"
         )
-    verdict = claims.evidence(CH05_ABLATIONS, CooperationReadings(drops, exps=exps))["ch05.w_zero_idle"].sentence()
+    verdict = ev["ch05.w_zero_idle"].sentence()
     return (
-        "With every key-query matrix set to zero, "
-        + "; ".join(parts)
-        + f".\n\n{verdict}"
-        + w_against_paths(exps, drops)
+        "With every key-query matrix set to zero, " + "; ".join(parts) + f".\n\n{verdict}" + w_against_paths(readings)
     )
 
 
-def w_against_paths(exps: dict[float, Cooperation], drops: dict[float, float]) -> str:
+def w_against_paths(readings: CooperationReadings) -> str:
     """On the run that has trained: what W's choice of where attention looks is worth (the loss of
     W := 0 over the full model's) against what the attention paths carry (the loss without every
     attention path), as a ratio; empty where no run has trained."""
+    drops = readings.drops
     lr = decisive_run(drops)
     if lr is None:
         return ""
-    e = exps[lr]
+    e = readings.exps[lr]
     full = float(e.matrices.set_index("ablation").loc[FULL, "loss"])
     w_cost = e.loss_w_zero - full
     paths_cost = float(e.paths.set_index("removal").loc["without every attention path", "delta_loss"])
@@ -393,23 +390,26 @@ def w_against_paths(exps: dict[float, Cooperation], drops: dict[float, float]) -
 # --- Records --------------------------------------------------------------------------------------
 
 
-def table3(table: pd.DataFrame, uniform: float) -> pd.DataFrame:
-    """Table 3 beside this page's lr-0.05 run (``table``: :func:`~mechbook.leading_terms.tables.table3_ablation`)."""
-    return table3_frame(table, uniform)
+def table3(readings: CooperationReadings, uniform: float) -> pd.DataFrame:
+    """Table 3 beside this page's lr-0.05 run (``readings.table3``:
+    :func:`~mechbook.leading_terms.tables.table3_ablation`)."""
+    return table3_frame(readings.table3, uniform)
 
 
-def table3_prose(drops: dict[float, float], table: pd.DataFrame) -> str:
+def table3_prose(ev: dict[str, claims.Evidence]) -> str:
     """The verdicts on Table 3's claims."""
-    return claims.section_prose(claims.evidence(CH05_TABLE3, CooperationReadings(drops, table3=table)), "ch05-table3")
+    return claims.section_prose(ev, "ch05-table3")
 
 
-def record_all(c: EvalRuns, exps: dict[float, Cooperation], means: pd.DataFrame, table: pd.DataFrame) -> dict[str, Any]:
+def record_all(readings: CooperationReadings, ev: dict[str, claims.Evidence]) -> dict[str, Any]:
     """Record the chapter's numbers (:func:`~mechbook.leading_terms.readings.cooperation_numbers`,
-    Table 3's losses) and its claims; returns the records."""
-    losses = table.dropna(subset=["matrix"]).set_index("matrix")["loss"]
+    Table 3's losses) and its claims' verdicts; returns the records."""
+    losses = readings.table3.dropna(subset=["matrix"]).set_index("matrix")["loss"]
     records = record_numbers(
-        {**cooperation_numbers(exps, means), **{f"table3_loss_{name}": float(v) for name, v in losses.items()}}
+        {
+            **cooperation_numbers(readings.exps, readings.means),
+            **{f"table3_loss_{name}": float(v) for name, v in losses.items()},
+        }
     )
-    readings = CooperationReadings(run_drops(c.runs), means, exps, table)
-    records.update(claims.record_claims(claims.evidence(CH05_CLAIMS, readings).values()))
+    records.update(claims.record_claims(ev.values()))
     return records

@@ -1,9 +1,10 @@
 """The introduction (book/intro.ipynb): a first look at TinyStories with plain word counts.
 
 The counts are :mod:`mechbook.leading_terms.overview`'s and the claims (the book's two readings
-of the corpus) :data:`mechbook.leading_terms.claims.INTRO`; this module holds the chapter's
-profiles (:data:`CONFIGS`), its two charts and its computed sentences, in page order, and
-``record_all``.
+of the corpus) :data:`mechbook.leading_terms.claims.INTRO`, which read the
+:class:`~mechbook.leading_terms.overview.CorpusOverview`; the notebook computes their verdicts once.
+This module holds the chapter's profiles (:data:`CONFIGS`), its two charts and its computed
+sentences, in page order, and ``record_all``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pandas as pd
 import mechbook
 from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.leading_terms.claims import INTRO
 from mechbook.leading_terms.overview import (
     COVERAGE_SIZES,
     PAPER_VOCAB,
@@ -26,7 +26,6 @@ from mechbook.leading_terms.overview import (
     coverage_histogram,
     headline,
     quarter_shares,
-    reuse_gap,
     story_coverage,
     story_table,
     token_coverage,
@@ -100,10 +99,10 @@ def chart_sample(ov: CorpusOverview, cfg: ChapterConfig) -> pd.DataFrame:
     return table.sample(n=min(cfg.chart_stories, len(table)), random_state=cfg.seed)
 
 
-def length_chart(ov: CorpusOverview, cfg: ChapterConfig) -> alt.VConcatChart:
+def length_chart(ov: CorpusOverview, cfg: ChapterConfig, ev: dict[str, claims.Evidence]) -> alt.VConcatChart:
     """Histogram of story length with an interval brush over a scatter of distinct words against
     length (the brushed stories light up), with the limit d = n dashed; the scatter's title gives
-    the median share of distinct words in the sample."""
+    the median share of distinct words in the sample, the headline the verdict of the reuse reading."""
     sample = chart_sample(ov, cfg)
     ratio = float((sample.distinct / sample.words.clip(lower=1)).median())
     brush = alt.selection_interval(encodings=["x"], name="length_range")
@@ -133,10 +132,9 @@ def length_chart(ov: CorpusOverview, cfg: ChapterConfig) -> alt.VConcatChart:
             tooltip=[alt.Tooltip("words:Q", title="words"), alt.Tooltip("distinct:Q", title="distinct")],
         )
     )
-    gap = reuse_gap(ov)
     headline_title = (
         "Distinct words grow slower than story length"
-        if INTRO[0].rule.holds(gap)
+        if ev["intro.longer_stories_reuse_words"].verdict == "reproduced"
         else "Longer stories use no smaller a share of distinct words"
     )
     scatter = (diagonal + points).properties(
@@ -153,14 +151,14 @@ def length_chart(ov: CorpusOverview, cfg: ChapterConfig) -> alt.VConcatChart:
     )
 
 
-def length_prose(ov: CorpusOverview) -> str:
+def length_prose(ov: CorpusOverview, ev: dict[str, claims.Evidence]) -> str:
     """The sentence under the length chart: the median share of distinct words in the shortest and
     the longest quarter of the stories (the word derived from the numbers), then the verdict."""
     short, long, a, b = quarter_shares(ov)
     return (
         f"In the shortest quarter of the stories (at most {short:.0f} words) the median story has {a:.0%} distinct "
         f"words; in the longest quarter (at least {long:.0f}) it has {b:.0%}, "
-        f"{claims.difference(100 * b, 100 * a, '.0f', 'points more', 'points less', 'no different')}.\n\n{claims.evidence(INTRO, ov)['intro.longer_stories_reuse_words'].sentence()}"
+        f"{claims.difference(100 * b, 100 * a, '.0f', 'points more', 'points less', 'no different')}.\n\n{ev['intro.longer_stories_reuse_words'].sentence()}"
     )
 
 
@@ -195,20 +193,20 @@ def coverage_explorer(ov: CorpusOverview, cfg: ChapterConfig) -> Any:
     )
 
 
-def coverage_prose(ov: CorpusOverview) -> str:
+def coverage_prose(ov: CorpusOverview, ev: dict[str, claims.Evidence]) -> str:
     """The sentence after the coverage explorer: token coverage of the 1,000 and 3,000 most
     frequent words, then the verdict of the reading that a small vocabulary keeps the text."""
     small, paper = (token_coverage(ov, v) for v in COVERAGE_SIZES)
     return (
         f"Over the whole corpus the {COVERAGE_SIZES[0]:,} most frequent words cover **{small:.1%}** of all word "
         f"occurrences, and the {PAPER_VOCAB:,} most frequent (the vocabulary size of the paper in Part I) "
-        f"cover **{paper:.1%}**.\n\n{claims.evidence(INTRO, ov)['intro.small_vocabulary_keeps_the_text'].sentence()}"
+        f"cover **{paper:.1%}**.\n\n{ev['intro.small_vocabulary_keeps_the_text'].sentence()}"
     )
 
 
-def record_all(ov: CorpusOverview) -> dict[str, Any]:
+def record_all(readings: CorpusOverview, ev: dict[str, claims.Evidence]) -> dict[str, Any]:
     """Record the introduction's numbers (:func:`~mechbook.leading_terms.overview.headline`) and its
-    claims; returns the records."""
-    records = record_numbers(headline(ov))
-    records.update(claims.record_claims(claims.evidence(INTRO, ov).values()))
+    claims' verdicts; returns the records."""
+    records = record_numbers(headline(readings))
+    records.update(claims.record_claims(ev.values()))
     return records

@@ -6,12 +6,12 @@ verdicts with ``mechbook.claims.evidence(TABLES[stem], readings)``, where ``read
 claims read:
 
 - ``intro``: the :class:`~mechbook.leading_terms.overview.CorpusOverview`;
-- ``01_corpus_maps``: chapter 1's numbers (:func:`~mechbook.leading_terms.maps.maps_numbers`);
+- ``01_corpus_maps``: :class:`~mechbook.leading_terms.readings.MapsReadings`;
 - ``02_leading_terms``: :class:`~mechbook.leading_terms.readings.CheckReadings`;
 - ``03_training``: :class:`~mechbook.leading_terms.readings.TrainingReadings`;
 - ``04_associations``: :class:`~mechbook.leading_terms.readings.AssociationReadings`;
 - ``05_cooperation``: :class:`~mechbook.leading_terms.readings.CooperationReadings` (:data:`CH05_PATHS` reads
-  its path means alone, so the page states it before the experiments run).
+  its path means alone).
 
 The claims of chapters 4 and 5 are decided on the run of chapter 3 that has trained
 (:func:`~mechbook.leading_terms.check.decisive_run`), and say so.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mechbook.claims import Claim, Measured, Rule, evidence
+from mechbook.claims import Claim, Measured, Rule
 from mechbook.leading_terms.associations import TRAINED_TERMS
 from mechbook.leading_terms.check import (
     LEARNED_NATS,
@@ -42,18 +42,19 @@ from mechbook.leading_terms.readings import (
     AssociationReadings,
     CheckReadings,
     CooperationReadings,
+    MapsReadings,
     TrainingReadings,
     attention_first,
 )
 from mechbook.leading_terms.tables import (
     FIGURE4,
-    WHOLE,
     TABLE1,
     TABLE2,
     TABLE3,
     TABLE3_UNIFORM,
     TABLE_EPOCHS,
     TABLE_KINDS,
+    WHOLE,
     final_cosines,
     final_loss,
     table3_deltas,
@@ -87,21 +88,21 @@ INTRO: tuple[Claim, ...] = (
 """The introduction's claims: the book's two readings of the corpus that its sentences assert."""
 
 
-def _pairs(n: dict[str, Any], value: Any) -> Measured:
+def _pairs(r: MapsReadings, value: Any) -> Measured:
     """Chapter 1's ``value``, untested where there is none because no scene pair is in the
     vocabulary (its Φ median rank is None)."""
-    if value is None and n["phi_pair_median_rank"] is None:
+    if value is None and r.phi_pair_median_rank is None:
         return Measured(
-            untested=f"no scene pair of the chapter has both its words in this vocabulary of {n['vocab_size']} "
+            untested=f"no scene pair of the chapter has both its words in this vocabulary of {r.vocab_size} "
             "tokens (a larger corpus or vocabulary has them)"
         )
     return Measured(value)
 
 
-def _over_phi(n: dict[str, Any], rank: str) -> float | None:
-    """The median rank ``n[rank]`` over the pairs' median rank in Φ (None where either is None)."""
-    phi = n["phi_pair_median_rank"]
-    return None if phi is None or n[rank] is None else n[rank] / phi
+def _over_phi(r: MapsReadings, rank: float | None) -> float | None:
+    """The median rank ``rank`` over the pairs' median rank in Φ (None where either is None)."""
+    phi = r.phi_pair_median_rank
+    return None if phi is None or rank is None else rank / phi
 
 
 def _outside(words: list[str], vocab_size: Any) -> str:
@@ -111,14 +112,14 @@ def _outside(words: list[str], vocab_size: Any) -> str:
     return f"{named} {verb} not in this profile's vocabulary of |V| = {vocab_size} tokens"
 
 
-def _named(a: NamedAssociation) -> Callable[[dict[str, Any]], Measured]:
-    """Reads the share of ``a``'s partners in their row's top 30 (``fig5_<key>``), untested with
+def _named(a: NamedAssociation) -> Callable[[MapsReadings], Measured]:
+    """Reads the share of ``a``'s partners in their row's top 30 (``fig5[a.key]``), untested with
     the words a vocabulary lacks."""
 
-    def read(n: dict[str, Any]) -> Measured:
-        r = n[f"fig5_{a.key}"]
+    def read(n: MapsReadings) -> Measured:
+        r = n.fig5[a.key]
         if r["missing"]:
-            return Measured(untested=_outside(r["missing"], n["vocab_size"]))
+            return Measured(untested=_outside(r["missing"], n.vocab_size))
         return Measured(r["share"])
 
     return read
@@ -159,17 +160,17 @@ def _figure5_claim(a: NamedAssociation) -> Claim:
     )
 
 
-def _figure3(n: dict[str, Any]) -> Measured:
+def _figure3(n: MapsReadings) -> Measured:
     """*pond*'s rank among the sentence's scored words in *fish*'s row of Φ; untested where *fish*
     or *pond* is outside the vocabulary or no other word of the sentence is in it."""
-    r = n["fig3_fish"]
+    r = n.fig3_fish
     if r["pond_rank"] is not None:
         return Measured(r["pond_rank"])
     lacking = [w for w in ("fish", "pond") if w in r["missing"]]
     if lacking:
-        return Measured(untested=_outside(lacking, n["vocab_size"]))
+        return Measured(untested=_outside(lacking, n.vocab_size))
     return Measured(
-        untested=f"no other word of the sentence is in this profile's vocabulary of |V| = {n['vocab_size']} tokens"
+        untested=f"no other word of the sentence is in this profile's vocabulary of |V| = {n.vocab_size} tokens"
     )
 
 
@@ -184,7 +185,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         Rule("<=", 0.05, partly=0.2),
         section="ch01-sequences",
         spec=".1%",
-        read=lambda n: _pairs(n, n["drop_kept_fraction"]),
+        read=lambda n: _pairs(n, n.drop_kept_fraction),
     ),
     Claim(
         "ch01.upon_after_once",
@@ -195,7 +196,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         Rule("==", 1),
         section="ch01-bigram",
         spec="d",
-        read=lambda n: _pairs(n, n["b_rank_upon_after_once"]),
+        read=lambda n: _pairs(n, n.b_rank_upon_after_once),
     ),
     Claim(
         "ch01.adjective_nouns",
@@ -207,7 +208,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         paper="red → truck",
         section="ch01-bigram",
         spec=".2f",
-        read=lambda n: _pairs(n, n["b_adj_noun_share"] / n["b_adj_noun_chance"]),
+        read=lambda n: _pairs(n, n.b_adj_noun_share / n.b_adj_noun_chance),
     ),
     Claim(
         "ch01.scene_pairs",
@@ -219,7 +220,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         paper="fish → pond",
         section="ch01-context",
         spec=".0f",
-        read=lambda n: _pairs(n, n["phi_pair_median_rank"]),
+        read=lambda n: _pairs(n, n.phi_pair_median_rank),
     ),
     Claim(
         "ch01.phi_not_b",
@@ -230,7 +231,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         Rule(">=", 3, partly=1.5),
         section="ch01-context",
         spec=".1f",
-        read=lambda n: _pairs(n, _over_phi(n, "b_pair_median_rank")),
+        read=lambda n: _pairs(n, _over_phi(n, n.b_pair_median_rank)),
     ),
     Claim(
         "ch01.pairs_not_frequency",
@@ -243,7 +244,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         Rule(">=", 3, partly=1.5),
         section="ch01-context",
         spec=".1f",
-        read=lambda n: _pairs(n, _over_phi(n, "phi_pair_mismatched_median_rank")),
+        read=lambda n: _pairs(n, _over_phi(n, n.phi_pair_mismatched_median_rank)),
     ),
     Claim(
         "ch01.word_classes",
@@ -255,7 +256,7 @@ CH01_CLAIMS: tuple[Claim, ...] = (
         paper="car ∼ truck",
         section="ch01-sigma",
         spec=".2f",
-        read=lambda n: _pairs(n, n["sigma_class_purity"] / n["sigma_class_chance"]),
+        read=lambda n: _pairs(n, n.sigma_class_purity / n.sigma_class_chance),
     ),
     *(_figure5_claim(a) for a in FIGURE5),
     Claim(
@@ -688,6 +689,7 @@ CH05_PATHS: tuple[Claim, ...] = (
 )
 """Chapter 5's claim on the paths' mean contributions (it reads ``CooperationReadings.means``)."""
 
+
 def _table3(r: CooperationReadings) -> dict[str, float]:
     """Table 3's loss increases on the lr-0.05 run (the paper's Table 3 model)."""
     return table3_deltas(r.table3)
@@ -706,7 +708,9 @@ def _on_large(value: Callable[[CooperationReadings], Any]) -> Callable[[Cooperat
     def read(r: CooperationReadings) -> Measured:
         lr = max(r.drops)
         if not is_trained(r.drops[lr]):
-            return Measured(untested=f"the η = {lr:g} run has not trained: its loss fell {r.drops[lr]:.3f} nats, under {TRAINED_NATS}")
+            return Measured(
+                untested=f"the η = {lr:g} run has not trained: its loss fell {r.drops[lr]:.3f} nats, under {TRAINED_NATS}"
+            )
         return Measured(value(r), run=run_label(lr, r.drops[lr]))
 
     return read
@@ -717,6 +721,8 @@ def _layers_of(deltas: dict[str, float], kind: str) -> list[float]:
 
 
 _TABLE3_ON = "on the lr-0.05 run, with the leading terms of its first batch, as the paper's"
+
+
 def _losses(kind: str) -> str:
     return "/".join(f"{TABLE3[f'blocks.{layer}.attn.{kind}']:.3f}" for layer in range(3))
 

@@ -3,25 +3,32 @@ objects :mod:`mechbook.leading_terms.claims` reads). Cheap and uncached; kept ap
 modules of the cached computations (:mod:`.check`, :mod:`.train`, ...), whose code is part of
 their cache keys.
 
+- chapter 1: :func:`read_maps`, :class:`MapsReadings`;
 - chapter 2: :func:`check_numbers`, :func:`theorem_numbers`, :func:`attention_first`, :class:`CheckReadings`;
 - chapter 3: :func:`training_readings`, :func:`training_numbers`, :class:`TrainingReadings`;
-- chapter 4: :func:`association_numbers`, :class:`AssociationReadings`;
-- chapter 5: :func:`cooperation_numbers`, :class:`CooperationReadings`.
+- chapter 4: :func:`read_associations`, :func:`association_numbers`, :class:`AssociationReadings`;
+- chapter 5: :func:`read_cooperation`, :func:`cooperation_numbers`, :class:`CooperationReadings`.
+
+The introduction's claims read its :class:`~mechbook.leading_terms.overview.CorpusOverview`
+(:func:`~mechbook.leading_terms.overview.load_overview`) as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from mechbook.leading_terms.ablation import Cooperation
-from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading
-from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, slopes
+from mechbook.leading_terms.ablation import Cooperation, EvalRuns
+from mechbook.leading_terms.associations import TRAINED_TERMS, OverlapReading, RunMaps, overlap_readings
+from mechbook.leading_terms.check import CheckRuns, check_summary, first_departure, loss_drop, run_drops, slopes
+from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.labels import run_labels
 from mechbook.leading_terms.leading import KINDS, bases, cosine
+from mechbook.leading_terms.logit_paths import mean_paths
+from mechbook.leading_terms.maps import FIGURE5, CorpusMaps, maps_numbers
 from mechbook.leading_terms.tables import (
     FIGURE4,
     FIRST,
@@ -30,13 +37,63 @@ from mechbook.leading_terms.tables import (
     WHOLE,
     cosines_at,
     epoch_minima,
-    first_batch_stats,
     final_cosines,
     final_loss,
+    first_batch_stats,
+    table3_ablation,
 )
 from mechbook.leading_terms.theorem import TheoremRuns, window_eta_s
-from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.train import RunConfig, Runs, TrainResult
+
+
+@dataclass(frozen=True)
+class MapsReadings:
+    """What chapter 1's claims read and its records hold: what the three maps of its corpus give
+    in numbers (:func:`~mechbook.leading_terms.maps.maps_numbers` measures them; a rank or median
+    is None where the vocabulary lacks its words), the Figure 5 groups by key (``fig5``, each a
+    :meth:`~mechbook.leading_terms.maps.NamedReading.record`) and Figure 3's reading
+    (``fig3_fish``, :func:`~mechbook.leading_terms.maps.figure3_reading`)."""
+
+    n_stories: int
+    n_sequences: int
+    vocab_size: int
+    context: int
+    unk_fraction: float
+    drop_kept: int
+    drop_kept_fraction: float
+    b_rank_upon_after_once: int
+    b_adj_noun_share: float
+    b_adj_noun_chance: float
+    phi_pair_median_rank: float | None
+    b_pair_median_rank: float | None
+    n_context_pairs: int
+    phi_pair_mismatched_median_rank: float | None
+    phi_rank_pond_for_fish: int | None
+    sigma_class_purity: float
+    sigma_class_purity_raw: float
+    sigma_class_chance: float
+    fig5: dict[str, dict[str, Any]]
+    fig3_fish: dict[str, Any]
+
+    @classmethod
+    def of(cls, numbers: dict[str, Any]) -> MapsReadings:
+        """The readings of :func:`~mechbook.leading_terms.maps.maps_numbers`' ``numbers`` (its
+        ``fig5_<key>`` entries gathered in :attr:`fig5`)."""
+        plain = {k: v for k, v in numbers.items() if not k.startswith("fig5_")}
+        return cls(**plain, fig5={a.key: numbers[f"fig5_{a.key}"] for a in FIGURE5})
+
+    def numbers(self) -> dict[str, Any]:
+        """The chapter's records, named as :func:`~mechbook.leading_terms.maps.maps_numbers` names
+        them (``book/thresholds/01_corpus_maps.yml`` bounds them)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("fig5", "fig3_fish")}
+        return out | {f"fig5_{key}": record for key, record in self.fig5.items()} | {"fig3_fish": self.fig3_fish}
+
+
+def read_maps(m: CorpusMaps, successors_k: int, purity_k: int) -> MapsReadings:
+    """Chapter 1's :class:`MapsReadings` of its maps ``m``: ``successors_k`` strongest successors
+    per adjective, ``purity_k`` nearest neighbours per word in the class purity."""
+    return MapsReadings.of(maps_numbers(m, successors_k=successors_k, purity_k=purity_k))
+
 
 BREAK_COSINE = 0.99
 """Chapter 2's line: a matrix has left its leading form once its lowest cosine over the layers is
@@ -240,6 +297,12 @@ class AssociationReadings:
     drops: dict[float, float]
 
 
+def read_associations(rm: RunMaps, k: int) -> AssociationReadings:
+    """Chapter 4's :class:`AssociationReadings` of the trained maps ``rm``: the overlap@``k`` of
+    both runs and how far each run's loss fell."""
+    return AssociationReadings(overlap_readings(rm, k), run_drops(rm.runs))
+
+
 FULL, EVERY, ZERO = "full model", "remove every leading term", "zero model"
 """The reference rows of :func:`mechbook.leading_terms.ablation.ablation_table` (chapter 5)."""
 
@@ -281,10 +344,23 @@ class CooperationReadings:
     (``exps``; :data:`~mechbook.leading_terms.claims.CH05_ABLATIONS`), and Table 3's ablation of
     the lr-0.05 run with its first batch's leading terms (``table3``, an
     :func:`~mechbook.leading_terms.ablation.ablation_table`;
-    :data:`~mechbook.leading_terms.claims.CH05_TABLE3`). Each is None where only the paths are
-    read: the page states the paths' claim before the experiments run."""
+    :data:`~mechbook.leading_terms.claims.CH05_TABLE3`). The page reads every part at once
+    (:func:`read_cooperation`); a part left None leaves the claims that read it unreadable, for a
+    reading of one part alone."""
 
     drops: dict[float, float]
     means: pd.DataFrame | None = None
     exps: dict[float, Cooperation] | None = None
     table3: pd.DataFrame | None = None
+
+
+def read_cooperation(coop: EvalRuns) -> CooperationReadings:
+    """Chapter 5's :class:`CooperationReadings` with every part: the runs' loss drops, the mean
+    path contributions over ``coop``'s evaluation sequences, the ablation experiments of both runs
+    (cached) and Table 3's ablation of the lr-0.05 run."""
+    return CooperationReadings(
+        run_drops(coop.runs),
+        mean_paths(coop.models, coop.evaluation),
+        coop.experiments(),
+        table3_ablation(coop),
+    )

@@ -24,6 +24,7 @@ from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch01_corpus_maps as ch01
 from mechbook.leading_terms.claims import CH01_CLAIMS, TABLES
 from mechbook.leading_terms.maps import FIGURE5, FIGURE5_TOP, chapter_maps, map_row, maps_numbers, pair_rank_table
+from mechbook.leading_terms.readings import MapsReadings, read_maps
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.viz.fmt import escape_markdown as markdown_text
 
@@ -33,8 +34,13 @@ RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
 
 
 def _measured(m):
-    """The chapter's numbers of ``m`` at the smoke config's sizes, as its notebook computes them."""
-    return maps_numbers(m, successors_k=CFG.successors_k, purity_k=CFG.purity_k)
+    """The chapter's readings of ``m`` at the smoke config's sizes, as its notebook computes them."""
+    return read_maps(m, successors_k=CFG.successors_k, purity_k=CFG.purity_k)
+
+
+def _ev(r):
+    """Chapter 1's verdicts on the readings ``r``, computed once as its notebook does."""
+    return claims.evidence(CH01_CLAIMS, r)
 
 
 def _rendered_text(markdown: str) -> str:
@@ -108,23 +114,34 @@ def _literal_successor_rank(tokens, tok, row, column):
 
 def test_headline_against_literal_counts(maps):
     n = _measured(maps)
-    assert n["b_rank_upon_after_once"] == _literal_successor_rank(maps.sequences.tokens, maps.tokenizer, "once", "upon")
-    assert n["n_sequences"] == len(maps.sequences.tokens) and n["context"] == maps.sequences.tokens.shape[1] - 1
+    assert n.b_rank_upon_after_once == _literal_successor_rank(maps.sequences.tokens, maps.tokenizer, "once", "upon")
+    assert n.n_sequences == len(maps.sequences.tokens) and n.context == maps.sequences.tokens.shape[1] - 1
     unk = maps.tokenizer.unk_id
-    assert n["unk_fraction"] == pytest.approx(float((maps.sequences.tokens == unk).mean()))
+    assert n.unk_fraction == pytest.approx(float((maps.sequences.tokens == unk).mean()))
     ranks = pair_rank_table(maps)
-    assert n["phi_pair_median_rank"] == float(np.median(ranks["rank in Φ"]))
+    assert n.phi_pair_median_rank == float(np.median(ranks["rank in Φ"]))
     fish = ch01.context_table(maps, CFG).loc["fish"].tolist()
-    if n["phi_rank_pond_for_fish"] <= len(fish):
-        assert fish[n["phi_rank_pond_for_fish"] - 1] == "pond"
+    if n.phi_rank_pond_for_fish <= len(fish):
+        assert fish[n.phi_rank_pond_for_fish - 1] == "pond"
+
+
+def test_the_readings_record_what_maps_numbers_measures(maps):
+    """The typed readings hold every number of maps_numbers and give them back under the same
+    names, in the same order, so the records and their bounds are unchanged."""
+    numbers = maps_numbers(maps, successors_k=CFG.successors_k, purity_k=CFG.purity_k)
+    readings = MapsReadings.of(numbers)
+    assert readings.numbers() == numbers and list(readings.numbers()) == list(numbers)
+    assert readings == _measured(maps)
+    assert set(readings.fig5) == {a.key for a in FIGURE5}
 
 
 def test_sentences_quote_the_numbers(maps):
     n = _measured(maps)
-    assert f"*upon* ranks **{n['b_rank_upon_after_once']}**" in ch01.bigram_prose(maps, CFG, n)
-    assert f"**{n['phi_pair_median_rank']:.0f}** in $\\Phi$" in ch01.context_prose(maps, n)
-    assert f"**{n['sigma_class_purity']:.0%}**" in ch01.sigma_prose(maps, CFG, n)
-    assert f"**{maps.sequences.n_kept:,} sequences**" in ch01.corpus_prose(maps, n)
+    ev = _ev(n)
+    assert f"*upon* ranks **{n.b_rank_upon_after_once}**" in ch01.bigram_prose(maps, CFG, n, ev)
+    assert f"**{n.phi_pair_median_rank:.0f}** in $\\Phi$" in ch01.context_prose(maps, n, ev)
+    assert f"**{n.sigma_class_purity:.0%}**" in ch01.sigma_prose(maps, CFG, n, ev)
+    assert f"**{maps.sequences.n_kept:,} sequences**" in ch01.corpus_prose(maps, ev)
     assert "the first 5,000 stories" in ch01.profile_prose(CFG).lower()
     sentence = ch01.sample_prose(maps)
     assert sentence.startswith("> ") and "<unk>" not in sentence and "&lt;unk&gt;" in RENDER.render(sentence)
@@ -143,32 +160,43 @@ def test_heatmap_blocks_hold_the_tables_words(maps):
 
 def test_smoke_bounds_pass_the_maps_and_reject_a_shuffled_corpus(maps):
     bounds = load_thresholds("01_corpus_maps")["smoke"]
-    assert check_thresholds(_measured(maps), bounds) == []
+    assert check_thresholds(_measured(maps).numbers(), bounds) == []
     rng = np.random.default_rng(0)
     shuffled = rng.permuted(maps.sequences.tokens, axis=1)  # same tokens, order destroyed
     broken = dataclasses.replace(maps, stats=corpus_stats(shuffled, maps.tokenizer.vocab_size))
-    problems = check_thresholds(_measured(broken), bounds)
+    problems = check_thresholds(_measured(broken).numbers(), bounds)
     assert any(p.startswith("b_rank_upon_after_once") for p in problems), problems
 
 
 def _numbers(drop=0.0, rank=1, noun_ratio=3.0, phi=3.0, b_over_phi=10.0, class_ratio=2.5, other_over_phi=100.0):
-    """Chapter 1's numbers with each claim's value set (chance levels fixed)."""
-    return {
-        "drop_kept_fraction": drop,
-        "b_rank_upon_after_once": rank,
-        "b_adj_noun_share": noun_ratio * 0.1,
-        "b_adj_noun_chance": 0.1,
-        "phi_pair_median_rank": phi,
-        "b_pair_median_rank": b_over_phi * phi,
-        "phi_pair_mismatched_median_rank": other_over_phi * phi,
-        "sigma_class_purity": class_ratio * 0.3,
-        "sigma_class_chance": 0.3,
-        "phi_rank_pond_for_fish": None,
-        "n_context_pairs": 9,
-        "vocab_size": 1000,
-        **{f"fig5_{a.key}": _named(a) for a in FIGURE5},
-        "fig3_fish": {"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1},
-    }
+    """Chapter 1's readings with each claim's value set (chance levels and sizes fixed)."""
+    return MapsReadings(
+        n_stories=100,
+        n_sequences=90,
+        vocab_size=1000,
+        context=32,
+        unk_fraction=0.05,
+        drop_kept=int(100 * drop),
+        drop_kept_fraction=drop,
+        b_rank_upon_after_once=rank,
+        b_adj_noun_share=noun_ratio * 0.1,
+        b_adj_noun_chance=0.1,
+        phi_pair_median_rank=phi,
+        b_pair_median_rank=b_over_phi * phi,
+        n_context_pairs=9,
+        phi_pair_mismatched_median_rank=other_over_phi * phi,
+        phi_rank_pond_for_fish=None,
+        sigma_class_purity=class_ratio * 0.3,
+        sigma_class_purity_raw=0.3,
+        sigma_class_chance=0.3,
+        fig5={a.key: _named(a) for a in FIGURE5},
+        fig3_fish={"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1},
+    )
+
+
+def _with_fig5(r, key, record):
+    """``r`` with the Figure 5 group ``key`` read as ``record``."""
+    return dataclasses.replace(r, fig5={**r.fig5, key: record})
 
 
 def _named(a, ranks=None, missing=()):
@@ -223,10 +251,10 @@ def test_every_claim_is_declared_once_with_a_section_of_the_page():
 
 
 def test_takeaway_reads_the_verdicts():
-    assert "already hold recognisable pieces of language" in ch01.takeaway_prose(_numbers())
-    partial = ch01.takeaway_prose(_numbers(class_ratio=1.0))
+    assert "already hold recognisable pieces of language" in ch01.takeaway_prose(_ev(_numbers()))
+    partial = ch01.takeaway_prose(_ev(_numbers(class_ratio=1.0)))
     assert "not (or only in part) for which words play the same part" in partial and "already hold" not in partial
-    none = ch01.takeaway_prose(_numbers(noun_ratio=1.0, phi=100.0, class_ratio=1.0))
+    none = ch01.takeaway_prose(_ev(_numbers(noun_ratio=1.0, phi=100.0, class_ratio=1.0)))
     assert "hold for none of the maps" in none
 
 
@@ -236,7 +264,7 @@ def test_context_sentence_never_contradicts_its_ranks(phi, b):
     import types
 
     n = _numbers(phi=phi, b_over_phi=b / phi)
-    text = ch01.context_prose(types.SimpleNamespace(n_readable=600), n).split("\n\n")[0]
+    text = ch01.context_prose(types.SimpleNamespace(n_readable=600), n, _ev(n)).split("\n\n")[0]
     shown_phi, shown_b = (float(x) for x in re.findall(r"\*\*(\d+)\*\*", text)[:2])
     if shown_phi < shown_b:
         assert "higher in $\\Phi$ than in $B$" in text
@@ -248,10 +276,10 @@ def test_context_sentence_never_contradicts_its_ranks(phi, b):
 
 def test_corpus_prose_branches_on_the_policy(maps):
     n = _measured(maps)
-    unk = ch01.corpus_prose(maps, n)
+    unk = ch01.corpus_prose(maps, _ev(n))
     assert "Under the **unk** policy" in unk and "**Holds.**" in unk
     drop = dataclasses.replace(maps, corpus=dataclasses.replace(maps.corpus, policy="drop"))
-    text = ch01.corpus_prose(drop, {**n, "drop_kept_fraction": 0.5})
+    text = ch01.corpus_prose(drop, _ev(dataclasses.replace(n, drop_kept_fraction=0.5)))
     assert "follows the paper's **drop** policy" in text and "**Does not hold.**" in text
     assert ch01.profile_prose(
         dataclasses.replace(CFG, corpus=dataclasses.replace(CFG.corpus, n_stories=None))
@@ -261,27 +289,23 @@ def test_corpus_prose_branches_on_the_policy(maps):
 def test_no_scene_pair_in_the_vocabulary_leaves_the_pair_claims_untested_and_says_why():
     """A corpus too small to hold any scene pair: no ranks to compare, so the two pair claims are
     untested with the reason, and the prose says there is nothing to read (no NaN reaches a word)."""
-    n = {
-        **_numbers(),
-        "phi_pair_median_rank": None,
-        "b_pair_median_rank": None,
-        "n_context_pairs": 0,
-        "vocab_size": 144,
-    }
+    n = dataclasses.replace(
+        _numbers(), phi_pair_median_rank=None, b_pair_median_rank=None, n_context_pairs=0, vocab_size=144
+    )
     ev = claims.evidence(CH01_CLAIMS, n)
     for cid in ("ch01.scene_pairs", "ch01.phi_not_b", "ch01.pairs_not_frequency"):
         assert ev[cid].verdict == "untested" and "no scene pair" in ev[cid].sentence()
         assert "vocabulary of 144 tokens" in ev[cid].untested
     assert ev["ch01.upon_after_once"].verdict != "untested"
     # pairs in the vocabulary but no mismatched control: untested, and no reason is invented
-    no_control = claims.evidence(CH01_CLAIMS, {**_numbers(), "phi_pair_mismatched_median_rank": None})
+    no_control = claims.evidence(CH01_CLAIMS, dataclasses.replace(_numbers(), phi_pair_mismatched_median_rank=None))
     assert no_control["ch01.pairs_not_frequency"].verdict == "untested"
     assert no_control["ch01.pairs_not_frequency"].untested is None
 
 
 def test_the_context_prose_without_pairs_reads_no_rank(maps):
-    n = {**_measured(maps), "phi_pair_median_rank": None, "b_pair_median_rank": None, "n_context_pairs": 0}
-    text = ch01.context_prose(maps, n)
+    n = dataclasses.replace(_measured(maps), phi_pair_median_rank=None, b_pair_median_rank=None, n_context_pairs=0)
+    text = ch01.context_prose(maps, n, _ev(n))
     assert text.startswith("None of these pairs has both its words") and "nan" not in text.lower()
 
 
@@ -375,7 +399,7 @@ def test_each_figure5_group_on_both_sides_of_its_rule_and_untested_without_its_w
     assert claim.source == "paper" and claim.paper == a.paper and claim.section == "ch01-paper-figures"
 
     def verdict(**kw):
-        return claims.evidence(CH01_CLAIMS, {**_numbers(), f"fig5_{a.key}": _named(a, **kw)})[cid]
+        return claims.evidence(CH01_CLAIMS, _with_fig5(_numbers(), a.key, _named(a, **kw)))[cid]
 
     k = len(a.partners)
     assert verdict(ranks=[FIGURE5_TOP] * k).verdict == "reproduced"
@@ -394,7 +418,7 @@ def test_figure3_claim_ranks_pond_among_the_sentences_words():
 
     def ev(**reading):
         base = {"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1}
-        return claims.evidence(CH01_CLAIMS, {**_numbers(), "fig3_fish": {**base, **reading}})[cid]
+        return claims.evidence(CH01_CLAIMS, dataclasses.replace(_numbers(), fig3_fish={**base, **reading}))[cid]
 
     assert ev().verdict == "reproduced" and ev(pond_rank=2).verdict == "not reproduced"
     no_fish = ev(scores={}, missing=["fish", "contains"], pond_rank=None)
@@ -406,9 +430,8 @@ def test_figure3_claim_ranks_pond_among_the_sentences_words():
 
 
 def test_named_table_shows_every_partner_with_its_rank_and_the_bar():
-    n = _numbers()
     fish = next(a for a in FIGURE5 if a.key == "phi_fish")
-    n["fig5_phi_fish"] = _named(fish, ranks=[1, None, 31], missing=["lake"])
+    n = _with_fig5(_numbers(), "phi_fish", _named(fish, ranks=[1, None, 31], missing=["lake"]))
     table = ch01.named_table(n)
     assert len(table) == sum(len(a.partners) for a in FIGURE5)
     assert list(table.columns) == ["map", "word", "named partner", "rank in the row", f"top-{FIGURE5_TOP} bar"]
@@ -419,28 +442,29 @@ def test_named_table_shows_every_partner_with_its_rank_and_the_bar():
 
 
 def test_figure3_prose_names_the_first_word_as_the_verdict_does():
-    n = _numbers()
-    won = ch01.figure3_prose(n)
+    def prose(**fig3):
+        n = dataclasses.replace(_numbers(), fig3_fish=fig3) if fig3 else _numbers()
+        return ch01.figure3_prose(n, _ev(n))
+
+    won = prose()
     assert "*pond* 2, *the* 1, so *pond* ranks first" in won and "**Reproduced.**" in won
     assert "(*contains* outside the vocabulary of 1000 tokens)" in won
-    n["fig3_fish"] = {"scores": {"the": 5e-6, "pond": 3e-6}, "missing": ["contains"], "pond_rank": 2}
-    lost = ch01.figure3_prose(n)
+    lost = prose(scores={"the": 5e-6, "pond": 3e-6}, missing=["contains"], pond_rank=2)
     assert "*the* 5e-06, *pond* 3e-06, so *the* ranks first" in lost and "**Not reproduced.**" in lost
-    n["fig3_fish"] = {"scores": {}, "missing": ["fish"], "pond_rank": None}
-    assert "scores none of its words" in ch01.figure3_prose(n) and "**Untested here.**" in ch01.figure3_prose(n)
-    n["fig3_fish"] = {"scores": {"pond": 1.0}, "missing": ["the", "contains"], "pond_rank": None}
-    assert "ranks first" not in ch01.figure3_prose(n)
+    none = prose(scores={}, missing=["fish"], pond_rank=None)
+    assert "scores none of its words" in none and "**Untested here.**" in none
+    assert "ranks first" not in prose(scores={"pond": 1.0}, missing=["the", "contains"], pond_rank=None)
 
 
 def test_paper_figures_prose_counts_the_verdicts():
     n = _numbers()
-    assert "this profile tests 8: 8 reproduced." in ch01.paper_figures_prose(n)
+    assert "this profile tests 8: 8 reproduced." in ch01.paper_figures_prose(n, _ev(n))
     birds = next(a for a in FIGURE5 if a.key == "phi_birds")
     flower = next(a for a in FIGURE5 if a.key == "phi_flower")
-    n["fig5_phi_birds"] = _named(birds, ranks=[93, 9])
-    n["fig5_phi_flower"] = _named(flower, missing=["flower"])
-    n["fig3_fish"] = {**n["fig3_fish"], "pond_rank": 2}
-    text = ch01.paper_figures_prose(n)
+    n = _with_fig5(n, "phi_birds", _named(birds, ranks=[93, 9]))
+    n = _with_fig5(n, "phi_flower", _named(flower, missing=["flower"]))
+    n = dataclasses.replace(n, fig3_fish={**n.fig3_fish, "pond_rank": 2})
+    text = ch01.paper_figures_prose(n, _ev(n))
     assert "this profile tests 7: 5 reproduced, 1 partly, 1 not reproduced; 1 name a word outside" in text
     assert text.count("\n- ") == 8
 
@@ -453,7 +477,7 @@ def test_figure5_ranks_on_the_smoke_maps_are_the_rows_of_top_k(maps):
     n = _measured(maps)
     checked = 0
     for a in FIGURE5:
-        r = n[f"fig5_{a.key}"]
+        r = n.fig5[a.key]
         if a.row in r["missing"]:
             continue
         matrix, exclude, self_out = map_row(maps, a.map)

@@ -19,7 +19,7 @@ from mechbook.chapters import ch04_associations as ch04
 from mechbook.leading_terms.associations import RunMaps, overlap_readings, trained_maps
 from mechbook.leading_terms.claims import CH04_CLAIM_OF, CH04_CLAIMS, TABLES
 from mechbook.leading_terms.corpus import load_corpus
-from mechbook.leading_terms.readings import AssociationReadings, association_numbers
+from mechbook.leading_terms.readings import AssociationReadings, association_numbers, read_associations
 from mechbook.leading_terms.stats import cached_corpus_stats
 from mechbook.leading_terms.train import Runs
 
@@ -88,7 +88,7 @@ def test_a_model_that_is_its_leading_terms_overlaps_fully_and_passes(corpus):
     cfg, _ = corpus
     a = _assoc(corpus, lambda m, lr: 3.0 * m)
     readings = overlap_readings(a, cfg.k)
-    table = ch04.overlap_table(readings)
+    table = ch04.overlap_table(AssociationReadings(readings, {}))
     assert (table["overlap"] == 1.0).all() and (table["row-centred"] == 1.0).all()
     assert list(table.index.get_level_values(0).unique()) == list(a.lrs)
     numbers = association_numbers(readings)
@@ -119,8 +119,8 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
     readings = overlap_readings(a, cfg.k)
     paper_lr, large_lr = a.lrs
     q = readings[paper_lr]["W"]
-    drops = {paper_lr: 0.05, large_lr: 2.0}
-    prose = ch04.overlap_prose(readings, drops, cfg.k)
+    r = AssociationReadings(readings, {paper_lr: 0.05, large_lr: 2.0})
+    prose = ch04.overlap_prose(r, claims.evidence(CH04_CLAIMS, r), cfg.k)
     assert f"overlap@{cfg.k} {q.matched:.2f}, against {q.chance:.2f} for a random ranking" in prose
     assert f"At $\\eta = {large_lr}$ the loss fell **2.000** nats below $\\log |V|$: the claims are decided" in prose
     assert f"Decided on the η = {large_lr:g} run (its loss fell 2.00 nats below log |V|)." in prose
@@ -130,10 +130,19 @@ def test_sentences_and_tables_quote_the_overlaps(corpus):
     )
     large = {n: r.matched for n, r in readings[large_lr].items()}
     worst = min(large, key=large.get)
-    assert f"the lowest is **{ch04.TERM[worst]} vs {worst}**" in ch04.drift_prose(readings, cfg.k)
-    ranked = ch04.ranked_table(cfg, a)
+    assert f"the lowest is **{ch04.TERM[worst]} vs {worst}**" in ch04.drift_prose(r, cfg.k)
+    ranked = ch04.ranked_table(cfg, a, r)
     assert ranked.index.get_level_values(0).nunique() == 2 * len(ch04.TRAINED)
     assert set(ranked.index.get_level_values(1)) == set(a.words[: cfg.table_words])
+
+
+def test_the_readings_hold_the_overlaps_and_the_runs_drops(corpus):
+    """read_associations is the notebook's one reading: the overlaps of overlap_readings and the
+    drops of run_drops (none here: the fixture's runs hold no trained result)."""
+    cfg, _ = corpus
+    a = _assoc(corpus, lambda m, lr: 2.0 * m)
+    r = read_associations(a, cfg.k)
+    assert r.overlaps == overlap_readings(a, cfg.k) and r.drops == {}
 
 
 def test_explorer_pairs_each_theory_with_its_trained_map(corpus):
@@ -173,7 +182,7 @@ def test_the_claims_are_decided_on_the_run_that_trained_or_untested(corpus):
     neither = claims.evidence(CH04_CLAIMS, AssociationReadings(readings, {paper_lr: 0.05, large_lr: 0.3}))
     assert {e.verdict for e in neither.values()} == {"untested"}
     assert "0.050 and 0.300 nats, under 0.5" in neither["ch04.w_ranks_q"].sentence()
-    untested = ch04.overlap_prose(readings, {paper_lr: 0.05, large_lr: 0.3}, cfg.k)
+    untested = ch04.overlap_prose(AssociationReadings(readings, {paper_lr: 0.05, large_lr: 0.3}), neither, cfg.k)
     # each map's raw claim, then its row-centred one, in the order of the chapter's tables
     said = [neither[cid].sentence() for pair in CH04_CLAIM_OF.values() for cid in pair]
     assert untested.endswith("\n\n".join(said)) and "**Untested here.**" in untested

@@ -1,5 +1,5 @@
 """Chapter 5's module (mechbook.chapters.ch05_cooperation) and its library (the CH05 claims tables,
-cooperation_numbers): the config, path averages against the
+read_cooperation, cooperation_numbers): the config, path averages against the
 weights read literally, distinct ablation labels, records, sentences and chart, and the smoke
 bounds against an untrained model (on the smoke corpus, with weights set by hand, no training)."""
 
@@ -20,13 +20,13 @@ from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
 from mechbook.chapters import ch05_cooperation as ch05
 from mechbook.leading_terms.ablation import EvalRuns, OutputSplit
-from mechbook.leading_terms.tables import table3_ablation
 from mechbook.leading_terms.claims import CH05_ABLATIONS, CH05_CLAIMS, CH05_PATHS, CH05_TABLE3, TABLES
 from mechbook.leading_terms.corpus import load_corpus
 from mechbook.leading_terms.logit_paths import mean_paths
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
-from mechbook.leading_terms.readings import FULL, CooperationReadings, cooperation_numbers
+from mechbook.leading_terms.readings import FULL, CooperationReadings, cooperation_numbers, read_cooperation
 from mechbook.leading_terms.stats import cached_corpus_stats
+from mechbook.leading_terms.tables import table3_ablation
 from mechbook.leading_terms.train import Runs, TrainResult
 
 
@@ -59,14 +59,16 @@ def corpus(tmp_path_factory):
 
 
 def _coop(corpus, weights):
-    """A Cooperation whose run at lr has the weights ``weights(name, lr, zero_tensor)``."""
+    """A Cooperation whose run at lr has the weights ``weights(name, lr, zero_tensor)`` (and a history
+    whose one logged loss is log |V|: no run has trained)."""
     cfg, tok, seqs, stats = corpus
     model_cfg = ModelConfig(d_vocab=tok.vocab_size, n_ctx=seqs.context, n_layers=cfg.runs.n_layers)
+    history = pd.DataFrame({"step": [0], "loss": [math.log(tok.vocab_size)]})
     results, models = {}, {}
     for lr in cfg.runs.lrs:
         model = AttentionModel(model_cfg, device="cpu")
         state = {k: weights(k, lr, torch.zeros_like(v)) for k, v in model.state_dict().items()}
-        results[lr] = TrainResult(pd.DataFrame(), state, model_cfg, cfg.runs.run(lr).train_cfg(len(seqs.tokens)))
+        results[lr] = TrainResult(history, state, model_cfg, cfg.runs.run(lr).train_cfg(len(seqs.tokens)))
         models[lr] = results[lr].model(device="cpu")
     return EvalRuns(Runs(tok, seqs, stats, results), models, seqs.tokens[: cfg.n_eval])
 
@@ -103,7 +105,7 @@ def test_path_means_against_the_weights_read_literally(corpus):
 
 def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     c = _coop(corpus, _leading(corpus))
-    table = ch05.ablation(c.experiments())
+    table = ch05.ablation(CooperationReadings({}, exps=c.experiments()))
     for lr in c.lrs:
         labels = table.loc[table["lr"] == lr, "label"]
         assert labels.is_unique and len(labels) == len(parameter_names(c.models[lr].cfg)) + 3
@@ -117,11 +119,12 @@ def test_ablation_labels_are_distinct_and_use_the_notation(corpus):
     assert ch05.ablation_summary(table).shape == (len(table) // 2, 4)
 
 
-def test_records_and_sentences_of_a_leading_term_model(corpus, monkeypatch):
+def test_records_and_sentences_of_a_leading_term_model(corpus):
     c = _coop(corpus, _leading(corpus))
-    monkeypatch.setattr(ch05, "run_drops", lambda runs: {c.lrs[0]: 0.05, c.lrs[1]: 2.0})
     exps, means = c.experiments(), mean_paths(c.models, c.evaluation)
-    table = ch05.ablation(exps)
+    r = CooperationReadings({c.lrs[0]: 0.05, c.lrs[1]: 2.0}, means, exps)
+    ev = claims.evidence(CH05_PATHS + CH05_ABLATIONS, r)  # Table 3's claims read a table3 this test leaves out
+    table = ch05.ablation(r)
     numbers = cooperation_numbers(exps, means)
     bounds = load_thresholds("05_cooperation")
     assert set(bounds["smoke"]) <= set(numbers) and set(bounds["cpu"]) <= set(numbers)
@@ -129,9 +132,9 @@ def test_records_and_sentences_of_a_leading_term_model(corpus, monkeypatch):
     assert numbers["worst_single_large_lr"] == "W_O"  # the bigram term carries the most
     assert numbers["loss_full_large_lr"] < numbers["loss_no_leading_large_lr"]
     assert f"{c.runs.results[c.lrs[0]].train_cfg.steps:,} steps" in ch05.profile_prose(c)
-    text = ch05.ablation_prose(table, exps, {c.lrs[0]: 0.05, c.lrs[1]: 2.0})
+    text = ch05.ablation_prose(table, r, ev)
     assert f"reaches **{numbers['loss_full_paper_lr']:.4f}**" in text and "leading term of W_O" in text
-    assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(c, means)
+    assert f"**{means.loc[c.lrs[1], 'residual']:.3g}**" in ch05.path_prose(r, ev)
     frame = ch05.sentence_paths(c, 1, c.lrs[1])
     assert len(frame) == corpus[0].runs.corpus.context * (1 + c.models[c.lrs[1]].cfg.n_layers)
     assert frame["label"].str.match(r"^\d\d ").all()
@@ -145,36 +148,46 @@ def test_smoke_bounds_reject_an_untrained_model(corpus):
         assert any(p.startswith(name) for p in problems), problems
 
 
-def test_every_section_reads_its_experiments_and_records_every_claim(corpus, monkeypatch):
+def test_every_section_reads_its_experiments_and_records_every_claim(corpus):
     c = _coop(corpus, _leading(corpus))
-    exps, means = c.experiments(), mean_paths(c.models, c.evaluation)
+    read = read_cooperation(c)  # the notebook's one reading, every part at once
+    assert read.drops == {lr: pytest.approx(0.0, abs=1e-12) for lr in c.lrs}, "the history's loss is log |V|"
+    assert read.means.equals(mean_paths(c.models, c.evaluation)) and list(read.exps) == list(c.lrs)
+    assert read.table3.equals(table3_ablation(c))
+    exps, means, table3 = read.exps, read.means, read.table3
     drops = {c.lrs[0]: 2.0, c.lrs[1]: 0.3}  # the paper-rate run trained, the other not: it decides
-    monkeypatch.setattr(ch05, "run_drops", lambda runs: drops)
-    table3 = table3_ablation(c)
-    evs = list(claims.evidence(CH05_CLAIMS, CooperationReadings(drops, means, exps, table3)).values())
-    records = ch05.record_all(c, exps, means, table3)
+    r = dataclasses.replace(read, drops=drops)
+    ev = claims.evidence(CH05_CLAIMS, r)
+    evs = list(ev.values())
+    records = ch05.record_all(r, ev)
     assert [r["verdict"] for n, r in records.items() if n.startswith("claim.")] == [e.verdict for e in evs]
     table3_ids = {cl.id for cl in CH05_TABLE3}
-    assert all(e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)" for e in evs if e.claim.id not in table3_ids)
+    assert all(
+        e.run == f"the η = {c.lrs[0]:g} run (its loss fell 2.00 nats below log |V|)"
+        for e in evs
+        if e.claim.id not in table3_ids
+    )
     assert {e.verdict for e in evs if e.claim.id in table3_ids} == {"untested"}, "the η = 0.05 run has not trained"
     assert [e.claim.id for e in evs] == [cl.id for cl in CH05_CLAIMS]
     assert TABLES[ch05.STEM] is CH05_CLAIMS and CH05_CLAIMS == CH05_PATHS + CH05_TABLE3 + CH05_ABLATIONS
     assert {f"table3_loss_{n}" for n in ("W_O", "blocks.2.attn.V", "blocks.0.attn.P")} <= set(records)
     trained = claims.evidence(CH05_TABLE3, CooperationReadings({c.lrs[0]: 2.0, c.lrs[1]: 1.0}, table3=table3))
-    assert trained["ch05.table3_output_most"].values == ["W_O"] and trained["ch05.table3_output_most"].run.startswith("the η = 0.05 run")
+    assert trained["ch05.table3_output_most"].values == ["W_O"] and trained["ch05.table3_output_most"].run.startswith(
+        "the η = 0.05 run"
+    )
     assert trained["ch05.table3_attention_small"].values == [0.0], "W is zero in this model: its removal costs nothing"
-    assert "5.349" in ch05.table3(table3, 5.3).to_string() and "Reproduced" in ch05.table3_prose({0.005: 2.0, 0.05: 1.0}, table3)
+    assert "5.349" in ch05.table3(r, 5.3).to_string() and "Reproduced" in ch05.table3_prose(trained)
     # a leading-term model at s = 100 has W = 0: the W := 0 control changes nothing
     assert {e.claim.id: e.verdict for e in evs}["ch05.w_zero_idle"] == "reproduced"
     assert {e.claim.id: e.values for e in evs}["ch05.w_o_costliest"] == ["W_O"]
-    paths = ch05.path_table(exps)
+    paths = ch05.path_table(r)
     assert paths.shape == (3 + c.models[c.lrs[0]].cfg.n_layers, 4)
-    text = ch05.path_ablation_prose(exps, drops)
+    text = ch05.path_ablation_prose(r, ev)
     assert text.count("At $\\eta = ") == 2 and ("Holds" in text or "Does not hold" in text)
-    split = ch05.split_prose(exps, drops)
+    split = ch05.split_prose(r, ev)
     assert "its remainder alone" in split and split.count("**") >= 4
-    assert ch05.split_table(exps).shape == (9, 2)
-    assert "W := 0 gives" in ch05.w_zero_prose(exps, drops)
+    assert ch05.split_table(r).shape == (9, 2)
+    assert "W := 0 gives" in ch05.w_zero_prose(r, ev)
     untrained = list(
         claims.evidence(CH05_CLAIMS, CooperationReadings({c.lrs[0]: 0.05, c.lrs[1]: 0.3}, means, exps)).values()
     )
@@ -216,8 +229,9 @@ class _Exp:
     ],
 )
 def test_split_prose_branches_follow_the_numbers(split, word, verdicts):
-    exps = {0.005: _Exp(_split()), 0.1: _Exp(split)}
-    text = ch05.split_prose(exps, {0.005: 0.05, 0.1: 2.0})
+    r = CooperationReadings({0.005: 0.05, 0.1: 2.0}, exps={0.005: _Exp(_split()), 0.1: _Exp(split)})
+    remainder = [c for c in CH05_ABLATIONS if c.section == "ch05-remainder"]  # they read the split alone
+    text = ch05.split_prose(r, claims.evidence(remainder, r))
     assert word in text
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert [line[4:].split(".")[0] for line in lines] == list(verdicts)
@@ -294,8 +308,8 @@ def test_w_against_the_attention_paths_reads_the_ratio(w_zero, words):
     matrices = pd.DataFrame({"ablation": [FULL], "loss": [3.5], "matrix": [None], "delta_loss": [0.0]})
     paths = pd.DataFrame({"removal": ["without every attention path"], "delta_loss": [1.5]})
     exps = {0.005: None, 0.1: Cooperation(matrices, paths, _split(), w_zero)}
-    text = ch05.w_against_paths(exps, {0.005: 0.05, 0.1: 2.0})
+    text = ch05.w_against_paths(CooperationReadings({0.005: 0.05, 0.1: 2.0}, exps=exps))
     assert "the η = 0.1 run (its loss fell 2.00 nats below log |V|)" in text
     for word in words:
         assert word in text
-    assert ch05.w_against_paths(exps, {0.005: 0.05, 0.1: 0.2}) == "", "no run has trained"
+    assert ch05.w_against_paths(CooperationReadings({0.005: 0.05, 0.1: 0.2}, exps=exps)) == "", "no run has trained"

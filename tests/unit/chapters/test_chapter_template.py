@@ -2,7 +2,8 @@
 profile, ``resolve`` with flat keyword knobs, and ``record_all``; its notebook stays thin (at most 80
 code lines outside exercise solutions), labels its figures ``fig-chNN-``, and follows one input
 rule: a cell that binds a name shows its code, a cell that only presents hides it (``hide-input``),
-exercise solutions fold, and the record cell is removed (DEVELOPING.md, "Chapter template")."""
+exercise solutions fold, and the record cell is removed (DEVELOPING.md, "Chapter template"). A chapter
+module presents: it never decides a claim (``evidence(``, ``by_id(``), imports torch or loads a model."""
 
 from __future__ import annotations
 
@@ -68,3 +69,35 @@ def test_one_input_rule_decides_which_code_a_reader_sees(path):
         tree = ast.parse(TransformerManager().transform_cell(cell.source))
         binds = any(isinstance(node, BINDS) for node in tree.body)
         assert ("hide-input" in tags) == (not binds) and "remove-input" not in tags, (path.stem, i, cell.source[:60])
+
+
+CHAPTER_MODULES = sorted(p for p in (ROOT / "mechbook" / "chapters").glob("*.py") if p.name != "__init__.py")
+FORBIDDEN = {
+    "evidence(": "decides the claims: the notebook computes `ev = evidence(TABLE, readings)` once",
+    "by_id(": "decides a claim again: read its verdict from the notebook's `ev`",
+    "import torch": "computes: tensors belong to the part's library",
+    "from torch": "computes: tensors belong to the part's library",
+    ".model(": "loads a model: the library loads it",
+    "load_state_dict(": "loads a model: the library loads it",
+    "from_pretrained(": "loads a model: the library loads it",
+    "load_or_train(": "trains or loads a model: the notebook's visible cell does, through the library",
+}
+# Still deciding claims in the module, issue 43's remainder: chapter 6 (its own pass) and Part II's 7, 9, 10, 11.
+STILL_DECIDING = {"ch06_pythia", "ch07_task", "ch09_circuits", "ch10_why_it_composes", "ch11_how_much_data"}
+
+
+@pytest.mark.parametrize("path", CHAPTER_MODULES, ids=lambda p: p.stem)
+def test_the_chapter_module_presents_and_never_decides_or_computes(path):
+    """A chapter module presents what the library read and the notebook decided: it never calls
+    ``evidence(`` or ``by_id(``, imports torch or loads a model. The known remainder may still
+    decide, and must leave the list once it no longer does."""
+    source = path.read_text(encoding="utf-8")
+    found = {pattern: why for pattern, why in FORBIDDEN.items() if pattern in source}
+    if path.stem in STILL_DECIDING:
+        assert found, f"{path.stem} no longer decides or computes: take it off STILL_DECIDING"
+        return
+    assert not found, f"{path.name}: " + "; ".join(f"`{p}` {why}" for p, why in found.items())
+
+
+def test_the_known_remainder_names_chapter_modules():
+    assert {p.stem for p in CHAPTER_MODULES} >= STILL_DECIDING

@@ -29,6 +29,12 @@ from mechbook.leading_terms.overview import (
     words,
 )
 
+
+def _ev(ov):
+    """The introduction's verdicts on ``ov``, computed once as its notebook does."""
+    return mechbook.claims.evidence(INTRO, ov)
+
+
 WORDS = st.sampled_from(["the", "dog", "ran", "tom's", "a", "big", "red", "truck", "sun"])
 STORIES = st.lists(st.lists(WORDS, min_size=0, max_size=12).map(" ".join), min_size=1, max_size=8)
 
@@ -147,7 +153,7 @@ def test_prose_quotes_the_computed_numbers():
     text = intro.corpus_prose(ov)
     assert "**5 stories**" in text and "**13 words**" in text and "**8 of them distinct**" in text
     assert "median story has **3 words**" in text and "between 1 and 4" in text
-    coverage = intro.coverage_prose(ov)
+    coverage = intro.coverage_prose(ov, _ev(ov))
     assert coverage.count("**100.0%**") == 2  # 8 distinct words: both vocabularies cover every occurrence
     assert "**Holds.**" in coverage and "100.0% (rule ≥ 95.0% (partly from 80.0%))" in coverage
 
@@ -164,7 +170,7 @@ def test_chart_sample_is_seeded_and_bounded():
 
 def test_length_chart_fits_the_column_and_states_the_share():
     ov = build_overview(["the dog ran and the dog sat", "a cat", "sun sun sun sun"])
-    spec = intro.length_chart(ov, ChapterConfig(None, 10, (2,))).to_dict()
+    spec = intro.length_chart(ov, ChapterConfig(None, 10, (2,)), _ev(ov)).to_dict()
     widths = [v["width"] for v in spec["vconcat"]]
     assert all(w <= intro.COLUMN_WIDTH for w in widths)
     share = np.median([5 / 7, 1.0, 0.25])
@@ -190,15 +196,21 @@ def test_length_prose_and_title_follow_the_reuse_reading():
     # long stories repeat one word: their share of distinct words falls
     reuse = build_overview(["a b", "c d", "e f g", "h i", "x x x x x x x x y", "z z z z z z z w", "q q q q q q q q"])
     assert overview.reuse_gap(reuse) < 0
-    text = intro.length_prose(reuse)
+    text = intro.length_prose(reuse, _ev(reuse))
     assert "**Holds.**" in text and "points less" in text
-    title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"]
+    title = intro.length_chart(reuse, ChapterConfig(None, 10, (2,)), _ev(reuse)).to_dict()["title"]["text"]
     assert title == "Distinct words grow slower than story length"
     # every story all distinct words: the share does not fall
     fresh = build_overview(["a b", "c d e", "f g h i j k", "l m n o p q r s", "t u"])
     assert overview.reuse_gap(fresh) == 0.0
-    assert "**Does not hold.**" in intro.length_prose(fresh) and "no different" in intro.length_prose(fresh)
-    assert intro.length_chart(fresh, ChapterConfig(None, 10, (2,))).to_dict()["title"]["text"].startswith("Longer")
+    assert "**Does not hold.**" in intro.length_prose(fresh, _ev(fresh)) and "no different" in intro.length_prose(
+        fresh, _ev(fresh)
+    )
+    assert (
+        intro.length_chart(fresh, ChapterConfig(None, 10, (2,)), _ev(fresh))
+        .to_dict()["title"]["text"]
+        .startswith("Longer")
+    )
 
 
 @pytest.mark.parametrize("claim", INTRO, ids=lambda c: c.id)
@@ -217,7 +229,7 @@ def test_the_coverage_sentence_never_contradicts_its_number(stories):
     if not any(words(s) for s in stories):
         return
     ov = build_overview(stories)
-    text = intro.coverage_prose(ov)
+    text = intro.coverage_prose(ov, _ev(ov))
     value = token_coverage(ov, overview.PAPER_VOCAB)
     assert ("**Holds.**" in text) == (value >= 0.95)
     assert f"{value:.1%}" in text
@@ -229,4 +241,4 @@ def test_the_table_reads_the_overview_values_and_the_ledger_still_finds_it():
     assert list(ev) == [c.id for c in INTRO]
     assert ev["intro.longer_stories_reuse_words"].values == [overview.reuse_gap(ov)]
     assert ev["intro.small_vocabulary_keeps_the_text"].values == [token_coverage(ov, overview.PAPER_VOCAB)]
-    assert intro.record_all(ov)["claim.intro.longer_stories_reuse_words"]["verdict"] == "reproduced"
+    assert intro.record_all(ov, ev)["claim.intro.longer_stories_reuse_words"]["verdict"] == "reproduced"
