@@ -222,7 +222,9 @@ class Claim:
         if self.source == "paper" and not self.paper:
             raise ValueError(f"claim {self.id}: a paper's claim needs the paper's number or words (paper=...)")
         if self.source == "book" and self.setting is not None:
-            raise ValueError(f"claim {self.id}: setting= says how a paper's claim departs from the paper's setting; a book's reading has none")
+            raise ValueError(
+                f"claim {self.id}: setting= says how a paper's claim departs from the paper's setting; a book's reading has none"
+            )
         prefix = id_prefix(self.chapter)
         if not self.id.startswith(prefix) or self.id == prefix:
             raise ValueError(f"claim id {self.id!r} must start with {prefix!r} (chapter {self.chapter!r})")

@@ -28,7 +28,7 @@ from mechbook.leading_terms.claims import CH03_CLAIMS
 from mechbook.leading_terms.readings import TrainingReadings, training_numbers
 from mechbook.leading_terms.runs import BPE_RUNS, SHARED_RUNS, gpu_hours, run_plan
 from mechbook.leading_terms.tables import FIRST, TABLE1, TABLE2, TABLE_EPOCHS, TERMS, WHOLE, final_loss, table_frame
-from mechbook.leading_terms.train import RunConfig, RunsConfig
+from mechbook.leading_terms.train import RunConfig, Runs, RunsConfig
 from mechbook.validation import SEED, check_fields
 
 STEM = "03_training"
@@ -58,7 +58,9 @@ class ChapterConfig:
 
 
 #: The chapter's config per profile, all from :mod:`mechbook.leading_terms.runs`.
-CONFIGS: dict[str, ChapterConfig] = {profile: ChapterConfig(SHARED_RUNS[profile], BPE_RUNS[profile]) for profile in SHARED_RUNS}
+CONFIGS: dict[str, ChapterConfig] = {
+    profile: ChapterConfig(SHARED_RUNS[profile], BPE_RUNS[profile]) for profile in SHARED_RUNS
+}
 
 
 def resolve(profile: str, seed: int | None = None) -> ChapterConfig:
@@ -131,7 +133,9 @@ def cosine_chart(r: TrainingReadings) -> alt.FacetChart:
     data = _history(r.runs, r.per_epoch)
     lrs = sorted(r.runs.results)
     table1 = min(r.table1().values())
-    pick = alt.selection_point(fields=["run_lr"], bind=alt.binding_select(options=lrs, name="learning rate "), value=lrs[0])
+    pick = alt.selection_point(
+        fields=["run_lr"], bind=alt.binding_select(options=lrs, name="learning rate "), value=lrs[0]
+    )
     title = (
         f"At η = {lrs[0]:g} every W_O, V and W stays at cosine ≥ {claims.fmt(table1, '.4f')} for 100 epochs; at η = "
         f"{lrs[-1]:g} they end at ≥ {claims.fmt(r.figure4(100), '.3f')} (first batch's terms)"
@@ -179,7 +183,9 @@ def terms_prose(r: TrainingReadings) -> str:
     n = r.runs.sequences.n_kept // r.per_epoch
     parts = []
     if closer:
-        parts.append(f"the whole set's terms fit {', '.join(MATRIX[k] for k in closer)} more closely than the first batch's")
+        parts.append(
+            f"the whole set's terms fit {', '.join(MATRIX[k] for k in closer)} more closely than the first batch's"
+        )
     if further:
         parts.append(f"the first batch's fit {', '.join(MATRIX[k] for k in further)} more closely")
     if not parts:
@@ -217,7 +223,9 @@ def loss_chart(r: TrainingReadings) -> alt.Chart:
         width=WIDTH - 80,
         height=220,
         title="After 100 epochs the loss is "
-        + " and ".join(f"{ends[lr]:.3f} nats at η = {lr:g} ({ends[lr] / np.log(vocab):.0%} of log |V|)" for lr in sorted(ends))
+        + " and ".join(
+            f"{ends[lr]:.3f} nats at η = {lr:g} ({ends[lr] / np.log(vocab):.0%} of log |V|)" for lr in sorted(ends)
+        )
         + " (dashed: log |V|)",
     )
 

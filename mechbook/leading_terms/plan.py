@@ -20,6 +20,7 @@ import torch
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig
 
+
 def steps_for_epochs(epochs: float, n_sequences: int, batch_size: int) -> int:
     """SGD steps in ``epochs`` epochs of ``n_sequences`` at ``batch_size``: floor(epochs N / b)."""
     if n_sequences < 1 or batch_size < 1 or epochs <= 0:

@@ -21,9 +21,9 @@ import pandas as pd
 
 from mechbook.leading_terms.check import CheckRunsConfig
 from mechbook.leading_terms.corpus import CORPUS_PROFILES, CorpusConfig
-from mechbook.leading_terms.theorem import TheoremRunsConfig
 from mechbook.leading_terms.model import ModelConfig
 from mechbook.leading_terms.plan import TrainingPlan, plan_training
+from mechbook.leading_terms.theorem import TheoremRunsConfig
 from mechbook.leading_terms.train import RunConfig, RunsConfig
 
 __all__ = [

@@ -145,7 +145,12 @@ def table_frame(result: TrainResult, per_epoch: int, epochs: int, paper: dict[st
     whole = epoch_minima(result, per_epoch, epochs, WHOLE)
     return pd.DataFrame(
         [
-            {"matrix": f"{name} ({kind})", "the paper": paper[kind], TERMS[FIRST]: first[kind], TERMS[WHOLE]: whole[kind]}
+            {
+                "matrix": f"{name} ({kind})",
+                "the paper": paper[kind],
+                TERMS[FIRST]: first[kind],
+                TERMS[WHOLE]: whole[kind],
+            }
             for name, kind in TABLE_KINDS.items()
         ]
     )
@@ -157,7 +162,9 @@ def table3_frame(matrices: pd.DataFrame, uniform: float) -> pd.DataFrame:
     :func:`~mechbook.leading_terms.ablation.ablation_table` ``matrices``), then the uniform loss."""
     losses = matrices.set_index("ablation")["loss"]
     by_matrix = matrices.dropna(subset=["matrix"]).set_index("matrix")["loss"]
-    rows = [{"ablation": "none (full model)", "the paper": TABLE3["full model"], "this run": float(losses["full model"])}]
+    rows = [
+        {"ablation": "none (full model)", "the paper": TABLE3["full model"], "this run": float(losses["full model"])}
+    ]
     rows += [
         {"ablation": f"remove the leading term of {name}", "the paper": paper, "this run": float(by_matrix[name])}
         for name, paper in TABLE3.items()

@@ -30,6 +30,8 @@ def test_the_paper_profile_plans_then_fails_clearly_on_the_sample(monkeypatch, t
     model = AttentionModel(model_cfg, device="cpu")
     assert sum(p.numel() for p in model.parameters()) == parameter_count(model_cfg) == 7 * 3000**2 + 3 * 200
     del model
-    with pytest.raises(ValueError, match=r"fewer than the 65,536 it asks for: give more text \(set MECHBOOK_TINYSTORIES"):
+    with pytest.raises(
+        ValueError, match=r"fewer than the 65,536 it asks for: give more text \(set MECHBOOK_TINYSTORIES"
+    ):
         chapter_runs(runs)
     assert not list(tmp_path.rglob("*leading_terms_train*"))

@@ -5,7 +5,6 @@ in book/thresholds/claims.yml (no kernel, no Sphinx)."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import sys
 import types
@@ -136,7 +135,9 @@ def test_the_page_lists_every_claim_by_part_and_chapter(repo):
     never = next(line for line in page.splitlines() if "forgot" in line)
     assert never.endswith("| — | — | — | untested: the chapter did not record it in this profile |")
     overlap = next(line for line in page.splitlines() if "G matches" in line)
-    assert overlap.endswith("| 98% Setting: the paper's. | — | — | — | untested: the chapter was not executed in profile smoke |")
+    assert overlap.endswith(
+        "| 98% Setting: the paper's. | — | — | — | untested: the chapter was not executed in profile smoke |"
+    )
     assert (
         "In all: The papers' claims: 1 partly and 1 untested, of 2 claims. Decided in the paper's own setting: 1 of "
         "the 1 papers' claims decided here. The book's readings: 1 reproduced and 1 untested, of 2 claims." in page

@@ -47,7 +47,15 @@ def fake_run(cosine, loss, lr, epochs=100, first=None, p_cosine=None, late=None)
 
 
 def readings(
-    small=0.999, large=0.95, small_loss=5.0, large_loss=3.5, bpe=0.999, first=None, p_large=None, late=None, ceiling=0.97
+    small=0.999,
+    large=0.95,
+    small_loss=5.0,
+    large_loss=3.5,
+    bpe=0.999,
+    first=None,
+    p_large=None,
+    late=None,
+    ceiling=0.97,
 ):
     runs = Runs(
         SimpleNamespace(vocab_size=VOCAB),

@@ -107,7 +107,9 @@ def test_smoke_bounds_reject_an_untrained_or_scrambled_model(corpus, broken):
     make = (lambda m, lr: np.zeros_like(m)) if broken == "untrained" else (lambda m, lr: rng.permutation(m, axis=1))
     numbers = association_numbers(overlap_readings(_assoc(corpus, make), corpus[0].k))
     problems = check_thresholds(numbers, load_thresholds("04_associations")["smoke"])
-    bounded = {f"overlap_{t}_{n}_paper_lr" for t, n in (("B", "W_O"), ("G", "VW_O"), ("Q", "W"))} | {"overlap_B_W_O_large_lr"}
+    bounded = {f"overlap_{t}_{n}_paper_lr" for t, n in (("B", "W_O"), ("G", "VW_O"), ("Q", "W"))} | {
+        "overlap_B_W_O_large_lr"
+    }
     assert {p.split(":")[0].split()[0] for p in problems} >= bounded, problems
 
 

@@ -4,10 +4,9 @@ the memory autograd keeps, and the paper profile dry-run on the offline sample."
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits

@@ -31,7 +31,9 @@ def history_run(values: np.ndarray, per_epoch: int, loss: float = 5.0) -> TrainR
                 | {"cosine": whole, "cosine_first": first}
             )
     steps = values.shape[0] * per_epoch
-    return TrainResult(pd.DataFrame(rows), {}, ModelConfig(16, 8), TrainConfig(lr=0.005, steps=steps, log_every=per_epoch))
+    return TrainResult(
+        pd.DataFrame(rows), {}, ModelConfig(16, 8), TrainConfig(lr=0.005, steps=steps, log_every=per_epoch)
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -77,7 +79,9 @@ def test_table_frame_sets_the_paper_beside_both_terms():
 def test_table3_rows_and_deltas_come_from_the_ablation_table():
     names = ["W_O", *(f"blocks.{l}.attn.{k}" for l in range(3) for k in ("W", "V", "P"))]
     rows = [{"ablation": "full model", "matrix": None, "loss": 2.0}]
-    rows += [{"ablation": f"remove leading term of {n}", "matrix": n, "loss": 2.0 + i / 10} for i, n in enumerate(names)]
+    rows += [
+        {"ablation": f"remove leading term of {n}", "matrix": n, "loss": 2.0 + i / 10} for i, n in enumerate(names)
+    ]
     rows += [{"ablation": "zero model", "matrix": None, "loss": 5.0}]
     matrices = pd.DataFrame(rows).assign(delta_loss=lambda d: d["loss"] - 2.0)
     frame = tables.table3_frame(matrices, 5.0)
