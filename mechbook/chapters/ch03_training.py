@@ -84,7 +84,7 @@ def plans_prose(cfg: ChapterConfig) -> str:
 def _learned(drop: float, log_vocab: float) -> str:
     text = f"the loss has fallen {claims.fmt(drop, '.3f')} nats below log |V| = {log_vocab:.3f}"
     if not has_learned(drop):
-        text += " (the model has barely learned: its cosines near 1 say mostly that it has barely moved)"
+        text += " (the model has barely learned: its cosines say mostly how its first small steps point)"
     return text
 
 
