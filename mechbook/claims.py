@@ -195,8 +195,8 @@ class Claim:
     the claim is untested where ``read`` gives no value at all (None: a seed without a value
     counts against the claim, as always); ``setting`` where a paper's claim is decided in a
     setting other than the paper's own, what differs and why (None: the paper's setting, with at
-    most its sizes, |V|, T and the data, scaled as the profile states; a book's reading has
-    none)."""
+    most its sizes, the vocabulary, the context and the data, scaled as the profile states; a
+    book's reading has none)."""
 
     id: str
     chapter: str
