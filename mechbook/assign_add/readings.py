@@ -1,0 +1,46 @@
+"""What Part II's chapters read off the task and their runs, built once in the notebook's visible
+cell and presented by :mod:`mechbook.chapters` (the claims are :mod:`mechbook.assign_add.claims`).
+Cheap and uncached, kept apart from the modules whose code keys cached computations
+(``mechbook.cache.keyed_modules()``): editing it retrains nothing.
+
+- chapter 7: :func:`read_task` (a :class:`~mechbook.assign_add.claims.TaskReadings`) and
+  :func:`task_numbers`, its recorded numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mechbook.assign_add.claims import TaskReadings
+from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
+from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
+
+
+def read_task(cfg: TaskConfig, n_per_pool: int, seed: int) -> TaskReadings:
+    """Chapter 7's :class:`~mechbook.assign_add.claims.TaskReadings`: the task built from ``cfg``
+    and its nine evaluation pools, ``n_per_pool`` sequences each drawn with ``seed``."""
+    task = Task(cfg)
+    return TaskReadings(task, task.eval_pools(n_per_pool, seed=seed))
+
+
+def task_numbers(readings: TaskReadings) -> dict[str, Any]:
+    """Chapter 7's recorded numbers (``book/thresholds/07_task.yml``): the split's pair counts, the
+    allowed 2-var variable pairs, the training rows and the 2-var share of them, each pool's size,
+    the misplaced-both configurations, the labels that disagree with the literal reading, chance
+    and the best constant answer over the pools."""
+    task, pools = readings.task, readings.pools
+    if pools is None:
+        raise ValueError("task_numbers needs the evaluation pools: build the readings with read_task")
+    rows = list(task.kind_counts().values())
+    return {
+        "heldout_pairs": int(task.heldout_pairs.sum()),
+        "train_pairs": int(task.train_pairs.sum()),
+        "allowed_two_var_pairs": int(task.allowed_two_var.sum()),
+        "train_rows": int(sum(rows)),
+        "two_var_share": float(rows[TWO_VAR] / sum(rows)),
+        "pool_sizes": {name: len(pools[name][1]) for name in POOL_NAMES},
+        "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
+        "label_errors": int(label_errors(task, pools)),
+        "chance": chance(task.cfg),
+        "max_constant_answer": float(max(constant_answer_accuracy(pools[name][1]) for name in POOL_NAMES)),
+    }
