@@ -4,14 +4,18 @@ Cheap and uncached, kept apart from the modules whose code keys cached computati
 (``mechbook.cache.keyed_modules()``): editing it retrains nothing.
 
 - chapter 7: :func:`read_task` (a :class:`~mechbook.assign_add.claims.TaskReadings`) and
-  :func:`task_numbers`, its recorded numbers.
+  :func:`task_numbers`, its recorded numbers;
+- chapter 9: :func:`frequency_controls`, what the random frequency sets say about one run's key
+  frequencies (its readings are :mod:`mechbook.assign_add.circuit_readings`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from mechbook.assign_add.claims import TaskReadings
+from mechbook.assign_add.claims import CH09_CLAIMS, TaskReadings
+from mechbook.assign_add.fourier import Ablation
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
 from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
 
@@ -44,3 +48,22 @@ def task_numbers(readings: TaskReadings) -> dict[str, Any]:
         "chance": chance(task.cfg),
         "max_constant_answer": float(max(constant_answer_accuracy(pools[name][1]) for name in POOL_NAMES)),
     }
+
+
+@dataclass(frozen=True)
+class FrequencyControls:
+    """What chapter 9's random frequency sets say about one run's key frequencies, by the rules of
+    the claims that read them over the runs: ``random``, no random set of as many frequencies
+    comes near the key ones' restricted loss (``ch09.random_frequencies_fail``); ``nonkey``, no
+    set without key frequencies does (``ch09.nonkey_frequencies_fail``; None: no frequency is
+    left outside the key ones)."""
+
+    random: bool
+    nonkey: bool | None
+
+
+def frequency_controls(ab: Ablation) -> FrequencyControls:
+    """:class:`FrequencyControls` of one run's Fourier ablation ``ab``, each by its claim's rule."""
+    rules = {c.id: c.rule for c in CH09_CLAIMS}
+    nonkey = bool(rules["ch09.nonkey_frequencies_fail"].holds(ab.nonkey_lowest)) if ab.nonkey_restricted else None
+    return FrequencyControls(bool(rules["ch09.random_frequencies_fail"].holds(ab.random_lowest)), nonkey)
