@@ -6,7 +6,10 @@ Cheap and uncached, kept apart from the modules whose code keys cached computati
 - chapter 7: :func:`read_task` (a :class:`~mechbook.assign_add.claims.TaskReadings`) and
   :func:`task_numbers`, its recorded numbers;
 - chapter 9: :func:`frequency_controls`, what the random frequency sets say about one run's key
-  frequencies (its readings are :mod:`mechbook.assign_add.circuit_readings`).
+  frequencies (its readings are :mod:`mechbook.assign_add.circuit_readings`);
+- chapter 10: :func:`gradient_form` and :func:`gradient_identity`, its claims' rules read on one
+  run, and :func:`composition_numbers`, its recorded numbers (its readings are
+  :class:`~mechbook.assign_add.theory.GradientReading`).
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mechbook.assign_add.claims import CH09_CLAIMS, TaskReadings
+import pandas as pd
+
+from mechbook.assign_add.claims import CH09_CLAIMS, CH10_CLAIMS, TaskReadings, holding
 from mechbook.assign_add.fourier import Ablation
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
 from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
+from mechbook.assign_add.theory import GradientReading
+from mechbook.claims import Rule
 
 
 def read_task(cfg: TaskConfig, n_per_pool: int, seed: int) -> TaskReadings:
@@ -67,3 +74,63 @@ def frequency_controls(ab: Ablation) -> FrequencyControls:
     rules = {c.id: c.rule for c in CH09_CLAIMS}
     nonkey = bool(rules["ch09.nonkey_frequencies_fail"].holds(ab.nonkey_lowest)) if ab.nonkey_restricted else None
     return FrequencyControls(bool(rules["ch09.random_frequencies_fail"].holds(ab.random_lowest)), nonkey)
+
+
+def _ch10_rule(claim_id: str) -> Rule:
+    return next(c.rule for c in CH10_CLAIMS if c.id == claim_id)
+
+
+@dataclass(frozen=True)
+class FormReading:
+    """Chapter 10's gradient-form claim (``ch10.gradient_form``) read by its rule on one value of
+    the gradient block's correlation with (UUᵀ)²: whether the rule ``holds`` there, and whether
+    its looser ``partly`` threshold does."""
+
+    holds: bool
+    partly: bool
+
+
+def gradient_form(similarity: float) -> FormReading:
+    """:class:`FormReading` of one run's correlation ``similarity``."""
+    rule = _ch10_rule("ch10.gradient_form")
+    return FormReading(bool(rule.holds(similarity)), bool(rule.partly_holds(similarity)))
+
+
+def gradient_identity(ratio: float) -> bool:
+    """Whether one run's gradient block has the identity shape, by the rule of
+    ``ch10.gradient_identity`` on its diagonal-to-off-diagonal ``ratio``."""
+    return bool(_ch10_rule("ch10.gradient_identity").holds(ratio))
+
+
+def composition_numbers(
+    rebuild: GradientReading,
+    released: GradientReading,
+    seeds: dict[int, GradientReading],
+    over: pd.DataFrame,
+    first_identity: int | None,
+) -> dict[str, Any]:
+    """Chapter 10's recorded numbers (``book/thresholds/10_why_it_composes.yml``): the dissected
+    run's, the gradient block over training (``over``, its last checkpoint's ratio and the first
+    step with the identity shape), how many of the chapter's claims hold on the rebuild and on the
+    released run (``release_*``), and over the ``seeds`` that bound (``seeds_*``) how many have the
+    predicted form and the range of their correlations and the largest block ratio."""
+    form = [r.form for r in seeds.values()]
+    over_seeds = (
+        {
+            "seeds_predicted_form_holding": sum(gradient_form(v).holds for v in form),
+            "seeds_gradient_vs_predicted_min": min(form),
+            "seeds_gradient_vs_predicted_max": max(form),
+            "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
+        }
+        if seeds
+        else {}
+    )
+    return {
+        **rebuild.numbers(),
+        "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
+        "gradient_identity_first_step": first_identity,
+        "theory_claims_holding": holding(CH10_CLAIMS, rebuild),
+        **{f"release_{n}": v for n, v in released.numbers().items()},
+        "release_theory_claims_holding": holding(CH10_CLAIMS, released),
+        **over_seeds,
+    }
