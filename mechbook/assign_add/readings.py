@@ -9,19 +9,24 @@ Cheap and uncached, kept apart from the modules whose code keys cached computati
   frequencies (its readings are :mod:`mechbook.assign_add.circuit_readings`);
 - chapter 10: :func:`gradient_form` and :func:`gradient_identity`, its claims' rules read on one
   run, and :func:`composition_numbers`, its recorded numbers (its readings are
-  :class:`~mechbook.assign_add.theory.GradientReading`).
+  :class:`~mechbook.assign_add.theory.GradientReading`);
+- chapter 11: :func:`sweep_numbers`, its recorded numbers, and :func:`last_run_reading`, one
+  largest-r run read by its claim's rule (its readings are
+  :class:`~mechbook.assign_add.sweeps.Sweeps`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from mechbook.assign_add.claims import CH09_CLAIMS, CH10_CLAIMS, TaskReadings, holding
+from mechbook.assign_add.claims import CH09_CLAIMS, CH10_CLAIMS, CH11_CLAIMS, TaskReadings, holding
 from mechbook.assign_add.fourier import Ablation
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
+from mechbook.assign_add.sweeps import Sweeps, lowest_final_pool
 from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.assign_add.theory import GradientReading
 from mechbook.claims import Rule
@@ -134,3 +139,51 @@ def composition_numbers(
         "release_theory_claims_holding": holding(CH10_CLAIMS, released),
         **over_seeds,
     }
+
+
+def _or_none(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def sweep_numbers(sw: Sweeps) -> dict[str, Any]:
+    """Chapter 11's recorded numbers (``book/thresholds/11_how_much_data.yml``): each sweep's
+    threshold (None: not reached), by seed and by step budget, its scores, the best r score, the
+    runs and seeds trained, the largest final training loss, the unconverged runs and chance."""
+    runs = sw.runs
+    return {
+        "f_threshold": _or_none(sw.f.threshold),
+        "r_threshold": _or_none(sw.r.threshold),
+        "r_heldout_threshold": _or_none(sw.r_heldout.threshold),
+        "f_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.f.thresholds},
+        "r_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.r.thresholds},
+        "f_thresholds_by_budget": {str(b.steps): _or_none(b.reading.threshold) for b in sw.f_budgets},
+        "r_thresholds_by_budget": {str(b.steps): _or_none(b.reading.threshold) for b in sw.r_budgets},
+        "f_scores": list(sw.f.scores),
+        "r_scores": list(sw.r.scores),
+        "r_best_score": max(sw.r.scores),
+        "n_runs": len(runs),
+        "n_seeds": len(sw.f.seeds),
+        "max_final_train_loss": float(runs["train_loss"].max()),
+        "unconverged_runs": int((~runs["converged"]).sum()),
+        "chance": sw.f.chance,
+    }
+
+
+@dataclass(frozen=True)
+class LastRunReading:
+    """One largest-r sweep run read by the rule of ``ch11.largest_r_all_pools``: its lowest
+    ``pool`` at the last step and that pool's ``accuracy``, whether the rule ``holds`` there,
+    and the rule's ``threshold``."""
+
+    pool: str
+    accuracy: float
+    holds: bool
+    threshold: float
+
+
+def last_run_reading(history: pd.DataFrame) -> LastRunReading:
+    """:class:`LastRunReading` of one largest-r run's ``history``
+    (:func:`~mechbook.assign_add.sweeps.lowest_final_pool`)."""
+    pool, acc = lowest_final_pool(history)
+    rule = next(c.rule for c in CH11_CLAIMS if c.id == "ch11.largest_r_all_pools")
+    return LastRunReading(pool, acc, bool(rule.holds(acc)), rule.threshold)
