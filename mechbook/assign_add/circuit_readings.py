@@ -47,6 +47,7 @@ class CircuitReadings:
     probes: pd.DataFrame
     effect: dict[str, float]
     answer_accuracy: float
+    output_norms: pd.DataFrame
 
     def numbers(self) -> dict[str, object]:
         """The headline numbers (chapter 9's records, ``book/thresholds/09_circuits.yml``)."""
@@ -122,7 +123,14 @@ def read_circuits(
         probes=probes.pooled_probe_table(model, cfg, pools, probe),
         effect=patching.value_patching_effect(model, patching.one_var_patch_pairs(task, n_patch, seed=PATCH_SEED)),
         answer_accuracy=answer_accuracy(model, pools, probes.PROBE_POOLS),
+        output_norms=output_norms(model),
     )
+
+
+def output_norms(model: torch.nn.Module) -> pd.DataFrame:
+    """What the layer-2 MLP writes to the logits: the Fourier norm of ``W_out W_U`` per frequency
+    over the residues (:func:`mechbook.assign_add.fourier.output_fourier_norms`)."""
+    return fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
 
 
 @torch.no_grad()

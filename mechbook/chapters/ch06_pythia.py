@@ -20,14 +20,8 @@ from mechbook import claims
 from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Evidence
 from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS
-from mechbook.pythia.claims import CH06_CLAIMS, FADE, claim_id
-from mechbook.pythia.readings import (
-    MAPPING_LABELS,
-    control_readings,
-    finding_readings,
-    study_numbers,
-    study_readings,
-)
+from mechbook.pythia.claims import FADE, claim_id
+from mechbook.pythia.readings import MAPPING_LABELS, StudyReadings
 from mechbook.pythia.similarity import MEASURE_LABELS, MEASURES
 from mechbook.pythia.study import (
     STUDY_PROFILES,
@@ -174,14 +168,12 @@ def corpus_prose(result: StudyResult) -> str:
 # --- What each measure can tell apart -------------------------------------------------------------
 
 
-def controls_title(result: StudyResult) -> str:
+def controls_title(readings: StudyReadings, ev: dict[str, Evidence]) -> str:
     """The controls chart's title: per measure, how many mappings peak above every negative control
-    (read by each mapping's claim rule)."""
-    read = control_readings(result)
-    rule = claims.by_id(CH06_CLAIMS)[claim_id(result.choice.kind, "embedding", "cka")].rule
+    (each mapping's claim reproduced)."""
     parts = [
-        f"{'CKA' if m == 'cka' else 'paper measure'} {sum(bool(rule.holds(read[m, p].margin)) for p in MAPPINGS)} of "
-        f"{len(MAPPINGS)}"
+        f"{'CKA' if m == 'cka' else 'paper measure'} "
+        f"{sum(ev[claim_id(readings.kind, p, m)].verdict == 'reproduced' for p in MAPPINGS)} of {len(MAPPINGS)}"
         for m in MEASURES
     ]
     return "Mappings above every negative control: " + ", ".join(parts)
@@ -407,13 +399,11 @@ def _sentence(measure: str, mapping: str, r: ControlReading, ev: Evidence, share
     return f"- {head}, {verdict}{timing}."
 
 
-def reading_prose(result: StudyResult) -> str:
+def reading_prose(readings: StudyReadings, evs: dict[str, Evidence]) -> str:
     """Markdown that reads the run per measure: for each mapping, its peak against the strongest
     negative control and whether the measure can see an exactly linear representation; which of
     the paper's claims the measure supports on this run; and every claim's verdict sentence."""
-    readings = study_readings(result)
-    read, kind, last = readings.controls, result.choice.kind, result.last_step
-    evs = claims.evidence(CH06_CLAIMS, readings)
+    read, kind, last = readings.controls, readings.kind, readings.last_step
     parts = []
     for measure in MEASURES:
         ev = {m: evs[claim_id(kind, m, measure)] for m in [*MAPPINGS, "fades"]}
@@ -459,20 +449,20 @@ def reading_prose(result: StudyResult) -> str:
 # --- The paper's findings, over the paper's window ------------------------------------------------
 
 
-def window_prose(result: StudyResult) -> str:
+def window_prose(readings: StudyReadings, ev: dict[str, Evidence]) -> str:
     """Markdown: which checkpoints stand for the paper's steps 1 to 512 on this source, and how
     many of the paper's findings this source can read."""
-    found = finding_readings(result)
+    found = readings.findings
     steps = ", ".join(f"{s:,}" for s in found.window)
-    if result.choice.kind == "pythia":
+    if readings.kind == "pythia":
         where = f"On real Pythia these are the checkpoints at steps {steps} that this page read."
     else:
-        share = 100 * found.window[-1] / result.last_step
+        share = 100 * found.window[-1] / readings.last_step
         where = (
             f"The miniature's schedule has the same shape, so its window is the same positions: steps {steps} of its "
-            f"{result.last_step:,} ({share:.0f}% of its training, where Pythia's 512 steps are 0.4% of 143,000)."
+            f"{readings.last_step:,} ({share:.0f}% of its training, where Pythia's 512 steps are 0.4% of 143,000)."
         )
-    statements = [claims.by_id(CH06_CLAIMS)[f"ch06.{name}_cka"].statement.split(",")[0] for name in found.untested]
+    statements = [ev[f"ch06.{name}_cka"].claim.statement.split(",")[0] for name in found.untested]
     untested = [text[0].lower() + text[1:] for text in statements]
     missing = f" It cannot read {len(untested)}: " + "; ".join(untested) + " (why: below)." if untested else ""
     n = len({name for name, _ in found.values})
@@ -483,10 +473,10 @@ def window_prose(result: StudyResult) -> str:
     )
 
 
-def findings_prose(result: StudyResult) -> str:
+def findings_prose(ev: dict[str, Evidence]) -> str:
     """Markdown: every finding's verdict sentence under each measure (the claims of section
     ``ch06-findings``)."""
-    return claims.section_prose(claims.evidence(CH06_CLAIMS, study_readings(result)), "ch06-findings")
+    return claims.section_prose(ev, "ch06-findings")
 
 
 def defect_prose(summary: dict[tuple[str, str], dict[str, float]]) -> str:
@@ -513,9 +503,9 @@ def defect_prose(summary: dict[tuple[str, str], dict[str, float]]) -> str:
 # --- Records --------------------------------------------------------------------------------------
 
 
-def record_all(result: StudyResult) -> dict[str, Any]:
+def record_all(readings: StudyReadings, ev: dict[str, Evidence]) -> dict[str, Any]:
     """Record the chapter's numbers (:func:`~mechbook.pythia.readings.study_numbers`) and its
     claims; returns the records."""
-    records = record_numbers(study_numbers(result))
-    records.update(claims.record_claims(claims.evidence(CH06_CLAIMS, study_readings(result)).values()))
+    records = record_numbers(readings.numbers)
+    records.update(claims.record_claims(ev.values()))
     return records

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 import mechbook
-from mechbook.assign_add.claims import CH07_CLAIMS, TaskReadings
+from mechbook.assign_add.claims import TaskReadings
 from mechbook.assign_add.pools import (
     chance,
     constant_answer_accuracy,
@@ -23,9 +23,10 @@ from mechbook.assign_add.pools import (
     label_errors,
     variable_configurations,
 )
+from mechbook.assign_add.readings import task_numbers
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.claims import evidence, fmt, record_claims
+from mechbook.claims import Evidence, fmt, record_claims
 from mechbook.validation import POSITIVE, SEED, check_fields
 
 STEM = "07_task"
@@ -60,9 +61,8 @@ def resolve(profile: str, n_per_pool: int | None = None, seed: int | None = None
     return mechbook.resolve_profile(CONFIGS, profile, n_per_pool=n_per_pool, seed=seed)
 
 
-def _sentences(task: Task, ids: tuple[str, ...], pools: dict | None = None) -> str:
-    found = evidence(CH07_CLAIMS, TaskReadings(task, pools))
-    return " ".join(found[i].sentence() for i in ids)
+def _sentences(ev: dict[str, Evidence], ids: tuple[str, ...]) -> str:
+    return " ".join(ev[i].sentence() for i in ids)
 
 
 def sizes_prose(tc: TaskConfig) -> str:
@@ -90,13 +90,13 @@ def examples_table(task: Task, seed: int, per_kind: int = 3) -> pd.DataFrame:
     return pd.DataFrame(examples)
 
 
-def split_prose(task: Task) -> str:
+def split_prose(task: Task, ev: dict[str, Evidence]) -> str:
     """The sentence stating f, the split seed and the two counts, then the split's claims."""
     tc = task.cfg
     return (
         f"Here $f$ = {tc.train_pair_fraction:.0%} with split seed {tc.split_seed}: "
         f"{int(task.train_pairs.sum()):,} training pairs and {int(task.heldout_pairs.sum()):,} held out.\n\n"
-        + _sentences(task, ("ch07.heldout_pairs", "ch07.sums_covered"))
+        + _sentences(ev, ("ch07.heldout_pairs", "ch07.sums_covered"))
     )
 
 
@@ -174,9 +174,9 @@ def variable_pairs_chart(task: Task) -> alt.Chart:
     )
 
 
-def positions_prose(task: Task) -> str:
+def positions_prose(ev: dict[str, Evidence]) -> str:
     """The claim on the allowed 2-var variable pairs."""
-    return _sentences(task, ("ch07.allowed_two_var_pairs",))
+    return _sentences(ev, ("ch07.allowed_two_var_pairs",))
 
 
 def rows_table(task: Task) -> pd.DataFrame:
@@ -187,11 +187,11 @@ def rows_table(task: Task) -> pd.DataFrame:
     return table
 
 
-def rows_prose(table: pd.DataFrame, task: Task) -> str:
+def rows_prose(table: pd.DataFrame, ev: dict[str, Evidence]) -> str:
     """The total and the 2-var share of :func:`rows_table`, then the claim on that share."""
     two_var = float(table.loc[table.kind == KIND_NAMES[TWO_VAR], "share"].iloc[0])
     return f"{int(table.rows.sum()):,} training rows in all; 2-var rows are {two_var:.1%} of them. " + _sentences(
-        task, ("ch07.two_var_share",)
+        ev, ("ch07.two_var_share",)
     )
 
 
@@ -216,8 +216,9 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
     )
 
 
-def pools_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+def pools_prose(readings: TaskReadings, ev: dict[str, Evidence]) -> str:
     """Chance and the constant-answer control on these pools, then the claim on the hard pool."""
+    task, pools = readings.task, readings.pools
     controls = [constant_answer_accuracy(labels) for _, labels in pools.values()]
     n = task.cfg.modulus
     return (
@@ -227,7 +228,7 @@ def pools_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> 
         "constant answer*), the harder baseline that chapter 11 reads its accuracies against. "
         + _union_prose(task)
         + " "
-        + _sentences(task, ("ch07.misplaced_both_pairs", "ch07.union_size"))
+        + _sentences(ev, ("ch07.misplaced_both_pairs", "ch07.union_size"))
     )
 
 
@@ -242,12 +243,13 @@ def _union_prose(task: Task) -> str:
     )
 
 
-def label_prose(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+def label_prose(readings: TaskReadings, ev: dict[str, Evidence]) -> str:
     """The literal-reading check of every label: its count and its claim."""
+    task, pools = readings.task, readings.pools
     total = sum(len(p[1]) for p in pools.values())
     errors = int(label_errors(task, pools))
     return f"Labels that disagree with the literal reading: **{errors:,}** of {total:,}. " + _sentences(
-        task, ("ch07.label_errors",), pools
+        ev, ("ch07.label_errors",)
     )
 
 
@@ -314,21 +316,8 @@ def sequence_chart(base: alt.Chart) -> alt.LayerChart:
     return (cells + text + program).properties(width=560, height=50)
 
 
-def record_all(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/07_task.yml``) and its claims
-    (``claim.<id>``), and return the records."""
-    rows = rows_table(task)
-    table = pool_table(task, pools)
-    numbers = {
-        "heldout_pairs": int(task.heldout_pairs.sum()),
-        "train_pairs": int(task.train_pairs.sum()),
-        "allowed_two_var_pairs": int(task.allowed_two_var.sum()),
-        "train_rows": int(rows.rows.sum()),
-        "two_var_share": float(rows.share.iloc[TWO_VAR]),
-        "pool_sizes": dict(zip(table.pool, table["sequences drawn"].astype(int))),
-        "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
-        "label_errors": int(label_errors(task, pools)),
-        "chance": chance(task.cfg),
-        "max_constant_answer": float(table["best constant answer"].max()),
-    }
-    return {**record_numbers(numbers), **record_claims(evidence(CH07_CLAIMS, TaskReadings(task, pools)).values())}
+def record_all(readings: TaskReadings, ev: dict[str, Evidence]) -> dict[str, object]:
+    """Record the chapter's headline numbers (:func:`~mechbook.assign_add.readings.task_numbers`,
+    bounded by ``book/thresholds/07_task.yml``) and its claims (``claim.<id>``), and return the
+    records."""
+    return {**record_numbers(task_numbers(readings)), **record_claims(ev.values())}

@@ -14,15 +14,14 @@ from dataclasses import dataclass
 import altair as alt
 import numpy as np
 import pandas as pd
-import torch
 
 import mechbook
 from mechbook import claims, viz
 from mechbook.assign_add import circuits, fourier
 from mechbook.assign_add.circuit_readings import CircuitReadings
-from mechbook.assign_add.claims import CH09_CLAIMS
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.readings import FrequencyControls, frequency_controls
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.chapters import common
@@ -306,11 +305,10 @@ def frequency_chart(found: fourier.FourierNeurons) -> alt.Chart:
     )
 
 
-def output_norms_chart(model: torch.nn.Module) -> alt.Chart:
+def output_norms_chart(r: CircuitReadings) -> alt.Chart:
     """Fourier norm of W_out W_U (layer-2 MLP to logits) per frequency over the residues."""
-    norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
     return (
-        alt.Chart(norms)
+        alt.Chart(r.output_norms)
         .mark_bar()
         .encode(
             x=alt.X("k:O", title="frequency k over the residues"),
@@ -321,10 +319,10 @@ def output_norms_chart(model: torch.nn.Module) -> alt.Chart:
     )
 
 
-def output_prose(model: torch.nn.Module, found: fourier.FourierNeurons, top: int = 5) -> str:
+def output_prose(r: CircuitReadings, top: int = 5) -> str:
     """Whether what the MLP writes matches its neurons: the ``top`` largest Fourier norms of
     W_out W_U (k >= 1) and how many of them are key frequencies."""
-    norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
+    norms, found = r.output_norms, r.fourier
     largest = [int(k) for k in norms[norms.k > 0].sort_values("norm", ascending=False).k.head(top)]
     shared = [k for k in largest if k in found.keys]
     return (
@@ -423,26 +421,25 @@ def ablation_prose(r: CircuitReadings, who: str, modulus: int) -> str:
         f"{who}: keeping only its {ab.n_frequencies} key frequencies the loss is {ab.restricted:.3g} nats, "
         f"{claims.compare(ab.restricted, ab.full)} the {ab.full:.3g} in full. Keeping {ab.n_frequencies} random "
         f"frequencies instead it is {ab.random_lowest:.3g} at best over {len(ab.random_restricted)} draws (that draw "
-        f"holds {ab.random_lowest_overlap} of the key frequencies){nonkey}. {_random_reading(ab)} Removing the key "
+        f"holds {ab.random_lowest_overlap} of the key frequencies){nonkey}. {_random_reading(ab, frequency_controls(ab))} Removing the key "
         f"frequencies it is {ab.excluded:.3g} nats, {claims.compare(ab.excluded, uniform, '.2f')} the {uniform:.2f} "
         "of a uniform guess."
     )
 
 
-def _random_reading(ab: fourier.Ablation) -> str:
-    """What the random sets say about the key ones, by the two claims' rules: whether a random set
-    also leaves a low loss (``ch09.random_frequencies_fail``), and whether one without key
-    frequencies does (``ch09.nonkey_frequencies_fail``)."""
-    random_fails = claims.by_id(CH09_CLAIMS)["ch09.random_frequencies_fail"].rule.holds(ab.random_lowest)
-    if random_fails:
+def _random_reading(ab: fourier.Ablation, fail: FrequencyControls) -> str:
+    """What the random sets say about the key ones, by the two claims' rules as the library reads
+    them on this run (:func:`~mechbook.assign_add.readings.frequency_controls`): whether a random
+    set also leaves a low loss, and whether one without key frequencies does."""
+    if fail.random:
         return "No random set comes near the key frequencies: the low restricted loss singles them out."
     said = (
         f"So a random set that holds {ab.random_lowest_overlap} of the key frequencies also leaves a low loss: "
         "the low restricted loss alone does not single out these key frequencies"
     )
-    if not ab.nonkey_restricted:
+    if fail.nonkey is None:
         return said + "."
-    if claims.by_id(CH09_CLAIMS)["ch09.nonkey_frequencies_fail"].rule.holds(ab.nonkey_lowest):
+    if fail.nonkey:
         return (
             said + f"; no set without key frequencies does ({ab.nonkey_lowest:.3g} at best), so the loss needs some of "
             "the key frequencies, not all of them together."
@@ -633,13 +630,9 @@ def summary_prose(ev: dict[str, Evidence]) -> str:
     return text
 
 
-def record_all(
-    rebuild: CircuitReadings, released: CircuitReadings, seeds: dict[int, CircuitReadings]
-) -> dict[str, object]:
+def record_all(rebuild: CircuitReadings, released: CircuitReadings, ev: dict[str, Evidence]) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``), the released
-    run's as ``release_*``, and every claim's evidence (``claim.*``); returns the records."""
+    run's as ``release_*``, and every claim's evidence (``claim.*``, the notebook's ``ev`` over the
+    seeds that bound and the released run); returns the records."""
     numbers = {**rebuild.numbers(), **{f"release_{n}": v for n, v in released.numbers().items()}}
-    return {
-        **common.record_all(numbers),
-        **claims.record_claims(claims.evidence(CH09_CLAIMS, claims.Runs(seeds, released)).values()),
-    }
+    return {**common.record_all(numbers), **claims.record_claims(ev.values())}

@@ -21,6 +21,7 @@ from mechbook.assign_add import release
 from mechbook.assign_add.claims import CH10_CLAIMS
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.phases import Phases
+from mechbook.assign_add.readings import composition_numbers, gradient_form, gradient_identity
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.assign_add.task import TaskConfig
@@ -72,10 +73,10 @@ def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) 
 def form_words(similarity: float) -> str:
     """The gradient-form claim's rule in words for one value: holds, holds only loosely (its
     ``partly`` threshold), or does not hold."""
-    rule = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule
-    if rule.holds(similarity):
+    form = gradient_form(similarity)
+    if form.holds:
         return "the form holds"
-    return "the form holds only loosely" if rule.partly_holds(similarity) else "the form does not hold"
+    return "the form holds only loosely" if form.partly else "the form does not hold"
 
 
 # ---------------------------------------------------------------------------- the checkpoint
@@ -245,8 +246,8 @@ def premise_prose(r: GradientReading) -> str:
     rules: the identity shape already there; the form without the shape because the directions are
     not yet distinct; the form with directions as distinct as at the end; no form."""
     early_cos, final_cos = r.spread_checkpoint["mean_abs_cos"], r.spread_final["mean_abs_cos"]
-    form = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule.holds(r.form)
-    if claims.by_id(CH10_CLAIMS)["ch10.gradient_identity"].rule.holds(r.ratio):
+    form = gradient_form(r.form).holds
+    if gradient_identity(r.ratio):
         case = "Here the gradient already has the identity shape at the checkpoint."
     elif form and early_cos > final_cos:
         case = (
@@ -277,7 +278,6 @@ def seeds_table(seeds: dict[int, GradientReading], bound: Collection[int]) -> pd
     """Per seed: whether it bound (a seed in ``bound``; the others are read at their last step and
     not counted), its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
     whether the gradient-form claim's rule holds there."""
-    rule = claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule
     return pd.DataFrame(
         [
             {
@@ -286,7 +286,7 @@ def seeds_table(seeds: dict[int, GradientReading], bound: Collection[int]) -> pd
                 "step": r.step,
                 "ratio": r.ratio,
                 "similarity": r.form,
-                "form": bool(rule.holds(r.form)),
+                "form": gradient_form(r.form).holds,
             }
             for s, r in seeds.items()
         ]
@@ -407,31 +407,10 @@ def record_all(
     seeds: dict[int, GradientReading],
     over: pd.DataFrame,
     first_identity: int | None,
+    ev: dict[str, Evidence],
 ) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/10_why_it_composes.yml``), the
-    released run's as ``release_*``, the reading over seeds (``seeds_*``) and every claim's
-    evidence (``claim.*``); returns the records."""
-    form = [r.form for r in seeds.values()]
-    ev = claims.evidence(CH10_CLAIMS, claims.Runs(seeds, released))
-    over_seeds = (
-        {
-            "seeds_predicted_form_holding": sum(
-                bool(claims.by_id(CH10_CLAIMS)["ch10.gradient_form"].rule.holds(v)) for v in form
-            ),
-            "seeds_gradient_vs_predicted_min": min(form),
-            "seeds_gradient_vs_predicted_max": max(form),
-            "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
-        }
-        if seeds
-        else {}
-    )
-    numbers = {
-        **rebuild.numbers(),
-        "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
-        "gradient_identity_first_step": first_identity,
-        "theory_claims_holding": claims_table.holding(CH10_CLAIMS, rebuild),
-        **{f"release_{n}": v for n, v in released.numbers().items()},
-        "release_theory_claims_holding": claims_table.holding(CH10_CLAIMS, released),
-        **over_seeds,
-    }
+    """Record the chapter's headline numbers (:func:`~mechbook.assign_add.readings.composition_numbers`:
+    the rebuild's, the released run's as ``release_*``, the reading over the ``seeds`` that bound as
+    ``seeds_*``) and every claim's evidence (``claim.*``, the notebook's ``ev``); returns the records."""
+    numbers = composition_numbers(rebuild, released, seeds, over, first_identity)
     return {**common.record_all(numbers), **claims.record_claims(ev.values())}

@@ -16,9 +16,10 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add.claims import CH11_CLAIMS, LEVEL
+from mechbook.assign_add.claims import LEVEL
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
+from mechbook.assign_add.readings import last_run_reading, sweep_numbers
 from mechbook.assign_add.runs import SWEEPS
 from mechbook.assign_add.sweeps import (
     AUTHORS_SWEEP_STEPS,
@@ -33,7 +34,7 @@ from mechbook.assign_add.sweeps import (
 )
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.chapters.common import record_all as record_numbers
-from mechbook.claims import Evidence, Words, by_id, compare, evidence, fmt, record_claims
+from mechbook.claims import Evidence, Words, compare, fmt, record_claims
 
 STEM = "11_how_much_data"
 SUMMARY_COLUMNS = ["knob", "value", "seed", "score", "control", "train_loss", "converged", "0var_heldout", "2var_train"]
@@ -197,17 +198,17 @@ def versus_prose(heldout: float, union: float) -> str:
     return f" The held-out-pair threshold ({fmt(heldout, '.3f')}) is {word} the union's ({fmt(union, '.3f')})."
 
 
-def thresholds_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
+def thresholds_prose(sw: Sweeps, ev: dict[str, Evidence]) -> str:
     """Both thresholds with their claims, convergence, the r sweep on 2-var held-out pairs alone
     against the union, and the near-chance points and dips."""
     return (
         _crossing_prose(sw.f, "f")
         + "  \n"
-        + found["ch11.f_threshold"].sentence()
+        + ev["ch11.f_threshold"].sentence()
         + "  \n"
         + _crossing_prose(sw.r, "r")
         + "  \n"
-        + found["ch11.r_threshold"].sentence()
+        + ev["ch11.r_threshold"].sentence()
         + "  \nScoring the r runs on 2-var held-out pairs alone (variables in their usual slots): "
         + _crossing_prose(sw.r_heldout, "r")
         + versus_prose(sw.r_heldout.threshold, sw.r.threshold)
@@ -216,7 +217,7 @@ def thresholds_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
         + " "
         + _convergence_prose(sw.r, "r")
         + " "
-        + found["ch11.sweeps_converged"].sentence()
+        + ev["ch11.sweeps_converged"].sentence()
         + _dips_prose(sw.f, "f")
         + _dips_prose(sw.r, "r")
     )
@@ -346,7 +347,7 @@ def _threshold_text(reading: SweepReading) -> str:
     return fmt(reading.threshold, ".2f")
 
 
-def budgets_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
+def budgets_prose(sw: Sweeps, ev: dict[str, Evidence]) -> str:
     """Each sweep's threshold at every step budget, the claims on whether it moves, and what that
     says about the distance from the paper's thresholds."""
     parts = []
@@ -355,15 +356,15 @@ def budgets_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
         steps = "; ".join(f"{b.steps:,} steps: {_threshold_text(b.reading)}" for b in budgets)
         n = len(budgets[-1].reading.thresholds)
         over = "one seed" if n == 1 else f"median over {n} seeds"
-        ev = found[f"ch11.{knob}_threshold_moves"]
-        parts.append(f"**{knob}** ({over}) at {steps}. {ev.sentence()}")
-        if ev.verdict == "reproduced":
+        e = ev[f"ch11.{knob}_threshold_moves"]
+        parts.append(f"**{knob}** ({over}) at {steps}. {e.sentence()}")
+        if e.verdict == "reproduced":
             parts.append(
                 f"So on these runs the {knob} threshold is still a property of the step budget as much as of the "
                 f"data, and its distance from the paper's {PAPER_THRESHOLDS[knob]} (the authors' sweep trains each "
                 f"point {AUTHORS_SWEEP_STEPS:,} steps at full size) may be the budget's."
             )
-        elif ev.verdict == "not reproduced":
+        elif e.verdict == "not reproduced":
             parts.append(
                 f"So between these budgets the {knob} threshold has settled: on runs of this size more of the same "
                 f"training moves it little, and its distance from the paper's {PAPER_THRESHOLDS[knob]} is not "
@@ -407,13 +408,13 @@ def budgets_chart(sw: Sweeps) -> alt.HConcatChart:
     )
 
 
-def last_run_prose(sw: Sweeps, found: dict[str, Evidence]) -> str:
+def last_run_prose(sw: Sweeps, ev: dict[str, Evidence]) -> str:
     """Per seed, the lowest pool of the largest-r run, then the claim."""
     parts = []
     for seed, history in sw.r_last:
         pool, acc = lowest_final_pool(history)
         parts.append(f"seed {seed}: lowest pool `{pool}` at {fmt(acc, '.2f')}")
-    return "; ".join(parts) + ". " + found["ch11.largest_r_all_pools"].sentence()
+    return "; ".join(parts) + ". " + ev["ch11.largest_r_all_pools"].sentence()
 
 
 def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: float) -> alt.TopLevelMixin:
@@ -423,12 +424,11 @@ def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: flo
     chance = pd.DataFrame(
         [{"baseline": f"chance (1/{round(1 / chance_level)})", "level": chance_level, "colour": "#777"}]
     )
-    pool, acc = lowest_final_pool(history)
-    rule = by_id(CH11_CLAIMS)["ch11.largest_r_all_pools"].rule
+    last = last_run_reading(history)
     verdict = (
-        f"every pool ends at {fmt(acc, '.2f')} or above"
-        if rule.holds(acc)
-        else f"{pool} ends at {fmt(acc, '.2f')}, below {rule.threshold}"
+        f"every pool ends at {fmt(last.accuracy, '.2f')} or above"
+        if last.holds
+        else f"{last.pool} ends at {fmt(last.accuracy, '.2f')}, below {last.threshold}"
     )
     lines = viz.highlight_lines(
         curves,
@@ -443,7 +443,7 @@ def last_run_chart(history: pd.DataFrame, r: float, seed: int, chance_level: flo
     return viz.training_curves(lines, title=[f"The sweep run with r = {r:g} (seed {seed}):", verdict], levels=chance)
 
 
-def thresholds_table(sw: Sweeps, found: dict[str, Evidence]) -> pd.DataFrame:
+def thresholds_table(sw: Sweeps, ev: dict[str, Evidence]) -> pd.DataFrame:
     """This book's thresholds (median and range over seeds) beside the paper's, with the verdicts."""
 
     def shown(reading: SweepReading) -> str:
@@ -461,13 +461,13 @@ def thresholds_table(sw: Sweeps, found: dict[str, Evidence]) -> pd.DataFrame:
                 "sweep": "f (held-out pairs)",
                 "this book": shown(sw.f),
                 "paper (approx.)": f"{PAPER_THRESHOLDS['f']:g}",
-                "verdict": found["ch11.f_threshold"].verdict,
+                "verdict": ev["ch11.f_threshold"].verdict,
             },
             {
                 "sweep": "r (2-var union)",
                 "this book": shown(sw.r),
                 "paper (approx.)": f"{PAPER_THRESHOLDS['r']:g}",
-                "verdict": found["ch11.r_threshold"].verdict,
+                "verdict": ev["ch11.r_threshold"].verdict,
             },
             {
                 "sweep": "r (2-var held-out pairs only)",
@@ -479,29 +479,8 @@ def thresholds_table(sw: Sweeps, found: dict[str, Evidence]) -> pd.DataFrame:
     )
 
 
-def _or_none(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
-def record_all(sw: Sweeps) -> dict[str, object]:
-    """Record the chapter's headline numbers (``book/thresholds/11_how_much_data.yml``) and its
-    claims (``claim.<id>``), and return the records."""
-    runs = sw.runs
-    numbers = {
-        "f_threshold": _or_none(sw.f.threshold),
-        "r_threshold": _or_none(sw.r.threshold),
-        "r_heldout_threshold": _or_none(sw.r_heldout.threshold),
-        "f_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.f.thresholds},
-        "r_thresholds_by_seed": {str(s): _or_none(t) for s, t in sw.r.thresholds},
-        "f_thresholds_by_budget": {str(b.steps): _or_none(b.reading.threshold) for b in sw.f_budgets},
-        "r_thresholds_by_budget": {str(b.steps): _or_none(b.reading.threshold) for b in sw.r_budgets},
-        "f_scores": list(sw.f.scores),
-        "r_scores": list(sw.r.scores),
-        "r_best_score": max(sw.r.scores),
-        "n_runs": len(runs),
-        "n_seeds": len(sw.f.seeds),
-        "max_final_train_loss": float(runs["train_loss"].max()),
-        "unconverged_runs": int((~runs["converged"]).sum()),
-        "chance": sw.f.chance,
-    }
-    return {**record_numbers(numbers), **record_claims(evidence(CH11_CLAIMS, sw).values())}
+def record_all(sw: Sweeps, ev: dict[str, Evidence]) -> dict[str, object]:
+    """Record the chapter's headline numbers (:func:`~mechbook.assign_add.readings.sweep_numbers`,
+    bounded by ``book/thresholds/11_how_much_data.yml``) and its claims (``claim.<id>``, the
+    notebook's ``ev``), and return the records."""
+    return {**record_numbers(sweep_numbers(sw)), **record_claims(ev.values())}

@@ -5,7 +5,7 @@ of real Pythia and of the miniature over all their checkpoints (whichever the pa
 untested), among them whether the features fade by the last checkpoint; and the offset caveat.
 
 :data:`TABLES` holds them by notebook stem (the ledger reads it); the page gets its verdicts with
-``mechbook.claims.evidence(TABLES["06_pythia"], study_readings(result))``
+``mechbook.claims.evidence(TABLES["06_pythia"], read_pythia(result))``
 (:class:`~mechbook.pythia.readings.StudyReadings`).
 """
 

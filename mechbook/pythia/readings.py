@@ -5,7 +5,7 @@ uncached, kept apart from the study's modules, whose code keys its cached comput
 - :func:`control_readings`: every (measure, mapping)'s peak against the controls;
 - :class:`FindingReadings`: the paper's findings read over its window (:func:`finding_readings`,
   from :mod:`mechbook.pythia.findings`), and why a finding cannot be read on this source;
-- :class:`StudyReadings`: what the claims read (:func:`study_readings`);
+- :class:`StudyReadings`: what the claims and the records read (:func:`read_pythia`);
 - :func:`study_numbers`: the chapter's recorded numbers.
 """
 
@@ -116,19 +116,26 @@ class StudyReadings:
     """What chapter 6's claims read: the ``kind`` of source the page read (``"pythia"`` or
     ``"miniature"``) and why it was chosen (``reason``), every (measure, mapping)'s
     :class:`~mechbook.pythia.study.ControlReading` (``controls``), the ``last_step`` read and the
-    paper's ``findings`` over its window."""
+    paper's ``findings`` over its window; ``numbers``: the chapter's recorded numbers
+    (:func:`study_numbers`)."""
 
     kind: str
     reason: str
     controls: dict[tuple[str, str], ControlReading]
     last_step: int
     findings: FindingReadings
+    numbers: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
-def study_readings(result: StudyResult) -> StudyReadings:
-    """Chapter 6's :class:`StudyReadings` of its study."""
+def read_pythia(result: StudyResult) -> StudyReadings:
+    """Chapter 6's :class:`StudyReadings` of its study, its recorded numbers included."""
     return StudyReadings(
-        result.choice.kind, result.choice.reason, control_readings(result), result.last_step, finding_readings(result)
+        result.choice.kind,
+        result.choice.reason,
+        control_readings(result),
+        result.last_step,
+        finding_readings(result),
+        study_numbers(result),
     )
 
 

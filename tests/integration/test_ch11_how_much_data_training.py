@@ -9,8 +9,10 @@ import math
 from test_ch11_how_much_data import SMOKE_BOUNDS
 
 from mechbook.assign_add import sweeps
+from mechbook.assign_add.claims import CH11_CLAIMS
 from mechbook.book.checks import check_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
+from mechbook.claims import evidence
 
 
 def test_smoke_bounds_reject_sweeps_that_never_learn():
@@ -21,6 +23,7 @@ def test_smoke_bounds_reject_sweeps_that_never_learn():
     frozen = dataclasses.replace(
         cfg, f_train=dataclasses.replace(cfg.f_train, lr=0.0), r_train=dataclasses.replace(cfg.r_train, lr=0.0)
     )
-    records = ch11.record_all(sweeps.run_sweeps(frozen))
+    sw = sweeps.run_sweeps(frozen)
+    records = ch11.record_all(sw, evidence(CH11_CLAIMS, sw))
     assert [p.split()[0] for p in check_thresholds(records, SMOKE_BOUNDS)] == ["max_final_train_loss"]
     assert records["max_final_train_loss"] > math.log(59)

@@ -35,7 +35,7 @@ from mechbook.pythia.analysis import LAYER_LEVEL, MAPPINGS, layer_mean, summaris
 from mechbook.pythia.checkpoints import pythia_steps, repo_id
 from mechbook.pythia.claims import CH06, CH06_CLAIMS, TABLES, claim_id
 from mechbook.pythia.miniature import MiniatureConfig
-from mechbook.pythia.readings import study_readings
+from mechbook.pythia.readings import read_pythia
 from mechbook.pythia.similarity import MEASURES
 from mechbook.pythia.study import PythiaConfig, StudyConfig, StudyResult, best_head, build_source, control_reading
 
@@ -131,8 +131,14 @@ def _controls(controls: dict[str, float]) -> pd.DataFrame:
     )
 
 
+def _readings(result: StudyResult) -> tuple:
+    """The notebook's cell: the study's readings and the evidence computed once from them."""
+    readings = read_pythia(result)
+    return readings, claims.evidence(CH06_CLAIMS, readings)
+
+
 def _read(table: pd.DataFrame, ctl: pd.DataFrame) -> str:
-    return reading_prose(_result(table, ctl, [3.0, 2.0]))
+    return reading_prose(*_readings(_result(table, ctl, [3.0, 2.0])))
 
 
 PEAKS = {"embedding": 0.5, "no_mlp": 0.3, "attention": 0.1, "attention_resid_pre": 0.12}
@@ -268,7 +274,7 @@ def _records(result: StudyResult, monkeypatch) -> dict:
 
     got: dict = {}
     monkeypatch.setattr(mechbook, "record", lambda name, value: got.__setitem__(name, value))
-    record_all(result)
+    record_all(*_readings(result))
     return got
 
 
@@ -352,7 +358,7 @@ def test_corpus_note_keeps_special_tokens_visible():
 
 def test_claims_of_the_source_not_read_are_untested_and_say_why():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
-    evs = claims.evidence(CH06_CLAIMS, study_readings(_result(table, ctl, [3.0, 2.0])))
+    evs = claims.evidence(CH06_CLAIMS, read_pythia(_result(table, ctl, [3.0, 2.0])))
     assert set(evs) == {c.id for c in CH06_CLAIMS}
     pythia = [e for i, e in evs.items() if i.startswith("ch06.pythia_")]
     assert pythia and all(e.verdict == "untested" and "needs the network" in e.sentence() for e in pythia)
@@ -363,7 +369,7 @@ def test_claims_of_the_source_not_read_are_untested_and_say_why():
     assert list(evs) == [c.id for c in CH06_CLAIMS] and TABLES[ch06.STEM] is CH06_CLAIMS
     assert {c.chapter for c in CH06_CLAIMS} == {CH06} and evs[claim_id("miniature", "fades", "cka")].untested is None
     assert "this page read real Pythia, not the miniature" not in evs["ch06.pythia_fades_cka"].untested
-    real = claims.evidence(CH06_CLAIMS, study_readings(_result(table, ctl, [3.0, 2.0], kind="pythia")))
+    real = claims.evidence(CH06_CLAIMS, read_pythia(_result(table, ctl, [3.0, 2.0], kind="pythia")))
     assert real["ch06.pythia_embedding_paper"].verdict == "reproduced"
     assert real["ch06.miniature_embedding_paper"].verdict == "untested"
     assert real["ch06.miniature_fades_cka"].untested == "this page read real Pythia, not the miniature"
@@ -387,11 +393,14 @@ def test_each_claim_on_both_sides_of_its_rule(claim):
 def test_chart_titles_state_the_findings():
     table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.15, "offset": 0.05, "linear": 0.9})
     result = _result(table, ctl, [3.0, 2.0])
-    assert ch06.controls_title(result) == "Mappings above every negative control: paper measure 2 of 4, CKA 2 of 4"
+    assert (
+        ch06.controls_title(*_readings(result))
+        == "Mappings above every negative control: paper measure 2 of 4, CKA 2 of 4"
+    )
     assert "0.50 (embedding (resid_post), step 2)" in ch06.layers_title(result)
     assert ch06.curves_title(result) == "Under CKA the embedding peaks at 0.50 (step 2), then falls to 0.25"
     assert "The 10 readings of the source this page did not read are untested here (needs the network" in (
-        ch06.reading_prose(result)
+        ch06.reading_prose(*_readings(result))
     )
     assert ch06.source_chart(result).to_dict()["title"] == (
         "The miniature's loss falls from 3.00 to 2.00 nats/token; dots are its 6 checkpoints"
@@ -425,7 +434,7 @@ def test_the_papers_findings_are_read_over_its_window_not_at_the_last_checkpoint
 
     table, ctl = _drifting(0.3)
     result = _result(table, ctl, [3.0, 2.0])
-    evs = claims.evidence(CH06_CLAIMS, study_readings(result))
+    evs = claims.evidence(CH06_CLAIMS, read_pythia(result))
     verdict = {cid: evs[cid].verdict for cid in (c.id for c in FINDING_CLAIMS)}
     for measure in MEASURES:
         assert verdict[finding_id("embedding_all_layers", measure)] == "reproduced"  # 0.6 and 0.5 beat 0.2
@@ -443,15 +452,15 @@ def test_the_papers_findings_are_read_over_its_window_not_at_the_last_checkpoint
         assert "the network" in evs[finding_id("fineweb_similar", measure)].untested
     # the book's fade reading reads the last checkpoint (step 20), the paper's findings only steps 1-4
     late = table.assign(similarity=np.where(table["step"] > 4, 0.0, table["similarity"]))
-    again = claims.evidence(CH06_CLAIMS, study_readings(_result(late, ctl, [3.0, 2.0])))
+    again = claims.evidence(CH06_CLAIMS, read_pythia(_result(late, ctl, [3.0, 2.0])))
     assert all(again[c.id].values == evs[c.id].values for c in FINDING_CLAIMS)
     # a small drift keeps the features: 0.05 of a 0.4 margin lost
-    kept = claims.evidence(CH06_CLAIMS, study_readings(_result(_drifting(0.05)[0], ctl, [3.0, 2.0])))
+    kept = claims.evidence(CH06_CLAIMS, read_pythia(_result(_drifting(0.05)[0], ctl, [3.0, 2.0])))
     assert kept[finding_id("features_kept", "cka")].verdict == "reproduced"
-    prose = ch06.window_prose(result)
+    prose = ch06.window_prose(*_readings(result))
     assert "steps 1, 2, 4 of its 20 (20% of its training" in prose and "reads 6 of the paper's 8 findings" in prose
     assert "It cannot read 2: layer 13's heads" in prose
-    assert ch06.findings_prose(result).count("\n- ") == len(FINDING_CLAIMS) - 1
+    assert ch06.findings_prose(_readings(result)[1]).count("\n- ") == len(FINDING_CLAIMS) - 1
 
 
 def test_on_pythia_14b_figure_7s_layers_are_compared_and_fineweb_is_read():

@@ -8,6 +8,7 @@ import pytest
 
 from mechbook.assign_add.claims import CH07_CLAIMS, TaskReadings
 from mechbook.assign_add.pools import chance, constant_answer_accuracy
+from mechbook.assign_add.readings import read_task, task_numbers
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, Task, TaskConfig
 from mechbook.chapters import ch07_task as ch07
 from mechbook.claims import evidence
@@ -69,13 +70,18 @@ def test_variable_pairs_frame_statuses_by_a_literal_rule():
     assert (frame.status == "allowed in training").sum() == int(SMALL.allowed_two_var.sum())
 
 
+def _ev(readings: TaskReadings) -> dict:
+    """The notebook's cell: the evidence, computed once from the chapter's readings."""
+    return evidence(CH07_CLAIMS, readings)
+
+
 def test_rows_table_and_its_sentence():
     table = ch07.rows_table(TASK)
     assert list(table.kind) == list(KIND_NAMES)
     assert table.rows.sum() == len(TASK.train_rows)
     literal = sum(1 for r in TASK.train_rows if r[1] == 3) / len(TASK.train_rows)
     assert table.share.iloc[3] == pytest.approx(literal)
-    text = ch07.rows_prose(table, TASK)
+    text = ch07.rows_prose(table, _ev(TaskReadings(TASK)))
     assert f"{literal:.1%}" in text and f"{len(TASK.train_rows):,}" in text
     assert "**Reproduced.** The paper (about 24%)" in text
 
@@ -96,17 +102,19 @@ def test_pool_table_and_prose_show_chance_and_the_constant_answer():
     table = ch07.pool_table(TASK, pools).set_index("pool")
     for name in POOL_NAMES:
         assert table.loc[name, "best constant answer"] == constant_answer_accuracy(pools[name][1]) >= chance(TASK.cfg)
-    text = ch07.pools_prose(TASK, pools)
+    readings = TaskReadings(TASK, pools)
+    text = ch07.pools_prose(readings, _ev(readings))
     assert "1/59 = 0.017 (**chance**)" in text
     assert f"from {table['best constant answer'].min():.3f} to {table['best constant answer'].max():.3f}" in text
 
 
 def test_label_prose_states_the_count_and_its_claim():
-    pools = TASK.eval_pools(4, seed=1)
-    assert "**0** of 36" in ch07.label_prose(TASK, pools) and "**Holds.**" in ch07.label_prose(TASK, pools)
-    tokens, labels = pools["1var_train"]
-    broken = dict(pools, **{"1var_train": (tokens, (labels + 1) % TASK.cfg.modulus)})
-    text = ch07.label_prose(TASK, broken)
+    readings = read_task(TASK.cfg, 4, 1)
+    text = ch07.label_prose(readings, _ev(readings))
+    assert "**0** of 36" in text and "**Holds.**" in text
+    tokens, labels = readings.pools["1var_train"]
+    broken = TaskReadings(TASK, dict(readings.pools, **{"1var_train": (tokens, (labels + 1) % TASK.cfg.modulus)}))
+    text = ch07.label_prose(broken, _ev(broken))
     assert "**4** of 36" in text and "**Does not hold.**" in text
 
 
@@ -118,7 +126,8 @@ def test_the_papers_task_meets_every_claim_and_another_split_does_not():
     assert half["ch07.label_errors"].verdict == "untested"  # no pools drawn: nothing to check the labels on
     sparse = evidence(CH07_CLAIMS, TaskReadings(Task(TaskConfig(train_pair_fraction=0.01))))
     assert sparse["ch07.sums_covered"].verdict == "not reproduced"
-    assert "**Does not hold.**" in ch07.split_prose(Task(TaskConfig(train_pair_fraction=0.01)))
+    sparse_task = Task(TaskConfig(train_pair_fraction=0.01))
+    assert "**Does not hold.**" in ch07.split_prose(sparse_task, _ev(TaskReadings(sparse_task)))
 
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
@@ -152,8 +161,9 @@ def test_charts_state_the_counts():
 def test_record_all_records_the_threshold_names_and_the_claims(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch07.mechbook, "record", lambda name, value: seen.setdefault(name, value))
-    pools = TASK.eval_pools(3, seed=0)
-    values = ch07.record_all(TASK, pools)
+    readings = read_task(TASK.cfg, 3, 0)
+    assert readings.pools.keys() == TASK.eval_pools(3, seed=0).keys()
+    values = ch07.record_all(readings, _ev(readings))
     assert values == seen
     assert values["heldout_pairs"] + values["train_pairs"] == TASK.cfg.modulus**2
     assert values["pool_sizes"] == {name: 3 for name in POOL_NAMES}
@@ -167,3 +177,14 @@ def test_the_config_itself_refuses_wrong_types():
         ch07.ChapterConfig(n_per_pool=3, seed=1.5)
     with pytest.raises(TypeError, match="task must be a TaskConfig"):
         ch07.ChapterConfig(n_per_pool=3, seed=0, task="paper")
+
+
+def test_task_numbers_match_the_tables_the_page_shows():
+    readings = read_task(TASK.cfg, 3, 0)
+    numbers = task_numbers(readings)
+    rows = ch07.rows_table(TASK)
+    table = ch07.pool_table(TASK, readings.pools)
+    assert numbers["train_rows"] == int(rows.rows.sum()) and numbers["two_var_share"] == float(rows.share.iloc[3])
+    assert numbers["max_constant_answer"] == float(table["best constant answer"].max())
+    with pytest.raises(ValueError, match="needs the evaluation pools"):
+        task_numbers(TaskReadings(TASK))

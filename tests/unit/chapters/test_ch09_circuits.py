@@ -19,9 +19,16 @@ from hypothesis import strategies as st
 
 from mechbook import claims
 from mechbook.assign_add import fourier, release
-from mechbook.assign_add.circuit_readings import POOL_SEED, CircuitReadings, answer_accuracy, read_circuits
+from mechbook.assign_add.circuit_readings import (
+    POOL_SEED,
+    CircuitReadings,
+    answer_accuracy,
+    output_norms,
+    read_circuits,
+)
 from mechbook.assign_add.claims import CH09_CLAIMS
 from mechbook.assign_add.model import AssignAddModel
+from mechbook.assign_add.readings import FrequencyControls, frequency_controls
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
@@ -106,6 +113,7 @@ def readings(scale: float = 1.0, **changes) -> CircuitReadings:
             "control_unchanged": 1.0,
         },
         answer_accuracy=0.5,
+        output_norms=pd.DataFrame({"k": [0, 5, 11], "norm": [0.1, 2.0, 1.0]}),
     )
     return CircuitReadings(**{**base, **changes})
 
@@ -145,6 +153,17 @@ def test_the_ablation_prose_draws_the_random_sets_conclusion():
     assert "also leaves a low loss" in released and "no set without key frequencies does (3.22 at best)" in released
     assert "sets without any of them leave a low loss too" in prose(0.00488, 0.01)
     assert "singles them out" in prose(2.5, 3.22) and "also leaves" not in prose(2.5, 3.22)
+
+
+def test_frequency_controls_read_each_set_by_its_claims_rule():
+    def controls(random_best: float, nonkey: tuple[float, ...]) -> FrequencyControls:
+        return frequency_controls(fourier.Ablation(0.014, 9, 1.5e-11, 10.7, (random_best,), ((1, 2),), nonkey, (11,)))
+
+    rules = {c.id: c.rule for c in CH09_CLAIMS}
+    assert controls(2.5, (3.22,)) == FrequencyControls(True, True)
+    assert controls(0.00488, (0.01,)) == FrequencyControls(False, False)
+    assert controls(0.00488, ()) == FrequencyControls(False, None)  # no frequency outside the key ones
+    assert rules["ch09.random_frequencies_fail"].holds(2.5) and not rules["ch09.nonkey_frequencies_fail"].holds(0.01)
 
 
 def test_claims_without_key_frequencies_are_untested():
@@ -221,10 +240,9 @@ def test_fourier_prose_and_frequency_chart():
 
 
 def test_output_prose_counts_the_shared_frequencies(model):
-    found = readings().fourier
     norms = fourier.output_fourier_norms(model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy())
     largest = norms[norms.k > 0].sort_values("norm", ascending=False).k.head(5).tolist()
-    text = ch09.output_prose(model, found)
+    text = ch09.output_prose(readings(output_norms=output_norms(model)))
     assert text.startswith(f"The 5 largest output frequencies are {', '.join(map(str, largest))};")
     assert f"; {len({5, 11} & set(largest))} of them" in text
 
@@ -281,7 +299,7 @@ def test_positional_frame_and_chart_title():
 
 
 def test_output_norms_chart_reads_the_models_weights(model):
-    spec = ch09.output_norms_chart(model).to_dict()
+    spec = ch09.output_norms_chart(readings(output_norms=output_norms(model))).to_dict()
     values = next(iter(spec["datasets"].values()))
     expected = fourier.output_fourier_norms(
         model.blocks[1].mlp.W_out.detach().numpy(), model.unembed.W_U.detach().numpy()
@@ -335,7 +353,8 @@ def test_probe_pivot_keeps_model_order():
 def test_record_all_records_numbers_and_claims(monkeypatch):
     seen = {}
     monkeypatch.setattr("mechbook.record", lambda name, value: seen.setdefault(name, value))
-    records = ch09.record_all(readings(), readings(2.0), {0: readings()})
+    released = readings(2.0)
+    records = ch09.record_all(readings(), released, evidence(CH09_CLAIMS, Runs({0: readings()}, released)))
     assert records["matched_cosine"] == pytest.approx(0.95) and records["release_qk2_block_ratio"] == 10.0
     assert {f"claim.{c.id}" for c in CH09_CLAIMS} <= set(records) and seen.keys() == records.keys()
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "09_circuits.yml").read_text())

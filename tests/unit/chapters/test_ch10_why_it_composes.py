@@ -212,7 +212,9 @@ def test_record_all_records_numbers_claims_and_seeds(monkeypatch):
         {"step": [100, 200], "ratio": [1.0, 7.9], "rows_diag_max": [0.2, 0.9], "similarity": [0.1, 0.9]}
     )
     seeds = {0: reading(form=0.95, ratio=2.0), 1: reading(form=0.2)}
-    records = ch10.record_all(reading(), reading(step=5301), seeds, over, 200)
+    released = reading(step=5301)
+    ev = evidence(CH10_CLAIMS, Runs(seeds, released))
+    records = ch10.record_all(reading(), released, seeds, over, 200, ev)
     assert records == seen and records["gradient_block_ratio_last_checkpoint"] == 7.9
     assert records["seeds_predicted_form_holding"] == 1 and records["seeds_gradient_block_ratio_max"] == 2.0
     assert records["release_gradient_checkpoint_step"] == 5301

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import sweeps
 from mechbook.assign_add.claims import CH11_CLAIMS
+from mechbook.assign_add.readings import last_run_reading
 from mechbook.assign_add.sweeps import LOSS_BOUND, SweepReading, Sweeps, SweepsConfig, read_sweep
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.book.checks import check_spread, load_spread, load_thresholds
@@ -160,6 +161,7 @@ def test_the_largest_r_claim_and_its_chart_read_one_rule(low, verdict):
     sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0]), runs("r", [0.1, 0.5], [0.5, 1.0]), last)
     found = evidence(CH11_CLAIMS, sw)
     assert found["ch11.largest_r_all_pools"].verdict == verdict
+    assert last_run_reading(last).holds == (verdict == "reproduced")
     title = ch11.last_run_chart(last, 0.5, 0, CHANCE).to_dict()["title"]
     prose = ch11.last_run_prose(sw, found)
     if low is None:
@@ -225,7 +227,7 @@ def test_record_all_covers_the_bounds_and_the_claims(monkeypatch):
     seen = {}
     monkeypatch.setattr(ch11.mechbook, "record", lambda name, value: seen.setdefault(name, value))
     sw = make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0], seeds=(0, 1)), runs("r", [0.1, 0.5], [0.2, 0.4], seeds=(0, 1)))
-    values = ch11.record_all(sw)
+    values = ch11.record_all(sw, evidence(CH11_CLAIMS, sw))
     assert values == seen and values["r_threshold"] is None and values["n_runs"] == 8 and values["n_seeds"] == 2
     assert values["f_thresholds_by_seed"] == {"0": pytest.approx(0.42), "1": pytest.approx(0.42)}
     assert {f"claim.{c.id}" for c in CH11_CLAIMS} <= set(values)
