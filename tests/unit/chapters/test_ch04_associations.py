@@ -86,7 +86,9 @@ def _assoc(corpus, make):
 
 def test_a_model_that_is_its_leading_terms_overlaps_fully_and_passes(corpus):
     cfg, _ = corpus
-    a = _assoc(corpus, lambda m, lr: 3.0 * m)
+    # a power of two scales every entry, row mean and centred entry exactly, so near-ties in the
+    # maps (many on the smoke corpus's 64 sequences) rank alike on every kernel path
+    a = _assoc(corpus, lambda m, lr: 2.0 * m)
     readings = overlap_readings(a, cfg.k)
     table = ch04.overlap_table(AssociationReadings(readings, {}))
     assert (table["overlap"] == 1.0).all() and (table["row-centred"] == 1.0).all()
