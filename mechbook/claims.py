@@ -30,8 +30,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Generic, Literal, TypeVar
 
-Verdict = Literal["reproduced", "partly", "not reproduced", "untested"]
-VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "not reproduced", "untested")
+Verdict = Literal["reproduced", "partly", "released run only", "not reproduced", "confounded", "untested"]
+VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "released run only", "not reproduced", "confounded", "untested")
+"""Every verdict, in the order the ledger counts them. ``released run only``: the claim fails on every
+seed of the rebuild and holds on the authors' released run; ``confounded``: a value was measured but
+the profile's budget confounds it (the reason says how), so it decides nothing."""
 OPS = (">=", ">", "<=", "<", "==")
 RECORD_PREFIX = "claim."
 _PRECISION = re.compile(r"^(.*\.)(\d+)([eEfFgG%]?)$")
@@ -235,12 +238,14 @@ class Claim:
         release: Any = None,
         untested: str | None = None,
         run: str | None = None,
+        confounded: str | None = None,
     ) -> Evidence:
         """This claim's :class:`Evidence`: ``rebuild`` is ``{seed: value}`` (or a pandas Series
         indexed by seed), a sequence of values (seeds unknown; a list, tuple or 1-D array) or one
         value (None: no rebuild); ``release`` the released run's value
         (None: no released run); ``untested`` why no value could be measured in this profile
-        (then both must be None).
+        (then both must be None); ``confounded`` why the values measured decide nothing here (the
+        profile's budget confounds them): they are shown, and the verdict is ``confounded``.
 
         A None *inside* ``rebuild`` is a seed that gave no value (the event never came, say): it
         counts as a seed on which the claim does not hold, never as a seed left out."""
@@ -259,7 +264,7 @@ class Claim:
         release = _plain(release)
         if untested is not None and (pairs or release is not None):
             raise ValueError(f"claim {self.id}: untested= says no value was measured, but values were given")
-        return Evidence(self, pairs, release, untested, run)
+        return Evidence(self, pairs, release, untested, run, confounded)
 
 
 @dataclass(frozen=True)
@@ -270,13 +275,15 @@ class Evidence:
     where that seed gave none, which counts against the claim); ``release`` the released run's
     value (None where there is none); ``untested`` why the claim could not be measured here; ``run``
     which of the rebuild's runs the value was read on, in words, where a chapter has several and
-    decides on one (chapters 3-5: the run that has trained)."""
+    decides on one (chapters 3-5: the run that has trained); ``confounded`` why the values decide
+    nothing in this profile (None: they decide)."""
 
     claim: Claim
     rebuild: tuple[tuple[int | None, Any], ...] = ()
     release: Any = None
     untested: str | None = None
     run: str | None = None
+    confounded: str | None = None
 
     @property
     def values(self) -> list[Any]:
@@ -289,16 +296,27 @@ class Evidence:
     @property
     def verdict(self) -> Verdict:
         """``reproduced`` when the rule holds for every value (each seed of the rebuild and the
-        released run); ``not reproduced`` when it holds for none and none meets its ``partly``
-        threshold; ``partly`` in between; ``untested`` when there is no value. A seed without a
-        value does not hold."""
+        released run); ``partly`` when it holds for some values but not all, with at least one of
+        the rebuild's (or, for a claim decided on one value alone, when that value meets the looser
+        ``partly`` threshold); ``released run only`` when it fails on every seed of the rebuild and
+        holds on the released run; ``not reproduced`` otherwise; ``confounded`` when the values
+        decide nothing here; ``untested`` when there is no value. A seed without a value does not
+        hold. A claim that fails on every seed never reads ``partly``."""
         values = self._all()
         if not values:
             return "untested"
-        held = [bool(self.claim.rule.holds(v)) for v in values]
+        if self.confounded is not None:
+            return "confounded"
+        rule = self.claim.rule
+        held = [bool(rule.holds(v)) for v in values]
         if all(held):
             return "reproduced"
-        if any(held) or any(self.claim.rule.partly_holds(v) for v in values):
+        rebuild_held = [bool(rule.holds(v)) for v in self.values]
+        if any(rebuild_held):
+            return "partly"
+        if self.values and self.release is not None and rule.holds(self.release):
+            return "released run only"
+        if len(values) == 1 and rule.partly_holds(values[0]):
             return "partly"
         return "not reproduced"
 
@@ -345,6 +363,12 @@ class Evidence:
         if verdict == "untested":
             why = (self.untested or "no value was measured in this profile").rstrip(". ")
             return f"**Untested here.** {who}: {statement}. Not measured: {why}."
+        if verdict == "confounded":
+            why = (self.confounded or "").rstrip(". ")
+            return (
+                f"**Untested here (confounded).** {who}: {statement}. {c.measure[:1].upper() + c.measure[1:]}: "
+                f"{measured} (rule {c.rule.text(c.spec)}), but it decides nothing here: {why}."
+            )
         word = self.word()
         word = word[:1].upper() + word[1:]
         counted = any(v is not None and not _is_number(v) for v in self.values)  # the summary counts the seeds
@@ -357,15 +381,25 @@ class Evidence:
 
     def word(self) -> str:
         """The verdict in the words of the claim's source, lower case: "reproduced", "partly
-        reproduced", "not reproduced" for the paper's claims, "holds", "holds in part", "does not
-        hold" for the book's readings, "untested"."""
-        if self.verdict == "untested":
-            return "untested"
+        reproduced", "not reproduced by the rebuild; holds on the released run", "not reproduced"
+        for the paper's claims, "holds", "holds in part", "does not hold in the rebuild; holds on
+        the released run", "does not hold" for the book's readings, "untested (confounded)",
+        "untested"."""
+        if self.verdict in ("untested", "confounded"):
+            return {"untested": "untested", "confounded": "untested (confounded)"}[self.verdict]
         if self.claim.source == "book":
-            return {"reproduced": "holds", "partly": "holds in part", "not reproduced": "does not hold"}[self.verdict]
-        return {"reproduced": "reproduced", "partly": "partly reproduced", "not reproduced": "not reproduced"}[
-            self.verdict
-        ]
+            return {
+                "reproduced": "holds",
+                "partly": "holds in part",
+                "released run only": "does not hold in the rebuild; holds on the released run",
+                "not reproduced": "does not hold",
+            }[self.verdict]
+        return {
+            "reproduced": "reproduced",
+            "partly": "partly reproduced",
+            "released run only": "not reproduced by the rebuild; holds on the released run",
+            "not reproduced": "not reproduced",
+        }[self.verdict]
 
     def where(self) -> str:
         """Where the rule holds, per side: on how many of the rebuild's seeds (a seed without a
@@ -417,11 +451,12 @@ class Evidence:
             "summary": self.summary(),
             "release_text": None if self.release is None else c.rule.shown(self.release, c.spec),
             "untested": self.untested,
+            "confounded": self.confounded,
             "verdict": self.verdict,
             "basis": c.basis,
             "setting": c.setting,
             "run": self.run,
-            "where": "" if self.verdict == "untested" else self.where(),
+            "where": "" if self.verdict in ("untested", "confounded") else self.where(),
         }
 
 
@@ -430,12 +465,14 @@ class Measured:
     """What a claim's ``read`` takes from a chapter's readings: ``rebuild`` as
     :meth:`Claim.evidence` takes it (``{seed: value}``, values, one value or None), ``release`` the
     released run's value (None: none), ``run`` which run decided it, in words (chapters 3-5), and
-    ``untested`` why nothing could be measured (then no value)."""
+    ``untested`` why nothing could be measured (then no value), ``confounded`` why the values
+    measured decide nothing in this profile (the verdict is then ``confounded``)."""
 
     rebuild: Any = None
     release: Any = None
     run: str | None = None
     untested: str | None = None
+    confounded: str | None = None
 
 
 @dataclass(frozen=True)
@@ -481,7 +518,7 @@ def evidence(table: Iterable[Claim], readings: Any) -> dict[str, Evidence]:
             raise TypeError(f"claim {claim.id}: read must return Measured, got {type(m).__name__}")
         if m.untested is None and claim.unmeasured is not None and not _has_value(m):
             m = Measured(untested=claim.unmeasured)
-        out[claim.id] = claim.evidence(m.rebuild, m.release, untested=m.untested, run=m.run)
+        out[claim.id] = claim.evidence(m.rebuild, m.release, untested=m.untested, run=m.run, confounded=m.confounded)
     return out
 
 

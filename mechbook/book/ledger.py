@@ -174,7 +174,7 @@ def _tallies(entries: Iterable[Mapping[str, Any]]) -> str:
         "Checks of the task's specification": [e for e in entries if e.get("basis") == "specification"],
     }
     parts = [f"{name}: {_tally(group)}" for name, group in groups.items() if group]
-    decided = [e for e in groups["The papers' claims"] if e["verdict"] != "untested"]
+    decided = [e for e in groups["The papers' claims"] if e["verdict"] not in ("untested", "confounded")]
     if decided:
         own = sum(1 for e in decided if not e.get("setting"))
         parts[0] += f" Decided in the paper's own setting: {own} of the {len(decided)} papers' claims decided here."
@@ -207,7 +207,7 @@ def drawn(chapter: Chapter, entry: Mapping[str, Any], stored: Mapping[str, Any])
     """``" (a draw: recorded as reproduced, 6 of 6 seeds)"`` where ``entry``'s verdict differs
     from the one stored for it (``stored``: one profile's ``claims.yml``) within the draw its
     stored count measured (:func:`mechbook.book.draws.is_draw`); else ``""``."""
-    if entry["id"] not in stored or entry["verdict"] == "untested":
+    if entry["id"] not in stored or entry["verdict"] in ("untested", "confounded"):
         return ""
     was = Stored.parse(stored[entry["id"]])
     if was.verdict == entry["verdict"] or not is_draw(was, chapter.tally(entry["id"])):
@@ -227,6 +227,8 @@ def _row(entry: Mapping[str, Any], source: Path, draw: str = "") -> str:
     where = (entry.get("where") or "").removeprefix("It ").rstrip(".")
     if verdict == "untested":
         verdict = f"untested: {(entry.get('untested') or 'no value was measured').rstrip('. ')}"
+    elif verdict == "confounded":
+        verdict = f"untested (confounded: {(entry.get('confounded') or '').rstrip('. ')})"
     elif where and (verdict == "partly" or len(entry["values"]) > 1):
         verdict = f"{verdict}: {where}"
     verdict += draw

@@ -134,7 +134,7 @@ def test_evidence_reads_each_claim_from_its_reading():
     assert ev["ch09.random_frequencies_fail"].release == 2.0 and ev["ch09.nonkey_frequencies_fail"].release == 4.0
     assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
     assert ev["ch09.most_common_frequency"].rebuild == () and ev["ch09.most_common_frequency"].release == 11
-    assert ev["ch09.eq_reads_needed"].verdict == "partly"
+    assert ev["ch09.eq_reads_needed"].verdict == "not reproduced"  # no run holds: a partly threshold lends nothing
 
 
 def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):

@@ -91,7 +91,7 @@ def reading(
 
 def test_evidence_reads_each_claim_from_its_reading():
     ev = evidence(CH10_CLAIMS, Runs({0: reading(form=0.86), 4: reading(form=-0.2)}, reading(form=0.95, ratio=6.0)))
-    assert ev["ch10.gradient_form"].values == [0.86, -0.2] and ev["ch10.gradient_form"].verdict == "partly"
+    assert ev["ch10.gradient_form"].values == [0.86, -0.2] and ev["ch10.gradient_form"].verdict == "released run only"
     assert ev["ch10.gradient_identity"].release == 6.0
     assert ev["ch10.directions_distinct_late"].values == [pytest.approx(0.4)] * 2
     assert ev["ch10.query_keys_push_down"].verdict == "reproduced"

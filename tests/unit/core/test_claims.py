@@ -116,6 +116,8 @@ def _claim(rule: Rule = AT_LEAST_090, source: str = "paper", spec: str = ".2f", 
         ({0: 0.95, 1: 0.2, 2: 0.91}, 0.96, "partly"),  # one seed misses
         ({0: 0.95, 1: None}, None, "partly"),  # a seed that gave no value counts against
         ({0: 0.3, 1: 0.2}, 0.1, "not reproduced"),
+        ({0: 0.3, 1: 0.2}, 0.95, "released run only"),  # every seed fails: never "partly"
+        ({0: 0.3, 1: None}, 0.95, "released run only"),
         ({0: None, 1: None}, None, "not reproduced"),
         (None, 0.96, "reproduced"),  # the released run alone
         ([0.95, 0.97], None, "reproduced"),
@@ -165,28 +167,47 @@ def test_sentence_states_the_verdict_with_its_numbers(source, rebuild, release, 
     assert text.count("..") == 0
 
 
-def test_a_partly_verdict_says_where_the_claim_fails_everywhere():
-    """The referee's case: every rebuild seed fails and the released run holds. The verdict is
-    partly, and the sentence says the rebuild side fails on every seed."""
+def test_a_claim_that_fails_on_every_seed_never_reads_partly():
+    """The referee's case: every rebuild seed fails and the released run holds. The verdict is its
+    own kind, ``released run only``, counted apart, and its words say both sides."""
     claim = _claim()
     ev = claim.evidence({0: 0.5, 1: 0.4, 2: None}, release=0.96)
-    assert ev.verdict == "partly"
-    assert ev.sentence().endswith("It fails on every seed of this rebuild and holds on the released run.")
+    assert ev.verdict == "released run only"
+    assert ev.sentence().startswith("**Not reproduced by the rebuild; holds on the released run.** The paper")
+    assert _claim(source="book").evidence({0: 0.5}, release=0.96).word() == (
+        "does not hold in the rebuild; holds on the released run"
+    )
     assert claim.evidence({0: 0.5}, release=0.96).where() == "It fails on this rebuild and holds on the released run."
     assert claim.evidence({0: 0.95, 1: 0.99}, release=0.5).where() == (
         "It holds on every seed of this rebuild and fails on the released run."
     )
     assert claim.evidence({0: 0.95, 1: 0.5}).where() == "It holds on 1 of 2 seeds of this rebuild."
-    nowhere = _claim(Rule(">=", 0.9, partly=0.5)).evidence({0: 0.6, 1: 0.3}, release=0.7)
-    assert nowhere.verdict == "partly" and nowhere.where() == (
+    loose = _claim(Rule(">=", 0.9, partly=0.5))
+    nowhere = loose.evidence({0: 0.6, 1: 0.3}, release=0.7)
+    assert nowhere.verdict == "not reproduced", "a partly threshold lends nothing to a claim over several runs"
+    assert nowhere.where() == (
         "It fails on every seed of this rebuild and on the released run; 2 of the 3 values reach its partly threshold."
     )
-    single = _claim(Rule(">=", 0.9, partly=0.5)).evidence(0.6)
+    assert loose.evidence({0: 0.6, 1: 0.3}, release=0.95).verdict == "released run only"
+    single = loose.evidence(0.6)
+    assert single.verdict == "partly", "one value alone is graded by the partly threshold"
     assert single.where() == "It fails on this rebuild; its value reaches the partly threshold."
     flag = _claim(Rule("==", True)).evidence({0: True, 1: False}, release=True)
     assert flag.sentence().endswith("(rule = yes).")  # "holds for 1 of 2 seeds" already says where
-    assert nowhere.word() == "partly reproduced" and claim.evidence(untested="x").word() == "untested"
+    assert single.word() == "partly reproduced" and claim.evidence(untested="x").word() == "untested"
     assert "It " not in claim.evidence({0: 0.95}, release=0.96).sentence().split("(rule")[1]  # reproduced: no clause
+
+
+def test_a_confounded_claim_shows_its_values_and_decides_nothing():
+    claim = _claim()
+    ev = claim.evidence({0: 0.95, 1: 0.2}, release=0.96, confounded="the runs never fit their training data")
+    assert ev.verdict == "confounded" and ev.word() == "untested (confounded)"
+    assert ev.sentence().startswith("**Untested here (confounded).** The paper (0.12 -> 0.95):")
+    assert ev.sentence().endswith("but it decides nothing here: the runs never fit their training data.")
+    record = ev.as_record()
+    assert record["verdict"] == "confounded" and record["where"] == ""
+    assert record["confounded"] == "the runs never fit their training data"
+    assert claim.evidence({0: 0.95, 1: 0.2}, release=0.96).verdict == "partly"
 
 
 def test_summary_names_seeds_without_a_value_and_non_numeric_values():
