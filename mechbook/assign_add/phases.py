@@ -10,11 +10,16 @@ the phase-2 step). Rules, never hard-coded steps:
    nor does a span that ends below ``phase2_end``: up to the any-value control (0.43 on
    ``1var_train``, a model that adds right with any context value) 1-var accuracy needs no binding,
    and a run whose only rise is addition's co-rise up to there has not bound.
-3. *Refinement*: after phase 2, a misplaced-variable pool whose (smoothed) accuracy stays within
-   ``2 * plateau_tol`` for at least ``plateau_len`` steps below ``plateau_max`` (a plateau), then
-   rises more than ``rise`` above the plateau level; phase 3 is the first step past that level
-   (of the last such plateau before the pool reaches ``plateau_max``, and the earliest over pools).
-   If no pool plateaus, phase 3 is *absent*.
+3. *Refinement*, as the paper defines it: after phase 2 a misplaced-variable pool sits on a
+   plateau, its (smoothed) accuracy within ``2 * plateau_tol`` for at least ``plateau_len`` steps
+   below ``refined``, and is then lifted to ``refined`` or above (near 1). Phase 3 is the first
+   step at or above ``refined`` after such a plateau (the earliest over pools), and the plateau it
+   lifts is the last one before that step (a pool can climb in stages: the released run's
+   both-misplaced pool sits at 0.2, then 0.47, then rises to 1). A rise that ends below
+   ``refined`` is no refinement: a recovery from a collapse, or a climb from one plateau to
+   another, leaves the run on its plateau. Statuses: ``refined``; ``plateau, not refined`` (a
+   plateau and no lift by the run's last step; the plateau reported is the one the run sits on
+   at its end); ``absent`` (no binding, or no pool ever plateaus below ``refined``).
 """
 
 from __future__ import annotations
@@ -45,11 +50,12 @@ class PhaseRules:
     phase3_pools: tuple[str, ...] = MISPLACED_POOLS
     plateau_len: int = 1000
     plateau_tol: float = 0.05
-    plateau_max: float = 0.9
-    rise: float = 0.2
+    refined: float = 0.9
     smooth: int = 3
 
     def __post_init__(self) -> None:
+        if not self.phase3_pools:
+            raise ValueError("PhaseRules(phase3_pools=()) reads no pool, so phase 3 could never be found: name at least one")
         pool, fraction = one_of(POOL_NAMES), between(0.0, 1.0)
         check_fields(
             self,
@@ -62,8 +68,7 @@ class PhaseRules:
             phase3_pools=pool,
             plateau_len=POSITIVE,
             plateau_tol=fraction,
-            plateau_max=fraction,
-            rise=fraction,
+            refined=fraction,
             smooth=POSITIVE,
         )
 
@@ -130,40 +135,45 @@ def sharpest_rise(
     return int(steps[k]), float(jump)
 
 
-def find_plateau_and_rise(
-    steps: np.ndarray, acc: np.ndarray, rules: PhaseRules, after: int
-) -> tuple[tuple[int, int, float] | None, int | None]:
-    """The plateau that the refinement lifts, and the step where it does.
-
-    Scanning from ``after``, plateaus are maximal stretches where the smoothed accuracy stays
-    within ``2 * plateau_tol`` for ``plateau_len`` steps with mean below ``plateau_max``; each
-    found plateau ends the scan's current stretch. Of those that start before the pool first
-    reaches ``plateau_max`` and are followed by a step where the smoothed accuracy exceeds their
-    level by ``rise``, the last one is returned with that step: a pool can climb in stages (the
-    released run's both-misplaced pool: 0.2, then 0.47, then 1.0), and the refinement is the
-    climb off the last stage. Without such a rise: the first plateau and None."""
+def plateaus(steps: np.ndarray, acc: np.ndarray, rules: PhaseRules, after: int) -> list[tuple[int, int, float]]:
+    """``(start, end, level)`` of every plateau from ``after`` on, in order: maximal stretches where
+    the smoothed accuracy (rolling mean of ``rules.smooth`` evaluations) stays within ``2 *
+    plateau_tol`` and below ``refined`` for at least ``plateau_len`` steps; ``level`` is the
+    stretch's mean. Plateaus do not overlap: each found one ends the scan's current stretch."""
     smooth = pd.Series(acc).rolling(rules.smooth, center=True, min_periods=1).mean().to_numpy()
-    reached = np.nonzero((steps >= after) & (smooth >= rules.plateau_max))[0]
-    reach = reached[0] if reached.size else len(smooth)
-    first_plateau, last = None, None
     starts = np.nonzero(steps >= after)[0]
-    a = starts[0] if starts.size else len(smooth)
-    while a < reach:
+    a = int(starts[0]) if starts.size else len(smooth)
+    found: list[tuple[int, int, float]] = []
+    while a < len(smooth):
         b, low, high = a, smooth[a], smooth[a]
         while b + 1 < len(smooth) and max(high, smooth[b + 1]) - min(low, smooth[b + 1]) <= 2 * rules.plateau_tol:
             b += 1
             low, high = min(low, smooth[b]), max(high, smooth[b])
-        level = float(smooth[a : b + 1].mean())
-        if steps[b] - steps[a] < rules.plateau_len or level > rules.plateau_max:
+        if steps[b] - steps[a] >= rules.plateau_len and high < rules.refined:
+            found.append((int(steps[a]), int(steps[b]), float(smooth[a : b + 1].mean())))
+            a = b + 1
+        else:
             a += 1
-            continue
-        plateau = (int(steps[a]), int(steps[b]), level)
-        first_plateau = first_plateau or plateau
-        later = np.nonzero((steps > steps[b]) & (smooth > level + rules.rise))[0]
+    return found
+
+
+def lift(
+    steps: np.ndarray, acc: np.ndarray, rules: PhaseRules, after: int
+) -> tuple[tuple[int, int, float] | None, int | None]:
+    """``(plateau, step)``: the first step at which the smoothed accuracy reaches ``refined`` after
+    the end of a plateau (:func:`plateaus`), and the last plateau before it; without such a
+    step, the last plateau and None (the pool sits there at the run's end); ``(None, None)``
+    without a plateau."""
+    found = plateaus(steps, acc, rules, after)
+    if not found:
+        return None, None
+    smooth = pd.Series(acc).rolling(rules.smooth, center=True, min_periods=1).mean().to_numpy()
+    for start, end, level in found:
+        later = np.nonzero((steps > end) & (smooth >= rules.refined))[0]
         if later.size:
-            last = (plateau, int(steps[later[0]]))
-        a = b + 1
-    return last if last is not None else (first_plateau, None)
+            step = int(steps[later[0]])
+            return [p for p in found if p[1] < step][-1], step
+    return found[-1], None
 
 
 def detect_phases(history: pd.DataFrame, rules: PhaseRules = PhaseRules()) -> Phases:
@@ -175,17 +185,17 @@ def detect_phases(history: pd.DataFrame, rules: PhaseRules = PhaseRules()) -> Ph
     phase2, jump = sharpest_rise(steps2, acc2, rules.jump_window, rules.phase2_end)
     if jump is not None and jump < rules.min_jump:
         phase2 = None
-    best: tuple[int, str, tuple[int, int, float]] | None = None
-    plateau_only: tuple[str, tuple[int, int, float]] | None = None
+    lifted: tuple[int, str, tuple[int, int, float]] | None = None
+    sitting: tuple[str, tuple[int, int, float]] | None = None
     if phase2 is not None:
         for pool in rules.phase3_pools:
-            plateau, rise = find_plateau_and_rise(*_curve(history, pool), rules, after=phase2)
-            if plateau is not None and rise is not None and (best is None or rise < best[0]):
-                best = (rise, pool, plateau)
-            elif plateau is not None and plateau_only is None:
-                plateau_only = (pool, plateau)
-    if best is not None:
-        return Phases(phase1, phase2, jump, best[0], "detected", best[1], best[2])
-    if plateau_only is not None:
-        return Phases(phase1, phase2, jump, None, "plateau without rise", plateau_only[0], plateau_only[1])
+            plateau, step = lift(*_curve(history, pool), rules, after=phase2)
+            if plateau is not None and step is not None and (lifted is None or step < lifted[0]):
+                lifted = (step, pool, plateau)
+            elif plateau is not None and step is None and sitting is None:
+                sitting = (pool, plateau)
+    if lifted is not None:
+        return Phases(phase1, phase2, jump, lifted[0], "refined", lifted[1], lifted[2])
+    if sitting is not None:
+        return Phases(phase1, phase2, jump, None, "plateau, not refined", sitting[0], sitting[1])
     return Phases(phase1, phase2, jump, None, "absent", None, None)

@@ -21,6 +21,9 @@ from mechbook.cache import cached
 PLATEAU_LAG = 0.5
 """A misplaced case lags in the plateau when its mean accuracy there is below this."""
 
+SINGLE_POOLS: tuple[str, ...] = ("1var_misplaced", "2var_misplaced_one")
+"""The pools whose cases misplace one variable in one slot, so that a lagging case names them."""
+
 
 @dataclass(frozen=True)
 class Plateau:
@@ -38,13 +41,22 @@ class Plateau:
         return None if self.lag is None else case_names(self.lag[self.lag.lags])
 
     @property
-    def b_right_only(self) -> bool | None:
-        """Whether the lagging cases are exactly those with ``b`` as the right operand (the paper's
-        account of its plateau); None without a plateau."""
+    def lagging_slots(self) -> list[str] | None:
+        """The (variable, never-seen slot) cases that lag where one variable alone is misplaced
+        (``1var_misplaced`` and ``2var_misplaced_one``: ``"b right"``, ``"k left"``), sorted; None
+        without a plateau. The paper's plateau is one of them: b as the right operand in its
+        released run."""
         if self.lag is None:
             return None
-        lagging = set(case_names(self.lag[self.lag.lags]))
-        return bool(lagging) and lagging == {n for n in case_names(self.lag) if "b right" in n}
+        single = self.lag[self.lag.lags & self.lag.pool.isin(SINGLE_POOLS)]
+        return sorted(set(single.case))
+
+    @property
+    def n_lagging_slots(self) -> int | None:
+        """How many (variable, slot) cases lag over the plateau (:attr:`lagging_slots`); the
+        paper's structure is exactly one. None without a plateau."""
+        slots = self.lagging_slots
+        return None if slots is None else len(slots)
 
 
 def case_names(lag: pd.DataFrame) -> list[str]:

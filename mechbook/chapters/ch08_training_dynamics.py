@@ -279,8 +279,9 @@ def rules_table(rules: PhaseRules) -> pd.DataFrame:
             },
             {
                 "rule": "phase 3",
-                "setting": f"plateau: band ±{rules.plateau_tol} for ≥ {rules.plateau_len} steps below "
-                f"{rules.plateau_max} (rolling mean of {rules.smooth} evaluations); rise > {rules.rise}",
+                "setting": f"a misplaced pool's plateau (band ±{rules.plateau_tol} for ≥ {rules.plateau_len} steps below "
+                f"{rules.refined}, rolling mean of {rules.smooth} evaluations), then its lift to {rules.refined} or "
+                "above, dated where it gets there",
             },
         ]
     )
@@ -297,22 +298,23 @@ def phases_prose(phases: Phases, rules: PhaseRules) -> str:
         if phases.phase2 is not None
         else "- **phase 2**: not found",
     ]
-    if phases.phase3_status == "detected":
+    if phases.phase3_status == "refined":
         start, end, level = phases.plateau
         lines.append(
             f"- **phase 3** (refinement): step {phases.phase3:,}; `{phases.phase3_pool}` sat at {level:.2f} "
-            f"from step {start:,} to {end:,}, then rose past {level + rules.rise:.2f}"
+            f"from step {start:,} to {end:,}, then was lifted to {rules.refined} or above"
         )
-    elif phases.phase3_status == "plateau without rise":
-        start, _, level = phases.plateau
+    elif phases.phase3_status == "plateau, not refined":
+        start, end, level = phases.plateau
         lines.append(
-            f"- **phase 3**: `{phases.phase3_pool}` plateaus at {level:.2f} from step {start:,}, "
-            "but does not rise within this run"
+            f"- **phase 3**: not reached. `{phases.phase3_pool}` sits on its plateau at {level:.2f} from step "
+            f"{start:,} to {end:,}, and no misplaced pool is lifted to {rules.refined} by the run's last step: "
+            "a plateau, not refined"
         )
     elif phases.phase2 is None:
         lines.append("- **phase 3**: not looked for (it is defined after phase 2)")
     else:
-        lines.append("- **phase 3**: absent (no misplaced-variable pool plateaued after phase 2)")
+        lines.append(f"- **phase 3**: absent (no misplaced-variable pool plateaued below {rules.refined} after phase 2)")
     return "\n".join(lines)
 
 
@@ -575,45 +577,70 @@ def cases_prose(runs: dict[str, Plateau], baselines: PoolBaselines) -> str:
         lagging, others = run.lag[run.lag.lags], run.lag[~run.lag.lags]
         named = "; ".join(f"`{r.pool}` {r.case} ({r.accuracy:.2f})" for r in lagging.itertuples()) or "none"
         rest = f"every other case averages at least {others.accuracy.min():.2f}" if len(others) else "no case is above"
+        slots = run.lagging_slots
+        slot = (
+            f"one variable in one never-seen slot: {slots[0]}"
+            if len(slots) == 1
+            else f"{len(slots)} (variable, slot) cases: {', '.join(slots)}"
+            if slots
+            else "no single misplaced variable"
+        )
         lines.append(
             f"- **{who}**: over the plateau (steps {start:,}-{end:,}, `{run.phases.phase3_pool}` at {level:.2f}) the "
-            f"cases below {PLATEAU_LAG} are {named}; {rest}."
+            f"cases below {PLATEAU_LAG} are {named}; {rest}. The lag is {slot}."
         )
     return "\n".join(lines)
 
 
 def cases_chart(runs: dict[str, Plateau], baselines: PoolBaselines, ev: Evidence) -> alt.TopLevelMixin:
     """Each misplaced case's accuracy over training, one panel per run and pool, each on its run's
-    own steps (click a case to bring it forward), with chance as a grey series, under a title
-    stating the plateau claim's verdict on the released run."""
+    own steps (click a case to bring it forward), under a title naming the released run's lagging
+    slot and the plateau claim's verdict over the runs (chance, in the subtitle, is every panel's floor)."""
     frames = []
     for who, run in runs.items():
         h = run.history
         frames.append(h.assign(panel=[f"{who}: {p}" for p in h.pool]))
-        chance = h.drop_duplicates(["step", "pool"]).assign(case=f"chance (1/{round(1 / baselines.chance)})")
-        frames.append(chance.assign(accuracy=baselines.chance, panel=[f"{who}: {p}" for p in chance.pool]))
     frame = pd.concat(frames, ignore_index=True)
-    verdict = runs[RUNS[0]].b_right_only
-    title = {
-        True: "In the released run's plateau only the cases with b as the right operand lag",
-        False: "In the released run's plateau other cases lag besides b as the right operand",
-        None: "The misplaced cases over training (the released run has no plateau here)",
-    }[verdict]
+    slots = runs[RUNS[0]].lagging_slots
+    title = (
+        f"In the released run's plateau one variable in one never-seen slot lags: {slots[0]}"
+        if slots is not None and len(slots) == 1
+        else f"In the released run's plateau {len(slots)} (variable, slot) cases lag"
+        if slots is not None
+        else "The misplaced cases over training (the released run has no plateau here)"
+    )
+    return panels(
+        frame,
+        "case",
+        "misplaced",
+        [
+            title,
+            "Over the runs with a plateau, one slot lags in {} of {} ({}); chance is {:.3f}, the floor of every panel".format(
+                *held(ev), ev.word(), baselines.chance
+            ),
+        ],
+        height=180,
+    ).resolve_scale(x="independent")
+
+
+def panels(frame: pd.DataFrame, series: str, series_title: str, title: list[str], height: int) -> alt.TopLevelMixin:
+    """Accuracy over training steps, one line per ``series``, one panel per ``frame.panel``, three
+    to a row (click a line's legend entry to bring it forward)."""
     return viz.highlight_lines(
         frame,
         x="step",
         y="accuracy",
-        series="case",
-        series_title="misplaced",
+        series=series,
+        series_title=series_title,
         facet="panel",
         columns=3,
         y_domain=[0, 1],
         x_title="training step",
         y_title="accuracy",
-        height=180,
-        title=[title, "Over the runs with a plateau: {} of {} ({})".format(*held(ev), ev.verdict)],
+        height=height,
+        title=title,
         keyboard=False,
-    ).resolve_scale(x="independent")
+    )
 
 
 # ---------------------------------------------------------------- when can the variable be read?
@@ -723,6 +750,44 @@ def seeds_chart(summary: pd.DataFrame, release_phases: Phases) -> alt.LayerChart
     )
 
 
+SEED_POOLS: tuple[str, ...] = ("1var_train", "1var_misplaced", "2var_misplaced_one", "2var_misplaced_both")
+"""The pools each seed's panel shows: binding (1-var training) and the three misplaced pools."""
+
+
+def seed_panel(row: pd.Series) -> str:
+    """A seed's panel label: the seed and its phases as the rules read them."""
+    if pd.isna(row.phase2):
+        return f"seed {row.seed}: never binds"
+    third = f"refined at {int(row.phase3):,}" if row.phase3_status == "refined" else str(row.phase3_status)
+    return f"seed {row.seed}: binds at {int(row.phase2):,}, {third}"
+
+
+def seed_curves_chart(dissected: Dissected) -> alt.TopLevelMixin:
+    """Every seed's binding and misplaced-pool curves, one panel per seed labelled with its phases
+    (click a pool to bring it forward), under a title counting the seeds that bind and refine."""
+    summary = dissected.summary.set_index("seed", drop=False)
+    frames = []
+    for r in dissected.results:
+        h = r.history[r.history.pool.isin(SEED_POOLS)]
+        frames.append(h.assign(panel=seed_panel(summary.loc[r.config.seed])))
+    frame = pd.concat(frames, ignore_index=True)
+    n = len(summary)
+    bound = int(summary["phase2"].notna().sum())
+    refined = int((summary["phase3_status"] == "refined").sum())
+    stuck = int((summary["phase3_status"] == "plateau, not refined").sum())
+    return panels(
+        frame,
+        "pool",
+        "pool",
+        [
+            f"{bound} of {n} seeds bind; {refined} are lifted off the misplaced plateau to near 1"
+            + (f", {stuck} {'sits' if stuck == 1 else 'sit'} on it to the end" if stuck else ""),
+            "Each panel is one seed of the stack, its phases in its label",
+        ],
+        height=170,
+    )
+
+
 def seeds_prose(dissected: Dissected) -> str:
     """How the phases spread over seeds, which seed the rule picks (the median binding jump, or
     the median final 1-var training accuracy when no seed binds), and which run the chapters open."""
@@ -754,8 +819,8 @@ def _over(values: pd.Series, spec: str = ".2f") -> str:
 
 def seed_outcomes_prose(d: Dynamics) -> str:
     """What every seed of the stack ends with, against the released run's last checkpoint: the
-    2-var union (paper-weighted), the three misplaced pools, and which seeds' phase-3 plateau is made
-    of the b-right cases alone (the paper's account of its plateau)."""
+    2-var union (paper-weighted), the three misplaced pools, and the (variable, slot) cases that lag
+    on each seed's phase-3 plateau (the paper's: b as the right operand, on its run)."""
     summary = d.dissected.summary
     n, steps = len(summary), d.dissected.run.config.steps
     last = d.release.run.accuracy().iloc[-1]
@@ -763,14 +828,12 @@ def seed_outcomes_prose(d: Dynamics) -> str:
     misplaced = "; ".join(
         f"`{pool}` {_over(summary[f'final_{pool}'])} (released run {float(last[pool]):.2f})" for pool in pools
     )
-    with_plateau = {s: p.b_right_only for s, p in d.seed_plateaus.items()}
-    b_right = [s for s, v in with_plateau.items() if v]
-    rel = {True: "it is", False: "it is not", None: "no plateau is found"}[d.release.plateau.b_right_only]
+    slots = {s: p.lagging_slots for s, p in d.seed_plateaus.items()}
+    named = "; ".join(f"seed {s}: {', '.join(v) or 'none'}" for s, v in sorted(slots.items()))
+    rel = d.release.plateau.lagging_slots
     plateau = (
-        f"A phase-3 plateau is found in {len(with_plateau)} of {n} seeds; it is made of the b-right cases alone in "
-        f"{len(b_right)} of them"
-        + (f" ({'seed' if len(b_right) == 1 else 'seeds'} {', '.join(map(str, sorted(b_right)))})" if b_right else "")
-        + f". On the released run {rel}."
+        f"A phase-3 plateau is found in {len(slots)} of {n} seeds; the (variable, slot) cases that lag on it: {named}. "
+        + (f"On the released run: {', '.join(rel) or 'none'}." if rel is not None else "The released run has no plateau here.")
     )
     return (
         f"At step {steps:,}, over the {n} seeds: the 2-var union (paper-weighted) "
@@ -910,21 +973,20 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
         + "."
     )
     summary = d.dissected.summary
-    plateau = ev["ch08.plateau_b_right"]
-    rel_plateau = {
-        True: "made of the b-right cases only",
-        False: "not made of the b-right cases only",
-        None: "not found here",
-    }[d.release.plateau.b_right_only]
+    plateau = ev["ch08.plateau_one_slot"]
+    refined = int(summary["three_phases"].sum())
+    stuck = [int(s) for s, status in zip(summary["seed"], summary["phase3_status"]) if status == "plateau, not refined"]
+    rel = d.release.plateau.lagging_slots
     bullets.append(
-        f"Phase 3 (the misplaced pools' plateau, then a refinement) is detected in "
-        f"{int(summary['three_phases'].sum())} of {len(summary)} seeds; the released run's plateau is {rel_plateau}"
+        f"Phase 3 (a misplaced pool lifted from its plateau to near 1) comes in {refined} of {len(summary)} seeds"
         + (
-            f", the rebuild's in {sum(bool(v) for v in plateau.values)} of {len(plateau.values)} seeds"
-            if plateau.values
+            f"; {'seed' if len(stuck) == 1 else 'seeds'} {', '.join(map(str, stuck))} "
+            f"{'sits' if len(stuck) == 1 else 'sit'} on the plateau to the last step"
+            if stuck
             else ""
         )
-        + f" (the paper's account, b as the right operand: {plateau.verdict} over both)."
+        + (f". On the released run the plateau's lagging case is {', '.join(rel)}" if rel else "")
+        + f" (one variable in one never-seen slot, over the runs with a plateau: {plateau.word()})."
     )
     return "\n".join(f"* {b}" for b in bullets)
 
@@ -976,7 +1038,7 @@ def record_all(d: Dynamics, ev: dict[str, Evidence], pattern_checkpoints: int) -
         "example_seed": d.dissected.example,
         "dissected_seed": result.config.seed,
         "release_plateau_lagging": rel_plateau.lagging or [],
-        "release_plateau_b_right_only": rel_plateau.b_right_only,
+        "release_plateau_slots": rel_plateau.lagging_slots or [],
         "plateau_lagging": plateau.lagging,
         "release_identity_probe_step": d.release.probe.first,
         "identity_probe_step": d.rebuild.probe.first,

@@ -1,5 +1,7 @@
 """Phase detection of chapter 8 on synthetic accuracy curves."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.assign_add.baselines import pool_baselines
-from mechbook.assign_add.phases import MISPLACED_POOLS, PhaseRules, detect_phases, sharpest_rise
+from mechbook.assign_add.phases import MISPLACED_POOLS, PhaseRules, detect_phases, plateaus, sharpest_rise
 from mechbook.assign_add.task import POOL_NAMES, Task
 
 
@@ -48,10 +50,10 @@ def test_three_phases_found_where_the_curves_put_them():
     ph = detect_phases(h)
     assert ph.phase1 == crossing(h, "0var_train", 0.9)
     assert 5200 <= ph.phase2 <= 5400 and ph.phase2_jump > 0.6
-    assert ph.phase3_status == "detected" and ph.phase3_pool in MISPLACED_POOLS
+    assert ph.phase3_status == "refined" and ph.phase3_pool in MISPLACED_POOLS
     start, end, level = ph.plateau
     assert 5300 < start < 6500 and 13500 < end < 15000 and abs(level - 0.75) < 0.02
-    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, level + 0.2)) <= 100
+    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, PhaseRules().refined)) <= 100
     assert ph.phase1 < ph.phase2 < ph.phase3
 
 
@@ -63,7 +65,7 @@ def test_detection_follows_the_curves_under_noise(t2, gap, seed):
     ph = detect_phases(h)
     assert abs(ph.phase2 - t2) <= 200
     assert ph.phase3 is not None and abs(ph.plateau[2] - 0.75) < 0.03
-    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, ph.plateau[2] + 0.2)) <= 200
+    assert abs(ph.phase3 - crossing(h, ph.phase3_pool, PhaseRules().refined)) <= 200
 
 
 def test_the_co_rise_while_addition_is_learned_is_not_the_binding_phase():
@@ -101,7 +103,78 @@ def test_phase3_absent_without_a_plateau():
 
 def test_plateau_that_never_rises_is_reported_as_such():
     ph = detect_phases(synthetic(t3=None))
-    assert ph.phase3 is None and ph.phase3_status == "plateau without rise" and ph.plateau is not None
+    assert ph.phase3 is None and ph.phase3_status == "plateau, not refined" and ph.plateau is not None
+
+
+def test_a_recovery_from_a_collapse_is_no_refinement():
+    """Like the cpu rebuild's seed 2 on the Intel: the both-misplaced pool collapses from 0.5 to 0.02
+    and recovers to 0.5 (a rise of 0.48), then every misplaced pool sits on its plateau to the end."""
+    h = synthetic(t3=None)
+    both = h.pool == "2var_misplaced_both"
+    steps = h.loc[both, "step"].to_numpy()
+    h.loc[both, "accuracy"] = np.interp(steps, [0, 5400, 7000, 7200, 8100, 8400, 20000], [0.3, 0.5, 0.5, 0.02, 0.02, 0.5, 0.5])
+    ph = detect_phases(h)
+    assert ph.phase3 is None and ph.phase3_status == "plateau, not refined"
+    assert ph.plateau[1] >= 19_000, "the plateau reported is the one the run sits on at its end"
+
+
+def test_a_lift_must_reach_the_refined_level():
+    """A climb from 0.5 to 0.85 is a new stage, not a refinement; the same climb to 0.95 is."""
+    for top, refined in ((0.85, False), (0.95, True)):
+        h = synthetic(t3=None)
+        for pool in MISPLACED_POOLS:
+            rows = h.pool == pool
+            steps = h.loc[rows, "step"].to_numpy()
+            h.loc[rows, "accuracy"] = np.interp(steps, [0, 5400, 9000, 9300, 20000], [0.3, 0.5, 0.5, top, top])
+        ph = detect_phases(h)
+        assert (ph.phase3_status == "refined") == refined
+        if refined:
+            assert 9000 < ph.phase3 <= 9400 and abs(ph.plateau[2] - 0.5) < 0.02
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    acc=st.lists(st.floats(0, 1), min_size=3, max_size=60),
+    length=st.integers(100, 2000),
+    tol=st.floats(0.01, 0.2),
+)
+def test_plateaus_are_disjoint_long_flat_and_below_refined(acc, length, tol):
+    rules = PhaseRules(plateau_len=length, plateau_tol=tol)
+    steps = np.arange(len(acc)) * 100
+    smooth = pd.Series(acc).rolling(rules.smooth, center=True, min_periods=1).mean().to_numpy()
+    found = plateaus(steps, np.array(acc), rules, after=0)
+    for (a, b, level), nxt in zip(found, found[1:] + [None]):
+        part = smooth[(steps >= a) & (steps <= b)]
+        assert b - a >= length and part.max() - part.min() <= 2 * tol + 1e-12 and part.max() < rules.refined
+        assert level == pytest.approx(part.mean())
+        assert nxt is None or nxt[0] > b
+
+
+def test_empty_pools_are_refused():
+    with pytest.raises(ValueError, match="phase3_pools"):
+        PhaseRules(phase3_pools=())
+
+
+STORED = Path(__file__).resolve().parents[2] / "data" / "part2-seed-curves-intel-xeon-model167.csv.gz"
+
+
+def test_the_rule_dates_each_stored_seed_as_the_paper_defines_refinement():
+    """Chapter 8's six cpu seeds as trained on an Intel Xeon (family 6 model 167): the misplaced
+    pools' lift to near 1, read by eye from the curves, is near 7,000 on seed 42, 7,000-7,600 on seed
+    1 and 8,500-9,100 on seed 4; seed 2 recovers from a collapse near 8,100 and then sits on its
+    0.77 plateau to step 20,000; seeds 0 and 3 never bind."""
+    curves = pd.read_csv(STORED)
+    phases = {int(s): detect_phases(h) for s, h in curves.groupby("seed")}
+    lifts = {42: (6_800, 7_300), 1: (7_000, 7_700), 4: (8_400, 9_300)}
+    for seed, (lo, hi) in lifts.items():
+        ph = phases[seed]
+        assert ph.phase3_status == "refined" and lo <= ph.phase3 <= hi, (seed, ph)
+        assert ph.phase2 < ph.plateau[0] < ph.plateau[1] < ph.phase3
+    seed2 = phases[2]
+    assert seed2.phase3 is None and seed2.phase3_status == "plateau, not refined"
+    assert 0.7 < seed2.plateau[2] < 0.8 and seed2.plateau[1] >= 19_000
+    assert phases[0].phase3_status == phases[3].phase3_status == "absent" and phases[0].phase2 is None
+
 
 
 def test_a_small_rise_is_not_a_binding_phase():

@@ -131,7 +131,7 @@ def test_release_history_feeds_detect_phases(tmp_path, monkeypatch):
     phases = detect_phases(history)
     assert phases.phase1 is not None and phases.phase1 <= 501
     assert 5301 <= phases.phase2 <= 5401
-    assert phases.phase3_status == "detected" and 14_500 <= phases.phase3 <= 16_000
+    assert phases.phase3_status == "refined" and 14_500 <= phases.phase3 <= 16_000
     assert scores.release_history(SUBSET, n_per_pool=512, folder=SHARED).equals(history)
     with pytest.raises(ValueError, match="every 100"):
         scores.release_history([1, 150], folder=SHARED)

@@ -221,7 +221,9 @@ def test_evidence_reads_every_seed_and_the_released_run():
     # seed 2 never jumps: it has no jump reading, and no lead of the probe
     assert [s for s, _ in ev["ch08.l1_top2_after"].rebuild] == [0, 1, 3]
     assert ev["ch08.readable_before_jump"].values == [200, 200, 200] and ev["ch08.readable_before_jump"].release == 200
-    assert ev["ch08.plateau_b_right"].values == [] and ev["ch08.three_phases_most_seeds"].values == [0.0]
+    assert ev["ch08.plateau_one_slot"].values == [] and ev["ch08.three_phases_most_seeds"].values == [0.0]
+    # seed 2 never jumps: no top of a jump, which counts against the claim
+    assert dict(ev["ch08.binding_jump_completes"].rebuild)[2] is None
     assert ev["ch08.final_heldout"].release == pytest.approx(1.0)
     exact = evidence(CH08_CLAIMS, fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981}))
     assert exact["ch08.final_heldout"].release == 0.994 and exact["ch08.final_union"].release == 0.981
@@ -294,16 +296,16 @@ def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
     assert spec["width"] == "container"
 
 
-@pytest.mark.parametrize("status", ["detected", "plateau without rise", "absent"])
+@pytest.mark.parametrize("status", ["refined", "plateau, not refined", "absent"])
 def test_phases_prose_follows_the_status(status):
     plateau = (1000, 2500, 0.5) if status != "absent" else None
     phases = Phases(
-        400, 800, 0.6, 3000 if status == "detected" else None, status, "1var_misplaced" if plateau else None, plateau
+        400, 800, 0.6, 3000 if status == "refined" else None, status, "1var_misplaced" if plateau else None, plateau
     )
     text = ch08.phases_prose(phases, RULES)
     assert "step 400" in text and "step 800" in text and "rises by 0.60" in text
-    assert ("then rose past 0.70" in text) == (status == "detected")
-    assert ("does not rise" in text) == (status == "plateau without rise")
+    assert (f"then was lifted to {RULES.refined} or above" in text) == (status == "refined")
+    assert ("a plateau, not refined" in text) == (status == "plateau, not refined")
     assert ("absent" in text) == (status == "absent")
     unbound = ch08.phases_prose(Phases(None, None, None, None, "absent", None, None), RULES)
     assert "phase 1**: not reached" in unbound and "phase 2**: not found" in unbound and "not looked for" in unbound
@@ -409,21 +411,25 @@ def test_cases_prose_and_chart_say_what_the_plateau_is():
     assert "chance 0.017" in text and "`1var_misplaced` 0.43" in text
     if release_plateau is None:
         assert "no phase-3 plateau" in text
-    ev = evidence(CH08_CLAIMS, d)["ch08.plateau_b_right"]
+    ev = evidence(CH08_CLAIMS, d)["ch08.plateau_one_slot"]
     spec = ch08.cases_chart(plateau, BASELINES, ev).to_dict()
-    assert spec["resolve"]["scale"]["x"] == "independent" and "chance (1/59)" in json.dumps(spec)
+    assert spec["resolve"]["scale"]["x"] == "independent" and "chance is 0.017" in json.dumps(spec["title"])
+    assert "chance" not in json.dumps(spec["data"] if "data" in spec else spec.get("datasets", {})), "chance is no case"
 
 
 def test_cases_prose_names_the_lagging_cases():
-    phases = Phases(500, 1500, 0.4, 4500, "detected", "1var_misplaced", (200, 600, 0.4))
+    phases = Phases(500, 1500, 0.4, 4500, "refined", "1var_misplaced", (200, 600, 0.4))
     run = plateau_of(case_history({"b right"}), phases)
     text = ch08.cases_prose({ch08.RUNS[0]: run}, BASELINES)
     assert "over the plateau (steps 200-600, `1var_misplaced` at 0.40) the cases below 0.5 are" in text
     assert "`1var_misplaced` b right (0.10)" in text and "every other case averages at least 0.90" in text
-    ev = by_id(CH08_CLAIMS)["ch08.plateau_b_right"].evidence({}, release=run.b_right_only)
+    assert "The lag is one variable in one never-seen slot: b right." in text
+    ev = by_id(CH08_CLAIMS)["ch08.plateau_one_slot"].evidence({}, release=run.n_lagging_slots)
     spec = ch08.cases_chart({ch08.RUNS[0]: run}, BASELINES, ev).to_dict()
-    assert "only the cases with b as the right operand lag" in json.dumps(spec["title"])
+    assert "one variable in one never-seen slot lags: b right" in json.dumps(spec["title"])
     assert "1 of 1 (reproduced)" in json.dumps(spec["title"])
+    two = plateau_of(case_history({"b right", "k left"}), phases)
+    assert "2 (variable, slot) cases: b right, k left" in ch08.cases_prose({ch08.RUNS[0]: two}, BASELINES)
 
 
 def test_probe_prose_and_chart_place_the_readable_step_against_the_jump():
@@ -494,9 +500,23 @@ def test_seeds_prose(example, opened, words):
 def test_seed_frame_and_chart_with_the_release_marked():
     frame = ch08.seed_frame(_summary([2800.0, None, 400.0, 9000.0]))
     assert len(frame) == 4 + 3 and set(frame.phase) == {"phase 1: addition", "phase 2: binding"}
-    release = Phases(501, 5401, 0.2, 15001, "detected", "2var_misplaced_both", (10001, 13001, 0.4))
+    release = Phases(501, 5401, 0.2, 15001, "refined", "2var_misplaced_both", (10001, 13001, 0.4))
     spec = ch08.seeds_chart(_summary([2800.0, None, 400.0, 9000.0]), release).to_dict()
     assert len(spec["layer"]) == 2 and "detected in 3 of 4 seeds" in spec["title"]["text"][0]
+
+
+def test_seed_curves_chart_shows_every_seed_with_its_phases():
+    d = fake_dynamics()
+    spec = ch08.seed_curves_chart(d.dissected).to_dict()
+    text = json.dumps(spec)
+    summary = d.dissected.summary
+    bound = int(summary.phase2.notna().sum())
+    assert f"{bound} of {len(summary)} seeds bind" in spec["title"]["text"][0]
+    for row in summary.itertuples():
+        assert ch08.seed_panel(pd.Series(row._asdict())) in text
+    assert "seed 2: never binds" in text and "seed 0: binds at 400" in text
+    row = pd.Series({"seed": 5, "phase2": 3000.0, "phase3": None, "phase3_status": "plateau, not refined"})
+    assert ch08.seed_panel(row) == "seed 5: binds at 3,000, plateau, not refined"
 
 
 def test_pattern_slider_chart_has_one_frame_per_step():
@@ -529,15 +549,10 @@ def test_takeaway_is_computed_from_the_claims():
     )
     assert "readable after layer 1 before the jump in 0 of the 2 runs" in ch08.takeaway_prose(d, late)
     assert "switch on at the same time" not in text
-    before, after, plateau = (ev[f"ch08.{k}"] for k in ("l1_top2_before", "l1_top2_after", "plateau_b_right"))
+    before, after, plateau = (ev[f"ch08.{k}"] for k in ("l1_top2_before", "l1_top2_after", "plateau_one_slot"))
     assert f"it is {before.summary()} before and {after.summary()} after" in text
     assert f"the ledger has the claims {before.verdict} (before) and {after.verdict} (after)" in text
-    assert not plateau.values and "the rebuild's in" not in text  # no seed plateaued in the fake: no count
-    with_seeds = dict(
-        ev, **{"ch08.plateau_b_right": by_id(CH08_CLAIMS)["ch08.plateau_b_right"].evidence([True, False])}
-    )
-    assert "the rebuild's in 1 of 2 seeds" in ch08.takeaway_prose(d, with_seeds)
-    assert f"b as the right operand: {plateau.verdict} over both" in text
+    assert f"one variable in one never-seen slot, over the runs with a plateau: {plateau.word()}" in text
 
 
 # ---------------------------------------------------------------- records and bounds
@@ -551,7 +566,7 @@ def test_record_all_covers_the_thresholds_and_every_claim(monkeypatch):
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "08_training_dynamics.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(values), set(bounds[profile]) - set(values)
-    assert values["phase2_step"] == 400 and values["steps"] == 800 and values["release_plateau_b_right_only"] is True
+    assert values["phase2_step"] == 400 and values["steps"] == 800 and values["release_plateau_slots"] == ["b right"]
     assert values["release_identity_probe_step"] == 200 and values["seeds_bound"] == 3
     assert {f"claim.{c.id}" for c in CH08_CLAIMS} <= set(values) and values == seen
 
