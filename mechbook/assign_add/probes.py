@@ -59,7 +59,8 @@ class ProbeResult:
 @deterministic()
 def fit_probe(features: torch.Tensor, labels: torch.Tensor, cfg: ProbeConfig = ProbeConfig()) -> ProbeResult:
     """Train a linear probe from ``features`` (n, d) to integer ``labels`` (n,) and score it on a
-    seeded held-out split of ``cfg.test_fraction`` of the rows."""
+    seeded held-out split of ``cfg.test_fraction`` of the rows; a loss that stops being finite
+    stops the fit with one line (a ``FloatingPointError``), so nothing built on it is cached."""
     features = torch.as_tensor(features, dtype=torch.float32).detach()
     labels = torch.as_tensor(labels, dtype=torch.long).detach()
     if features.ndim != 2 or labels.ndim != 1 or len(features) != len(labels):
@@ -83,9 +84,15 @@ def fit_probe(features: torch.Tensor, labels: torch.Tensor, cfg: ProbeConfig = P
         probe.bias.zero_()
     opt = torch.optim.AdamW(probe.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     with torch.enable_grad():
-        for _ in range(cfg.steps):
+        for step in range(cfg.steps):
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(probe(x[train_idx]), labels[train_idx]).backward()
+            loss = torch.nn.functional.cross_entropy(probe(x[train_idx]), labels[train_idx])
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"the probe diverged: its loss is {loss.item()} at step {step} with lr {cfg.lr:g}; lower the "
+                    "learning rate (nothing was cached)"
+                )
+            loss.backward()
             opt.step()
     with torch.no_grad():
         pred = probe(x).argmax(-1)

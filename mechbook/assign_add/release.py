@@ -295,16 +295,63 @@ def step_of(name: str) -> int | None:
     return step if step in RELEASE_STEPS else None
 
 
+MANIFEST = "SHA256SUMS"
+"""A release folder's own list of the files it holds (``<hex>  <file name>`` lines), in it or in
+the folder above its ``checkpoints/``, as ``../shared/data/assign-and-add-release`` has."""
+
+_CHECKED: set[tuple[str, int, int]] = set()
+
+
+def check_folder(where: Path) -> None:
+    """Check a release folder once per state of its manifest, at start-up (before hours of work
+    read it): every file its manifest (:data:`MANIFEST`) lists is there, and every file it lists
+    has the released file's sum (:data:`SHA256`). A missing file is said in one warning naming
+    what is missing (the chapters read the steps that are there); a listed sum that is not the
+    release's, or a file that does not match it, is refused with one line. A folder without a
+    manifest is not checked here: each file is still verified when it is loaded."""
+    if (where / "checkpoints").is_dir():
+        return  # the files, and the manifest beside them, are checked as the folder checkpoints/
+    manifest = next((m for m in (where / MANIFEST, where.parent / MANIFEST) if m.is_file()), None)
+    if manifest is None:
+        return
+    stat = manifest.stat()
+    state = (str(where), stat.st_size, stat.st_mtime_ns)
+    if state in _CHECKED:
+        return
+    listed = read_sums(manifest.read_text(encoding="utf-8"), str(manifest))
+    wrong = sorted(name for name, digest in listed.items() if SHA256.get(name) != digest)
+    if wrong:
+        raise ValueError(
+            f"{manifest} lists sums that are not the released files' for {', '.join(wrong[:3])}"
+            f"{' and more' if len(wrong) > 3 else ''}: it is not the release at commit {RELEASE_COMMIT[:12]}; "
+            f"point {ENV_VAR} at a copy of that release"
+        )
+    present = {name: where / name for name in listed if (where / name).is_file()}
+    missing = sorted(set(listed) - set(present), key=lambda n: (step_of(n) is None, step_of(n) or 0, n))
+    for path in present.values():
+        _verify(path)
+    if missing:
+        notice(
+            f"the release folder {where} lacks {len(missing)} of the {len(listed)} files its {MANIFEST} lists "
+            f"({', '.join(missing[:4])}{' and more' if len(missing) > 4 else ''}): the chapters read the "
+            f"{len(present)} that are there; copy the missing ones back to read them too",
+            stacklevel=3,
+        )
+    _CHECKED.add(state)
+
+
 def available_steps(folder: str | Path | None = None, online: bool = False) -> list[int]:
     """The released checkpoint steps present locally (folder argument, :func:`release_folder`,
     user cache), ascending; with ``online`` all 400 (any missing one is downloaded on use). A
     ``checkpoint_step_*.pth`` whose name is not a released step is ignored, with one warning
-    naming it. Each file is verified when it is loaded (:func:`release_path`)."""
+    naming it. Each folder is checked first (:func:`check_folder`); each file is verified again
+    when it is loaded (:func:`release_path`)."""
     if online:
         return list(RELEASE_STEPS)
     found = set()
     for where in _folders(folder):
         if where.is_dir():
+            check_folder(where)
             for path in where.glob("checkpoint_step_*.pth"):
                 step = step_of(path.name)
                 if step is not None:

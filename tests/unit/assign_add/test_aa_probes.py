@@ -114,3 +114,11 @@ def test_variable_identity_over_training_is_the_probe_at_each_step():
         assert got[got.step == step].accuracy.item() == res.test_accuracy
     with pytest.raises(ValueError, match="unknown probe sites"):
         variable_identity_over_training(models.__getitem__, [4], task.cfg, tokens, where=("layer 7",))
+
+
+def test_a_probe_that_diverges_stops_with_one_line():
+    x = torch.randn(60, 4, generator=torch.Generator().manual_seed(0)) * 1e30
+    y = torch.arange(60) % 3
+    with pytest.raises(FloatingPointError, match="the probe diverged") as info:
+        fit_probe(x, y, ProbeConfig(lr=1e30, steps=50))
+    assert "\n" not in str(info.value)

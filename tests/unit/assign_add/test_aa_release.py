@@ -326,3 +326,39 @@ def test_a_file_of_plain_data_that_is_no_state_dict_is_refused(isolated, monkeyp
     monkeypatch.setitem(release.SHA256, path.name, release.sha256_file(path))
     with pytest.raises(ValueError, match="holds a list, not the state dict"):
         release.load_release(601, folder=folder.parent, download=False)
+
+
+def _copy_with_manifest(isolated: Path, names: list[str]) -> Path:
+    """A release folder laid out as the shared copy: ``SHA256SUMS`` beside ``checkpoints/``."""
+    root = isolated / "copy"
+    (root / "checkpoints").mkdir(parents=True)
+    for name in names:
+        shutil.copy(SHARED / "checkpoints" / name, root / "checkpoints" / name)
+    (root / release.MANIFEST).write_text("".join(f"{release.SHA256[n]}  {n}\n" for n in names))
+    return root
+
+
+@needs_release
+def test_a_release_folder_missing_a_file_its_manifest_lists_says_so_at_start_up(isolated, recwarn):
+    names = ["checkpoint_step_501.pth", "checkpoint_step_1401.pth", "model_state_dict.pth"]
+    root = _copy_with_manifest(isolated, names)
+    assert release.available_steps(root) == [501, 1401] and not recwarn.list
+    (root / "checkpoints" / "checkpoint_step_1401.pth").unlink()
+    os.utime(root / release.MANIFEST, ns=(1, 1))  # a new state of the folder is checked anew
+    assert release.available_steps(root) == [501]
+    said = [str(w.message) for w in recwarn.list]
+    assert len(said) == 1 and "lacks 1 of the 3 files its SHA256SUMS lists (checkpoint_step_1401.pth)" in said[0]
+
+
+@needs_release
+def test_a_corrupt_file_or_a_foreign_manifest_is_refused_at_start_up(isolated):
+    root = _copy_with_manifest(isolated, ["checkpoint_step_501.pth"])
+    data = bytearray((root / "checkpoints" / "checkpoint_step_501.pth").read_bytes())
+    data[-100] ^= 0x01
+    (root / "checkpoints" / "checkpoint_step_501.pth").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="checkpoint_step_501.pth does not match its SHA-256"):
+        release.available_steps(root)
+    (root / release.MANIFEST).write_text(f"{'ab' * 32}  checkpoint_step_501.pth\n")
+    with pytest.raises(ValueError, match="lists sums that are not the released files'") as info:
+        release.available_steps(root)
+    assert "\n" not in str(info.value)
