@@ -252,8 +252,11 @@ def ledger_markdown(
         "",
         "Every claim of the two papers that the book tests, and every reading of the book that one of "
         "its sentences asserts, with the verdict of its one rule over the rebuild's seeds and the "
-        "authors' released run (reproduced when every value meets the rule, partly when some do or "
-        "come near, not reproduced when none does). This page is computed when the site is built, "
+        "authors' released run: reproduced when every value meets the rule; partly when some do, at "
+        "least one seed of the rebuild among them (or, for a claim decided on one value, when it meets "
+        "the looser threshold its rule states); released run only when every seed of the rebuild fails "
+        "and the released run holds; not reproduced when none holds; untested (confounded) when the "
+        "values were measured but the profile's budget confounds them, with why. This page is computed when the site is built, "
         f"from the `claim.*` records of the chapters executed in the `{profile}` profile; a claim a "
         "chapter declares but did not record in this profile is listed as untested, with why. The "
         "rebuild column gives one value, or the median and range over seeds; the verdict says on how "
