@@ -950,8 +950,14 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
             f" Across the jump on the released run, the share of sequences whose top-2 layer-1 keys from `=` are "
             f"the operand positions {claims.change(a, b, '.2f')} from {a:.2f} to {b:.2f}, the paper's 0.12 → 0.95"
             + (
-                f"; on the rebuild's seeds it is {before.summary()} before and {after.summary()} after, so over both "
-                f"the ledger has the claims {before.verdict} (before) and {after.verdict} (after)."
+                f"; on the rebuild's seeds it is {before.summary()} before and {after.summary()} after: the claim "
+                f"before the jump is {before.word()}, the claim after it {after.word()}."
+                + (
+                    " On the rebuild, layer 1 already attends to the operand positions before the jump: the "
+                    "attention forms before binding, not with it, a qualitative difference from the paper's run."
+                    if before.values and not any(before.claim.rule.holds(v) for v in before.values if v is not None)
+                    else ""
+                )
                 if before.values
                 else "."
             )
