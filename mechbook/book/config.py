@@ -32,8 +32,8 @@ class ExecuteConfig:
     """What to execute: a profile, optionally only some chapters (by notebook stem), and knobs
     injected into every chosen chapter's parameters cell (``(name, value)`` pairs). Executed
     notebooks go to ``_build/<out_subdir>/<profile>/`` (the seed spread keeps its runs apart).
-    With ``lanes`` > 1 the parts of the book run at once, each in its own process, at most
-    ``lanes`` at a time; ``lane`` names the part such a process runs. ``cell_timeout`` is no
+    With ``lanes`` > 1 the chapters are dealt to that many processes by their expected cost
+    (:func:`mechbook.book.run.lanes_of`); ``lane`` names the lane such a process runs. ``cell_timeout`` is no
     limit by default (a long training cell runs as long as it needs; a dead kernel ends the
     chapter by its death, not by a clock); ``--cell-timeout SECONDS`` sets one."""
 

@@ -22,10 +22,12 @@ stored outputs instead of re-running the chapter; rewording a chapter module's p
 re-executes that chapter only, and a docstring edit re-executes none. A failed chapter is never
 reused, and an executed notebook that cannot be read counts as not executed.
 
-With ``lanes`` > 1 (``make book`` sets one per core), the parts of the book (:func:`toc_parts`:
-they share no cached computation) run at once, each part's chapters in order in its own
-``python -m mechbook execute --lane PART`` process, so a 2-core machine executes Part I and
-Part II side by side; the ETA is then that of the longest part.
+With ``lanes`` > 1 (``make book`` sets one per core), the chapters to run are dealt to that many
+``python -m mechbook execute --lane NAME`` processes by their expected cost (:func:`lanes_of`): a
+chapter that opens another's runs stays in that chapter's process, after it (:func:`chains`), and
+the costliest groups go first, each to the least loaded lane (:func:`schedule`), so that neither
+core idles for long while the other has work (chapter 8's seeds on one, Part I and chapter 11 on
+the other). The plan prints each lane's timeline; the ETA is that of the longest lane.
 
 On a failing cell papermill stops that chapter and keeps the executed notebook, traceback
 included, as the report; the other chapters still run, and the command exits non-zero naming
@@ -62,7 +64,7 @@ from mechbook.book.environment import (
 )
 from mechbook.book.pages import pages_data
 from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
-from mechbook.book.toc import select, toc_notebooks, toc_parts
+from mechbook.book.toc import select, toc_notebooks
 from mechbook.cache import code_fingerprint, imports_of, module_digests, sha256_file
 from mechbook.lifeline import stop_kernels_on_signals
 
@@ -389,14 +391,51 @@ def plan(cfg: ExecuteConfig, chosen: list[Path], memo: DigestMemo) -> list[tuple
     return out
 
 
-def lanes_of(cfg: ExecuteConfig, chosen: list[Path]) -> list[tuple[str, list[Path]]]:
-    """The chosen chapters grouped by part (:func:`toc_parts`) when ``cfg.lanes`` > 1 and more
-    than one part has a chosen chapter; otherwise one group of them all."""
+def chains(chosen: list[Path], opens: dict[str, list[str]]) -> list[list[Path]]:
+    """The chosen chapters in groups that must run in one process, each in book order: a chapter
+    that opens another's cached results (``pages.json``'s ``opens``: chapter 9 opens chapter 8's
+    runs) joins the group of the chapter it opens, and chapters that open the same one share a
+    group even when that one is not chosen, so each finds the runs trained instead of training
+    them a second time beside another. Groups in the order of their first chapter."""
+    group_of: dict[str, int] = {}
+    groups: list[list[Path]] = []
+    for source in chosen:
+        opened = opens.get(source.stem, [])
+        known = [group_of[s] for s in opened if s in group_of]
+        index = known[0] if known else len(groups)
+        if not known:
+            groups.append([])
+        groups[index].append(source)
+        for stem in [source.stem, *opened]:
+            group_of.setdefault(stem, index)
+    return groups
+
+
+def schedule(groups: list[list[Path]], seconds: dict[str, float], lanes: int) -> list[list[Path]]:
+    """``groups`` (:func:`chains`) dealt to at most ``lanes`` lanes by their expected ``seconds``
+    (per stem; 0 where unknown or cached): the costliest group first, each to the lane with the
+    least work so far (longest processing time first, within 4/3 of the best split). Each lane
+    runs its chapters in book order; lanes without work are left out."""
+    order = {source: i for i, source in enumerate(p for g in groups for p in g)}
+    work = [0.0] * lanes
+    dealt: list[list[Path]] = [[] for _ in range(lanes)]
+    for group in sorted(groups, key=lambda g: -sum(seconds.get(p.stem, 0.0) for p in g)):
+        lane = min(range(lanes), key=lambda i: (work[i], i))
+        dealt[lane] += group
+        work[lane] += sum(seconds.get(p.stem, 0.0) for p in group)
+    return [sorted(lane, key=order.__getitem__) for lane in dealt if lane]
+
+
+def lanes_of(
+    cfg: ExecuteConfig, chosen: list[Path], seconds: dict[str, float] | None = None
+) -> list[tuple[str, list[Path]]]:
+    """The chosen chapters dealt to ``cfg.lanes`` processes by their expected ``seconds``
+    (:func:`schedule` of :func:`chains`), named ``lane 1``, ``lane 2``, ... when ``cfg.lanes`` > 1
+    and more than one group can run at once; otherwise one group of them all."""
     if cfg.lanes > 1 and cfg.lane is None:
-        groups = [(name, [p for p in part if p in chosen]) for name, part in toc_parts(cfg.root)]
-        groups = [(name, part) for name, part in groups if part]
-        if len(groups) > 1:
-            return groups
+        dealt = schedule(chains(chosen, pages_data(cfg.root)["opens"]), seconds or {}, cfg.lanes)
+        if len(dealt) > 1:
+            return [(f"lane {i}", lane) for i, lane in enumerate(dealt, 1)]
     return [(cfg.lane or "book", chosen)]
 
 
@@ -458,12 +497,15 @@ def plan_lines(
     planned: list[tuple[Path, bool]],
     groups: list[tuple[str, list[Path]]] | None = None,
     rate: float | None = None,
+    est: Estimate | None = None,
 ) -> list[str]:
     """The lines printed before the work starts: which chapters run (with their expected cost,
-    :func:`estimate_plan`), which come from cache, and the estimated total (with several
-    ``groups`` running at once, that of the longest), saying which times are extrapolated."""
+    :func:`estimate_plan`, or ``est``), which come from cache, with several ``groups`` running at
+    once each lane's timeline (its chapters in order, each with the minute it is expected to
+    start), and the estimated total (that of the longest lane), saying which times are
+    extrapolated."""
     to_run = [s.stem for s, runs in planned if runs]
-    est = estimate_plan(cfg, to_run, rate)
+    est = est or estimate_plan(cfg, to_run, rate)
     lines = [
         f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
         f"{len(planned) - len(to_run)} from cache"
@@ -478,9 +520,19 @@ def plan_lines(
     seconds, unknown = est.seconds(to_run)
     parallel = ""
     if groups and len(groups) > 1:
-        per_part = [(name, est.seconds([p.stem for p in part if p.stem in to_run])[0]) for name, part in groups]
-        seconds = max(t for _, t in per_part)
-        parallel = " with the parts at once (" + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_part) + ")"
+        per_lane = []
+        for name, part in groups:
+            start, steps = 0.0, []
+            for p in part:
+                if p.stem in to_run:
+                    steps.append(f"{p.stem} at {format_seconds(start)}")
+                    start += est.costs.get(p.stem, 0.0)
+            per_lane.append((name, start))
+            lines.append(f"  {name} (~{format_seconds(start)}): " + (", ".join(steps) or "nothing to run"))
+        seconds = max(t for _, t in per_lane)
+        parallel = f" with {len(groups)} lanes at once (" + ", ".join(
+            f"{name} ~{format_seconds(t)}" for name, t in per_lane
+        ) + ")"
     if not to_run:
         lines.append("ETA: nothing to run")
     elif unknown and len(unknown) == len(to_run):
@@ -594,12 +646,17 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
     groups = lanes_of(cfg, chosen)
     if cfg.lane is None:
         planned = plan(cfg, chosen, memo)
-        missing = check_inputs(pages_data(cfg.root)["needs"], [s.stem for s, runs in planned if runs])
+        to_run = [s.stem for s, runs in planned if runs]
+        missing = check_inputs(pages_data(cfg.root)["needs"], to_run)
         for line in missing[:-1]:
             print(f"error: {line}", file=sys.stderr, flush=True)
         if missing:
             raise SystemExit(missing[-1])
-        for line in plan_lines(cfg, planned, groups):
+        est = estimate_plan(cfg, to_run)
+        known = [est.costs[s] for s in to_run if s in est.costs]
+        unknown = sum(known) / len(known) if known else 1.0  # a chapter never timed weighs as the average
+        groups = lanes_of(cfg, chosen, {stem: est.costs.get(stem, unknown) for stem in to_run})
+        for line in plan_lines(cfg, planned, groups, est=est):
             print(line, flush=True)
     if len(groups) > 1:
         start = time.perf_counter()

@@ -672,9 +672,12 @@ def probe_chart(runs: dict[str, ProbeCurve], ev: Evidence) -> alt.FacetChart:
     words = {
         "reproduced": "In every run read the variable can be read after layer 1 before the binding jump (dashed)",
         "partly": "In some runs the variable can be read after layer 1 before the binding jump (dashed), not in all",
+        "released run only": "Only in the released run can the variable be read after layer 1 before the binding "
+        "jump (dashed)",
         "not reproduced": "In no run read can the variable be read after layer 1 before the binding jump (dashed)",
         "untested": "When the variable can be read after layer 1, against the binding jump (dashed)",
     }
+    words["confounded"] = words["untested"]
     return (
         alt.layer(line, rule, chance, data=frame)
         .properties(width=300, height=200)
@@ -890,7 +893,16 @@ def attention_slider(result: TrainResult, phases: Phases, cfg: ChapterConfig) ->
 
 
 def _runs_word(ev: Evidence, all_: str, some: str, none: str) -> str:
-    return {"reproduced": all_, "partly": some, "not reproduced": none, "untested": "untested here"}[ev.verdict]
+    """``all_``, ``some`` or ``none`` by the claim's verdict (``some`` where only the released run
+    holds); "untested here" where it decides nothing."""
+    return {
+        "reproduced": all_,
+        "partly": some,
+        "released run only": some,
+        "not reproduced": none,
+        "untested": "untested here",
+        "confounded": "untested here",
+    }[ev.verdict]
 
 
 def held(ev: Evidence) -> tuple[int, int]:

@@ -639,22 +639,23 @@ def test_lanes_run_the_parts_at_once_and_report_in_book_order(tmp_path, capfd):
     assert a0 < b1 and b0 < a1, "the two parts' chapters did not run at the same time"
     printed = capfd.readouterr().out
     assert "ETA: unknown" in printed
-    assert "Part A: 1 chapter(s) in their own process" in printed and "Part B [1/1]" in printed
+    assert "lane 1: 1 chapter(s) in their own process" in printed and "lane 2 [1/1]" in printed
 
 
-def test_the_eta_of_parts_at_once_is_that_of_the_longest_part(tmp_path):
+def test_the_eta_of_lanes_at_once_is_that_of_the_longest_lane(tmp_path):
     from mechbook.book import costs
     from mechbook.book.run import lanes_of, plan_lines
 
     repo = _two_part_repo(tmp_path)
     cfg = ExecuteConfig(profile="smoke", root=repo, lanes=2)
     chosen = toc.toc_notebooks(repo)
-    groups = lanes_of(cfg, chosen)
-    assert [(name, [p.stem for p in part]) for name, part in groups] == [("Part A", ["01_a"]), ("Part B", ["02_b"])]
+    groups = lanes_of(cfg, chosen, {"01_a": 100.0, "02_b": 40.0})
+    assert [(name, [p.stem for p in part]) for name, part in groups] == [("lane 1", ["01_a"]), ("lane 2", ["02_b"])]
     assert lanes_of(dataclasses.replace(cfg, lanes=1), chosen) == [("book", chosen)]
     costs.save_costs(repo, "smoke", {"01_a": 100.0, "02_b": 40.0})
     lines = plan_lines(cfg, [(p, True) for p in chosen], groups)
-    assert lines[-1] == "ETA: 1 min 40 s with the parts at once (Part A ~1 min 40 s, Part B ~40 s)"
+    assert "  lane 1 (~1 min 40 s): 01_a at 0 s" in lines and "  lane 2 (~40 s): 02_b at 0 s" in lines
+    assert lines[-1] == "ETA: 1 min 40 s with 2 lanes at once (lane 1 ~1 min 40 s, lane 2 ~40 s)"
     assert plan_lines(cfg, [(p, True) for p in chosen])[-1] == "ETA: 2 min 20 s"
 
 
