@@ -267,3 +267,14 @@ def test_bad_history_is_a_clear_error():
     with pytest.raises(ValueError, match="no pool"):
         detect_phases(synthetic().query("pool != '1var_train'"))
     assert PhaseRules().jump_window == 500
+
+
+def test_on_the_stored_seeds_half_show_three_phases_so_most_seeds_is_not_reproduced():
+    from mechbook.assign_add.claims import CH08_CLAIMS
+    from mechbook.claims import by_id
+
+    curves = pd.read_csv(STORED)
+    three = [detect_phases(h).phase3 is not None for _, h in curves.groupby("seed")]
+    share = sum(three) / len(three)
+    assert share == 0.5
+    assert by_id(CH08_CLAIMS)["ch08.three_phases_most_seeds"].evidence(share).verdict == "not reproduced"
