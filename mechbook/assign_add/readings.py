@@ -5,8 +5,10 @@ Cheap and uncached, kept apart from the modules whose code keys cached computati
 
 - chapter 7: :func:`read_task` (a :class:`~mechbook.assign_add.claims.TaskReadings`) and
   :func:`task_numbers`, its recorded numbers;
-- chapter 9: :func:`frequency_controls`, what the random frequency sets say about one run's key
-  frequencies (its readings are :mod:`mechbook.assign_add.circuit_readings`);
+- chapter 9: :class:`Circuits`, the library's readings of one model
+  (:mod:`mechbook.assign_add.circuit_readings`) with the book's own: the frequency
+  :class:`Restriction` that keeps each pair's own part of the logits and the positional chance line
+  (:func:`read_book_circuits`, :func:`read_seed_circuits`);
 - chapter 10: :func:`gradient_form` and :func:`gradient_identity`, its claims' rules read on one
   run, and :func:`composition_numbers`, its recorded numbers (its readings are
   :class:`~mechbook.assign_add.theory.GradientReading`);
@@ -18,14 +20,20 @@ Cheap and uncached, kept apart from the modules whose code keys cached computati
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import torch
 
-from mechbook.assign_add.claims import CH09_CLAIMS, CH10_CLAIMS, CH11_CLAIMS, TaskReadings, holding
-from mechbook.assign_add.fourier import Ablation
+from mechbook.assign_add import fourier
+from mechbook.assign_add.circuit_readings import RANDOM_DRAWS, CircuitReadings, read_circuits, read_seed_runs
+from mechbook.assign_add.claims import CH10_CLAIMS, CH11_CLAIMS, TaskReadings, holding
+from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
+from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.sweeps import Sweeps, lowest_final_pool
 from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.assign_add.theory import GradientReading
@@ -62,43 +70,169 @@ def task_numbers(readings: TaskReadings) -> dict[str, Any]:
     }
 
 
+def positional_chance(context_len: int) -> float:
+    """The share of context query positions 1 .. ``context_len`` - 1 whose highest positional score
+    would be the previous position if the scores were in random order: the mean of 1/(p + 1), a
+    query at p having p + 1 keys (the chance line of :attr:`CircuitReadings.prev_share`)."""
+    return float(np.mean([1 / (p + 1) for p in range(1, context_len)]))
+
+
+def keep_frequencies(logits: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """``logits`` (N², N; rows the pairs (n, m) in row-major order) with every frequency of n + m
+    outside ``ks`` removed: each residue's logit column minus its projection on cos and
+    sin(2 pi k (n + m) / N) for each other k. What is no function of n + m (each pair's own part)
+    and the grid mean stay, so no pair's logits are averaged with another's."""
+    logits = np.asarray(logits, dtype=np.float64)
+    _, every = fourier.fourier_basis(logits.shape[1])
+    others = [int(k) for k in every if k not in set(ks)]
+    if not others:
+        return logits
+    basis = fourier.sum_frequency_basis(logits.shape[1], others)
+    return logits - basis @ (basis.T @ logits)
+
+
+def direct_answers(logits: np.ndarray) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy (nats) of ``logits`` (N², N) at the answers (n + m) mod N."""
+    logits = np.asarray(logits, dtype=np.float64)
+    modulus = logits.shape[1]
+    n, m = np.divmod(np.arange(modulus * modulus), modulus)
+    answer = (n + m) % modulus
+    z = logits - logits.max(axis=1, keepdims=True)
+    log_p = z[np.arange(len(z)), answer] - np.log(np.exp(z).sum(axis=1))
+    return float((z.argmax(axis=1) == answer).mean()), float(-log_p.mean())
+
+
 @dataclass(frozen=True)
-class FrequencyControls:
-    """What chapter 9's random frequency sets say about one run's key frequencies, by the rules of
-    the claims that read them over the runs: ``random``, no random set of as many frequencies
-    comes near the key ones' restricted loss (``ch09.random_frequencies_fail``); ``nonkey``, no
-    set without key frequencies does (``ch09.nonkey_frequencies_fail``; None: no frequency is
-    left outside the key ones)."""
+class Restriction:
+    """Chapter 9's frequency restriction of one model's logits on the N² direct queries, each pair
+    keeping its own part (:func:`keep_frequencies`): the accuracy and loss in ``full``, keeping the
+    key frequencies (``kept``), and the accuracy keeping as many frequencies drawn at random from all
+    of them (``random``, one per set of ``random_sets``) and from the non-key ones (``nonkey``)."""
 
-    random: bool
-    nonkey: bool | None
+    keys: tuple[int, ...]
+    full: float
+    full_loss: float
+    kept: float
+    kept_loss: float
+    random: tuple[float, ...]
+    random_sets: tuple[tuple[int, ...], ...]
+    nonkey: tuple[float, ...]
+
+    @property
+    def random_best(self) -> float:
+        """The highest accuracy over the random sets."""
+        return max(self.random)
+
+    @property
+    def random_best_overlap(self) -> int:
+        """How many key frequencies the random set with the highest accuracy holds."""
+        return len(set(self.random_sets[int(np.argmax(self.random))]) & set(self.keys))
+
+    @property
+    def nonkey_best(self) -> float | None:
+        """The highest accuracy over the non-key sets (None: no frequency is left outside the keys)."""
+        return max(self.nonkey) if self.nonkey else None
 
 
-def frequency_controls(ab: Ablation) -> FrequencyControls:
-    """:class:`FrequencyControls` of one run's Fourier ablation ``ab``, each by its claim's rule."""
-    rules = {c.id: c.rule for c in CH09_CLAIMS}
-    nonkey = bool(rules["ch09.nonkey_frequencies_fail"].holds(ab.nonkey_lowest)) if ab.nonkey_restricted else None
-    return FrequencyControls(bool(rules["ch09.random_frequencies_fail"].holds(ab.random_lowest)), nonkey)
+def restriction(logits: np.ndarray, keys: Sequence[int], draws: int = RANDOM_DRAWS) -> Restriction | None:
+    """:class:`Restriction` of ``logits`` (N², N) on the key frequencies ``keys`` and on the same
+    random sets as the Fourier ablation's controls (:func:`~mechbook.assign_add.fourier.ablation`,
+    ``draws`` each); None without key frequencies."""
+    if not len(keys):
+        return None
+    modulus = logits.shape[1]
+    sets = fourier.random_frequency_sets(modulus, len(keys), draws)
+    nonkey = fourier.random_frequency_sets(modulus, len(keys), draws, exclude=keys)
+    accuracy = lambda ks: direct_answers(keep_frequencies(logits, ks))[0]  # noqa: E731
+    full, full_loss = direct_answers(logits)
+    kept, kept_loss = direct_answers(keep_frequencies(logits, keys))
+    return Restriction(
+        keys=tuple(int(k) for k in keys),
+        full=full,
+        full_loss=full_loss,
+        kept=kept,
+        kept_loss=kept_loss,
+        random=tuple(accuracy(s) for s in sets),
+        random_sets=tuple(tuple(s) for s in sets),
+        nonkey=tuple(accuracy(s) for s in nonkey),
+    )
+
+
+@dataclass(frozen=True)
+class Circuits(CircuitReadings):
+    """Chapter 9's reading of one model: the library's :class:`CircuitReadings`, the frequency
+    :class:`Restriction` of its logits (None: no key frequency) and the chance line of its
+    positional reading (:func:`positional_chance`)."""
+
+    restriction: Restriction | None
+    positional_chance: float
+
+    @property
+    def positions_over_chance(self) -> float:
+        """The share of context rows whose top positional score is the previous position, minus chance."""
+        return self.prev_share - self.positional_chance
+
+    def numbers(self) -> dict[str, object]:
+        """The library's headline numbers, the restriction's accuracies and the positional chance line."""
+        r = self.restriction
+        return {
+            **super().numbers(),
+            "positional_chance": self.positional_chance,
+            "kept_key_frequencies_accuracy": None if r is None else r.kept,
+            "kept_random_frequencies_accuracy_best": None if r is None else r.random_best,
+            "kept_nonkey_frequencies_accuracy_best": None if r is None else r.nonkey_best,
+        }
+
+
+def with_book_readings(readings: CircuitReadings, model: torch.nn.Module, task_cfg: TaskConfig) -> Circuits:
+    """``readings`` of ``model`` (:func:`read_circuits`) with the book's own: its frequency
+    restriction and the positional chance line."""
+    base = {f.name: getattr(readings, f.name) for f in fields(CircuitReadings)}
+    logits = fourier.direct_logits(model, task_cfg)
+    return Circuits(
+        **base,
+        restriction=restriction(logits, readings.fourier.keys),
+        positional_chance=positional_chance(task_cfg.context_len),
+    )
+
+
+def read_book_circuits(
+    model: torch.nn.Module,
+    task: Task,
+    pools: dict[str, tuple[np.ndarray, np.ndarray]],
+    probe: ProbeConfig,
+    n_patch: int,
+) -> Circuits:
+    """Chapter 9's :class:`Circuits` of ``model``: :func:`read_circuits` with the book's readings."""
+    return with_book_readings(read_circuits(model, task, pools, probe, n_patch), model, task.cfg)
+
+
+def read_seed_circuits(
+    results: Sequence[TrainResult],
+    task: Task,
+    pools: dict[str, tuple[np.ndarray, np.ndarray]],
+    probe: ProbeConfig,
+    n_patch: int,
+    known: dict[int, Circuits],
+) -> dict[int, Circuits]:
+    """:class:`Circuits` of the final model of every seed run, by seed (:func:`read_seed_runs`;
+    readings in ``known`` reused)."""
+    read = read_seed_runs(results, task, pools, probe, n_patch, dict(known))
+    return {
+        run.config.seed: known.get(run.config.seed)
+        or with_book_readings(read[run.config.seed], load_model(run), task.cfg)
+        for run in results
+    }
 
 
 def _ch10_rule(claim_id: str) -> Rule:
     return next(c.rule for c in CH10_CLAIMS if c.id == claim_id)
 
 
-@dataclass(frozen=True)
-class FormReading:
-    """Chapter 10's gradient-form claim (``ch10.gradient_form``) read by its rule on one value of
-    the gradient block's correlation with (UUᵀ)²: whether the rule ``holds`` there, and whether
-    its looser ``partly`` threshold does."""
-
-    holds: bool
-    partly: bool
-
-
-def gradient_form(similarity: float) -> FormReading:
-    """:class:`FormReading` of one run's correlation ``similarity``."""
-    rule = _ch10_rule("ch10.gradient_form")
-    return FormReading(bool(rule.holds(similarity)), bool(rule.partly_holds(similarity)))
+def gradient_form(similarity: float) -> bool:
+    """Whether one run's gradient block has the predicted form, by the rule of
+    ``ch10.gradient_form`` on its correlation ``similarity`` with (UUᵀ)²."""
+    return bool(_ch10_rule("ch10.gradient_form").holds(similarity))
 
 
 def gradient_identity(ratio: float) -> bool:
@@ -122,7 +256,7 @@ def composition_numbers(
     form = [r.form for r in seeds.values()]
     over_seeds = (
         {
-            "seeds_predicted_form_holding": sum(gradient_form(v).holds for v in form),
+            "seeds_predicted_form_holding": sum(gradient_form(v) for v in form),
             "seeds_gradient_vs_predicted_min": min(form),
             "seeds_gradient_vs_predicted_max": max(form),
             "seeds_gradient_block_ratio_max": max(r.ratio for r in seeds.values()),
@@ -134,9 +268,9 @@ def composition_numbers(
         **rebuild.numbers(),
         "gradient_block_ratio_last_checkpoint": float(over["ratio"].iloc[-1]),
         "gradient_identity_first_step": first_identity,
-        "theory_claims_holding": holding(CH10_CLAIMS, rebuild),
+        "theory_claims_holding": holding(CH10_CLAIMS, rebuild)[0],
         **{f"release_{n}": v for n, v in released.numbers().items()},
-        "release_theory_claims_holding": holding(CH10_CLAIMS, released),
+        "release_theory_claims_holding": holding(CH10_CLAIMS, released)[0],
         **over_seeds,
     }
 

@@ -19,9 +19,10 @@ import mechbook
 from mechbook import claims, viz
 from mechbook.assign_add import circuits, fourier
 from mechbook.assign_add.circuit_readings import CircuitReadings
+from mechbook.assign_add.claims import CH09_CLAIMS, FOURIER_TOP
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.probes import ProbeConfig
-from mechbook.assign_add.readings import FrequencyControls, frequency_controls
+from mechbook.assign_add.readings import Circuits, Restriction
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.seeds import SeedRuns
 from mechbook.chapters import common
@@ -129,9 +130,9 @@ def positional_frame(scores: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame([{"query": q, "key": k, "score": float(scores[q, k])} for q in range(n) for k in range(q + 1)])
 
 
-def positional_chart(scores: np.ndarray, share: float) -> alt.Chart:
+def positional_chart(scores: np.ndarray, share: float, chance: float) -> alt.Chart:
     """Heatmap of layer 1's scores from position embeddings alone; the title states the share of
-    context queries whose top positional score is the previous position."""
+    context queries whose top positional score is the previous position, against ``chance``."""
     return (
         alt.Chart(positional_frame(scores))
         .mark_rect()
@@ -145,7 +146,11 @@ def positional_chart(scores: np.ndarray, share: float) -> alt.Chart:
             width=320,
             height=320,
             title=alt.TitleParams(
-                ["Layer-1 scores from positions alone:", f"the previous position tops {share:.0%} of context rows"],
+                [
+                    "Layer-1 scores from positions alone:",
+                    f"the previous position tops {share:.0%} of context rows (chance {chance:.0%}: a query at p has "
+                    "p + 1 keys)",
+                ],
                 anchor="start",
             ),
         )
@@ -172,13 +177,13 @@ def split_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataF
     )
 
 
-def both_prose(prose: Callable[..., str], rebuild: CircuitReadings, released: CircuitReadings, *args: object) -> str:
+def both_prose(prose: Callable[..., str], rebuild: Circuits, released: Circuits, *args: object) -> str:
     """``prose(readings, who, *args)`` of the released run, then of the rebuild, as two paragraphs
     (the layer-1 split and the frequency ablation)."""
     return "\n\n".join(prose(r, who, *args) for who, r in (("The released run", released), ("The rebuild", rebuild)))
 
 
-def split_prose(r: CircuitReadings, who: str, context_len: int) -> str:
+def split_prose(r: Circuits, who: str, context_len: int) -> str:
     """Which part of layer 1's form carries the previous-token head on one run, from its numbers."""
     s = r.qk1_split
     parts = {k: s[k] for k in ("token", "positional", "token_to_position", "position_to_token")}
@@ -187,8 +192,40 @@ def split_prose(r: CircuitReadings, who: str, context_len: int) -> str:
         f"{who}: the previous key out-scores the other keys by {s['total']:.3g} on average; the position-position "
         f"part gives {s['positional']:.3g} ({s['positional_share']:.0%} of the four parts' sizes) and the token-token part "
         f"{s['token']:.3g}; the largest part is the {SPLIT_LABELS[largest]}. From positions alone, the previous "
-        f"position has the highest score in {r.prev_share:.0%} of the context query positions 1-{context_len - 1}."
+        f"position has the highest score in {r.prev_share:.1%} of the context query positions 1-{context_len - 1}, "
+        f"{claims.compare(r.prev_share, r.positional_chance, '.1%', claims.Words('above', 'below', 'at'))} the "
+        f"{r.positional_chance:.1%} of chance (a query at position p has p + 1 keys)."
     )
+
+
+def positional_verdict_prose(ev: dict[str, Evidence]) -> str:
+    """Where the paper's purely positional claim fails, said plainly from the two claims' values: on
+    the authors' released model, on the rebuild's seeds, the positional share beside the rule and
+    positions alone against chance (empty where the claim holds everywhere)."""
+    share, chance = ev["ch09.previous_token_positional"], ev["ch09.positions_pick_previous"]
+    rule, spec = share.claim.rule, share.claim.spec
+    out = []
+    if share.release is not None and not rule.holds(share.release):
+        above = chance.release is not None and chance.claim.rule.holds(chance.release)
+        out.append(
+            "The paper's purely positional claim fails on the authors' own released model: the position-position "
+            f"part carries {rule.shown(share.release, spec)} of the previous key's margin (rule "
+            f"{rule.text(spec)}), and positions alone rank the previous key first "
+            + ("more often than chance." if above else "no more often than chance.")
+        )
+    failed = [s for s, v in share.rebuild if not rule.holds(v)]
+    if failed:
+        beat = sum(bool(chance.claim.rule.holds(v)) for _, v in chance.rebuild)
+        where = (
+            f"every one of the rebuild's {len(failed)} seeds"
+            if len(failed) == len(share.rebuild)
+            else f"{len(failed)} of the rebuild's {len(share.rebuild)} seeds"
+        )
+        out.append(
+            f"It fails on {where}{' too' if out else ''}; positions alone beat chance on {beat} of the "
+            f"{len(chance.rebuild)}."
+        )
+    return " ".join(out)
 
 
 # ----------------------------------------------------------------------- layer 2 query-key
@@ -371,80 +408,123 @@ def gallery(maps: np.ndarray, found: fourier.FourierNeurons, n: int):
     )
 
 
-def _nats(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3g}"
+def _share(values: tuple[float, ...]) -> str:
+    """Lowest to highest of some accuracies, in percent ("none" without any)."""
+    return f"{min(values):.1%} to {max(values):.1%}" if values else "none"
 
 
-def ablation_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataFrame:
-    """Full, restricted, excluded and random-frequency restricted loss of both runs (nats, three
-    significant digits; "none" without key frequencies), and how many key frequencies."""
+RESTRICTION_ROWS = (
+    "accuracy, full logits",
+    "accuracy, key frequencies kept (each pair keeps its own part)",
+    "accuracy, as many random frequencies kept (lowest to highest set)",
+    "accuracy, as many random non-key frequencies kept (lowest to highest set)",
+    "loss, full logits (nats)",
+    "loss, key frequencies kept (nats)",
+    "loss, key frequencies removed (nats)",
+    "loss, Nanda et al.'s restriction to the key frequencies (nats; pairs of one sum averaged)",
+    "loss, the same restriction to as many random frequencies (nats; lowest set)",
+    "key frequencies (count)",
+)
 
-    def column(r: CircuitReadings) -> list[str]:
-        ab = r.ablation
-        spread = (
-            f"{min(ab.random_restricted):.3g} to {max(ab.random_restricted):.3g}" if ab.random_restricted else "none"
-        )
-        nonkey = (
-            f"{min(ab.nonkey_restricted):.3g} to {max(ab.nonkey_restricted):.3g}" if ab.nonkey_restricted else "none"
-        )
-        return [_nats(ab.full), _nats(ab.restricted), spread, nonkey, _nats(ab.excluded), str(ab.n_frequencies)]
+
+def ablation_table(rebuild: Circuits, released: Circuits) -> pd.DataFrame:
+    """Both runs' frequency restriction (accuracies and losses on the N² direct queries), the excluded
+    loss and Nanda et al.'s averaged restriction beside it ("none" without key frequencies)."""
+
+    def column(r: Circuits) -> list[str]:
+        ab, kept = r.ablation, r.restriction
+        if kept is None:
+            return ["none"] * (len(RESTRICTION_ROWS) - 1) + ["0"]
+        return [
+            f"{kept.full:.1%}",
+            f"{kept.kept:.1%}",
+            _share(kept.random),
+            _share(kept.nonkey),
+            f"{kept.full_loss:.3g}",
+            f"{kept.kept_loss:.3g}",
+            f"{ab.excluded:.3g}",
+            f"{ab.restricted:.3g}",
+            f"{ab.random_lowest:.3g}",
+            str(len(kept.keys)),
+        ]
 
     return pd.DataFrame(
         {
-            "loss on all N² queries n m = (nats)": [
-                "full logits",
-                "key frequencies only (restricted)",
-                "as many random frequencies only (control, lowest to highest draw)",
-                "as many random non-key frequencies only (control, lowest to highest draw)",
-                "key frequencies removed (excluded)",
-                "key frequencies (count)",
-            ],
+            "on all N² queries n m =": list(RESTRICTION_ROWS),
             "paper's run, as released": column(released),
             "this rebuild": column(rebuild),
         }
     )
 
 
-def ablation_prose(r: CircuitReadings, who: str, modulus: int) -> str:
-    """The restricted loss against the full one and the random-frequency control, the excluded
-    loss against a uniform guess (log N nats): the words from the printed numbers."""
-    ab = r.ablation
-    if ab.n_frequencies == 0:
+def ablation_prose(r: Circuits, who: str, modulus: int) -> str:
+    """What keeping the key frequencies (each pair its own part) and as many random ones leaves of
+    the model's accuracy, what the two control claims' rules say about it on this run, and the
+    excluded loss against a uniform guess (log N nats): the words from the printed numbers."""
+    kept, ab = r.restriction, r.ablation
+    if kept is None:
         return f"{who}: no neuron has a key frequency, so there is nothing to restrict to."
+    n = len(kept.keys)
     uniform = float(np.log(modulus))
     nonkey = (
-        f"; {len(ab.nonkey_restricted)} random sets of non-key frequencies give {ab.nonkey_lowest:.3g} at best"
-        if ab.nonkey_restricted
+        f"; {len(kept.nonkey)} sets of non-key frequencies, {kept.nonkey_best:.1%} at best"
+        if kept.nonkey_best is not None
         else "; no frequency is left outside the key ones"
     )
     return (
-        f"{who}: keeping only its {ab.n_frequencies} key frequencies the loss is {ab.restricted:.3g} nats, "
-        f"{claims.compare(ab.restricted, ab.full)} the {ab.full:.3g} in full. Keeping {ab.n_frequencies} random "
-        f"frequencies instead it is {ab.random_lowest:.3g} at best over {len(ab.random_restricted)} draws (that draw "
-        f"holds {ab.random_lowest_overlap} of the key frequencies){nonkey}. {_random_reading(ab, frequency_controls(ab))} Removing the key "
-        f"frequencies it is {ab.excluded:.3g} nats, {claims.compare(ab.excluded, uniform, '.2f')} the {uniform:.2f} "
-        "of a uniform guess."
+        f"{who}: keeping only its {n} key frequencies of n + m, the model answers {kept.kept:.1%} of the "
+        f"{modulus**2:,} pairs ({kept.full:.1%} in full; loss {kept.kept_loss:.3g} nats against {kept.full_loss:.3g}). "
+        f"Keeping {n} random frequencies instead it answers {kept.random_best:.1%} at best over {len(kept.random)} "
+        f"sets (that set holds {kept.random_best_overlap} of the key frequencies){nonkey}. {_singled_out(kept)} "
+        f"Removing the key frequencies the loss is {ab.excluded:.3g} nats, "
+        f"{claims.compare(ab.excluded, uniform, '.2f')} the {uniform:.2f} of a uniform guess."
     )
 
 
-def _random_reading(ab: fourier.Ablation, fail: FrequencyControls) -> str:
-    """What the random sets say about the key ones, by the two claims' rules as the library reads
-    them on this run (:func:`~mechbook.assign_add.readings.frequency_controls`): whether a random
-    set also leaves a low loss, and whether one without key frequencies does."""
-    if fail.random:
-        return "No random set comes near the key frequencies: the low restricted loss singles them out."
-    said = (
-        f"So a random set that holds {ab.random_lowest_overlap} of the key frequencies also leaves a low loss: "
-        "the low restricted loss alone does not single out these key frequencies"
-    )
-    if fail.nonkey is None:
-        return said + "."
-    if fail.nonkey:
+def _singled_out(kept: Restriction) -> str:
+    """Whether the key frequencies alone keep the model adding, by the rules of the three claims
+    that read the restriction, on one run's values."""
+    rules = {c.id: c.rule for c in CH09_CLAIMS}
+    adds = rules["ch09.key_frequencies_suffice"].holds(kept.kept)
+    random_fail = rules["ch09.random_frequencies_fail"].holds(kept.random_best)
+    nonkey_fail = kept.nonkey_best is None or rules["ch09.nonkey_frequencies_fail"].holds(kept.nonkey_best)
+    threshold = rules["ch09.key_frequencies_suffice"].threshold
+    if adds and random_fail and nonkey_fail:
+        return f"Only the key frequencies keep the model at {threshold:.0%}: they single out the adder's frequencies."
+    if not adds:
+        return f"Even the key frequencies alone leave the model below {threshold:.0%}: they do not carry the sum alone."
+    return f"A random set also keeps the model at {threshold:.0%}: the key frequencies are not singled out."
+
+
+def averaged_prose(rebuild: Circuits, released: Circuits, modulus: int) -> str:
+    """Why the book does not read Nanda et al.'s restricted loss here: it projects each logit on
+    functions of n + m, which averages each pair's logits with those of the other pairs of the same
+    sum; its values on both runs against their full loss, the words from the printed numbers."""
+
+    def one(r: Circuits, who: str) -> str:
+        ab = r.ablation
         return (
-            said + f"; no set without key frequencies does ({ab.nonkey_lowest:.3g} at best), so the loss needs some of "
-            "the key frequencies, not all of them together."
+            f"{who} {ab.restricted:.3g} nats on the key frequencies, {claims.compare(ab.restricted, ab.full)} its "
+            f"{ab.full:.3g} in full, and {ab.random_lowest:.3g} on the best random set"
         )
-    return said + "; nor does leaving them out, since sets without any of them leave a low loss too."
+
+    runs = [(r, who) for r, who in ((released, "the released run"), (rebuild, "the rebuild")) if r.ablation.restricted]
+    if not runs:
+        return ""
+    below = any(r.ablation.restricted < r.ablation.full for r, _ in runs)
+    why = (
+        " A restricted loss below the model's own is the averaging at work: it removes each pair's own errors, so such a "
+        "loss says nothing about which frequencies the model needs."
+        if below
+        else ""
+    )
+    return (
+        "Nanda et al.'s restricted loss projects each residue's logits on functions of n + m, which averages each "
+        f"pair's logits with those of the other {modulus - 1} pairs of the same sum: "
+        + "; ".join(one(r, who) for r, who in runs)
+        + "."
+        + why
+    )
 
 
 # ----------------------------------------------------------------------------- embeddings
@@ -555,6 +635,7 @@ COMPARED = {
     "value_to_variable_attention": "layer 1: value → its variable (attention)",
     "qk1_prev_positional_share": "layer 1: positional share of the previous key's margin",
     "positional_prev_token_share": "layer 1: rows whose top positional score is the previous position",
+    "positional_chance": "layer 1: the same by chance (a query at p has p + 1 keys)",
     "eq_to_needed_top2": "layer 2: '=' top two keys on the needed positions",
     "qk2_block_ratio": "layer 2: U QK₂ Uᵀ diag / |off-diag|",
     "matched_cosine": "residual at '=': matched cosine",
@@ -565,9 +646,9 @@ COMPARED = {
     "adder_with_residual_accuracy": "adder with residual, (h + MLP₂(h)) W_U",
     "neurons_fve_ge_0.9": "Fourier neurons (FVE ≥ 0.9)",
     "top_frequencies": "most common key frequencies",
-    "adder_loss_restricted": "loss, key frequencies only (nats)",
-    "adder_loss_random_restricted_lowest": "loss, as many random frequencies only (nats, best draw)",
-    "adder_loss_nonkey_restricted_lowest": "loss, as many random non-key frequencies only (nats, best draw)",
+    "kept_key_frequencies_accuracy": "accuracy, key frequencies kept",
+    "kept_random_frequencies_accuracy_best": "accuracy, as many random frequencies kept (best set)",
+    "kept_nonkey_frequencies_accuracy_best": "accuracy, as many random non-key frequencies kept (best set)",
     "adder_loss_excluded": "loss, key frequencies removed (nats)",
     "embedding_top2_pc_fraction": "number embeddings: variance in the top 2 PCs",
     "embedding_top10_frequency_fraction": "number embeddings: variance in the 10 largest frequencies",
@@ -586,7 +667,7 @@ def _shown(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
 
-def comparison_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.DataFrame:
+def comparison_table(rebuild: Circuits, released: Circuits) -> pd.DataFrame:
     """The released final model's headline readings beside the rebuild's."""
     a, b = released.numbers(), rebuild.numbers()
     return pd.DataFrame(
@@ -595,6 +676,37 @@ def comparison_table(rebuild: CircuitReadings, released: CircuitReadings) -> pd.
             for name, label in COMPARED.items()
         ]
     )
+
+
+SEED_COLUMNS: dict[str, Callable[[Circuits], object]] = {
+    "value → variable": lambda r: f"{r.roles['value_to_variable']:.3f}",
+    "positional share of the margin": lambda r: f"{r.qk1_split['positional_share']:.2f}",
+    "positions pick the previous key (chance)": lambda r: f"{r.prev_share:.0%} ({r.positional_chance:.0%})",
+    "U QK₂ Uᵀ rows with diagonal max": lambda r: f"{r.diag['rows_diag_max']:.0%}",
+    "matched / mismatched cosine": lambda r: f"{r.comp['matched'].mean():.2f} / {r.comp['mismatched'].mean():.2f}",
+    "adder alone": lambda r: f"{r.adder:.1%}",
+    "10th best neuron's FVE": lambda r: f"{r.fourier.ranked_fve(FOURIER_TOP):.3f}",
+    "most common key frequency": lambda r: ", ".join(str(int(k)) for k in _most_common(r.fourier)) or "none",
+    "key / best random frequencies kept": lambda r: (
+        "none" if r.restriction is None else f"{r.restriction.kept:.1%} / {r.restriction.random_best:.1%}"
+    ),
+    "patching moves the answer": lambda r: f"{r.effect['patched_to_source']:.1%}",
+}
+"""The per-seed table's columns: each a key reading of one run, as the page prints it."""
+
+
+def _most_common(found: fourier.FourierNeurons) -> list[int]:
+    """The best frequencies shared by the most Fourier neurons (several on a tie)."""
+    freq = found.frequencies
+    return [int(k) for k in freq.loc[freq["neurons"] == freq["neurons"].max(), "k"]] if len(freq) else []
+
+
+def seeds_table(bound: dict[int, Circuits], released: Circuits, opened: int) -> pd.DataFrame:
+    """One row per seed that bound (the opened one marked) and one for the released run: each run's
+    key readings (:data:`SEED_COLUMNS`), the claims' values beside the opened run's charts."""
+    runs = [(f"seed {s}" + (" (opened)" if s == opened else ""), r) for s, r in bound.items()]
+    runs.append(("released run", released))
+    return pd.DataFrame([{"run": name, **{c: f(r) for c, f in SEED_COLUMNS.items()}} for name, r in runs])
 
 
 def verdict_table(ev: dict[str, Evidence]) -> pd.DataFrame:
@@ -617,20 +729,17 @@ def verdict_table(ev: dict[str, Evidence]) -> pd.DataFrame:
 
 
 def summary_prose(ev: dict[str, Evidence]) -> str:
-    """How many of the chapter's claims held, by verdict, and which did not."""
+    """How many of the chapter's claims have each verdict, and which do not hold everywhere."""
     counts = {v: [e.claim for e in ev.values() if e.verdict == v] for v in claims.VERDICTS}
-    missed = counts["not reproduced"] + counts["partly"]
-    text = (
-        f"Of the chapter's {len(ev)} claims, {len(counts['reproduced'])} hold on every seed and on the released "
-        f"run, {len(counts['partly'])} hold in part, {len(counts['not reproduced'])} do not hold and "
-        f"{len(counts['untested'])} are untested here."
-    )
+    missed = [c for v in claims.VERDICTS if v != "reproduced" for c in counts[v]]
+    shown = ", ".join(f"{len(counts[v])} {v}" for v in claims.VERDICTS if counts[v])
+    text = f"Of the chapter's {len(ev)} claims: {shown} (reproduced: on every seed that bound and on the released run)."
     if missed:
         text += " Not holding everywhere: " + "; ".join(f"“{c.statement}” ({ev[c.id].verdict})" for c in missed) + "."
     return text
 
 
-def record_all(rebuild: CircuitReadings, released: CircuitReadings, ev: dict[str, Evidence]) -> dict[str, object]:
+def record_all(rebuild: Circuits, released: Circuits, ev: dict[str, Evidence]) -> dict[str, object]:
     """Record the chapter's headline numbers (``book/thresholds/09_circuits.yml``), the released
     run's as ``release_*``, and every claim's evidence (``claim.*``, the notebook's ``ev`` over the
     seeds that bound and the released run); returns the records."""

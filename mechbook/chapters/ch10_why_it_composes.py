@@ -71,12 +71,8 @@ def resolve(profile: str, seed: int | None = None, per_pool: int | None = None) 
 
 
 def form_words(similarity: float) -> str:
-    """The gradient-form claim's rule in words for one value: holds, holds only loosely (its
-    ``partly`` threshold), or does not hold."""
-    form = gradient_form(similarity)
-    if form.holds:
-        return "the form holds"
-    return "the form holds only loosely" if form.partly else "the form does not hold"
+    """The gradient-form claim's rule in words for one value: the form holds or does not."""
+    return "the form holds" if gradient_form(similarity) else "the form does not hold"
 
 
 # ---------------------------------------------------------------------------- the checkpoint
@@ -164,11 +160,17 @@ def split_title(task_cfg: TaskConfig) -> str:
 
 
 def split_prose(r: GradientReading) -> str:
-    """The two parts' diagonals, compared in words derived from the printed numbers."""
+    """The two parts' diagonals, and which way the query keys' part pushes the diagonal, said by its
+    printed sign against the prediction (down): the words derived from the printed numbers."""
     ctx, qry = r.split_stats.loc["context", "diag_mean"], r.split_stats.loc["query", "diag_mean"]
+    claim = next(c for c in CH10_CLAIMS if c.id == "ch10.query_keys_push_down")
+    way = claims.compare(qry, 0.0, claim.spec, claims.Words("up", "down", "neither up nor down"))
+    verdict = "as predicted" if claim.rule.holds(qry) else "against the prediction that it pushes it down"
     return (
-        f"Diagonal mean of the context keys' part: **{ctx:.3g}**; of the query keys' part: **{qry:.3g}**, "
-        f"{claims.compare(abs(qry), abs(ctx), '.3g', claims.Words('larger in size than', 'smaller in size than', 'as large as'))} "
+        f"Diagonal mean of the context keys' part: **{ctx:.3g}**; of the query keys' part: "
+        f"**{claim.rule.shown(qry, claim.spec)}**: the query keys push the diagonal {way}, {verdict}. In size the "
+        f"query keys' part is "
+        f"{claims.compare(abs(qry), abs(ctx), '.3g', claims.Words('larger than', 'smaller than', 'as large as'))} "
         "the context keys'."
     )
 
@@ -246,7 +248,7 @@ def premise_prose(r: GradientReading) -> str:
     rules: the identity shape already there; the form without the shape because the directions are
     not yet distinct; the form with directions as distinct as at the end; no form."""
     early_cos, final_cos = r.spread_checkpoint["mean_abs_cos"], r.spread_final["mean_abs_cos"]
-    form = gradient_form(r.form).holds
+    form = gradient_form(r.form)
     if gradient_identity(r.ratio):
         case = "Here the gradient already has the identity shape at the checkpoint."
     elif form and early_cos > final_cos:
@@ -274,35 +276,46 @@ def premise_prose(r: GradientReading) -> str:
 
 
 # ------------------------------------------------------------------------------ over seeds
-def seeds_table(seeds: dict[int, GradientReading], bound: Collection[int]) -> pd.DataFrame:
-    """Per seed: whether it bound (a seed in ``bound``; the others are read at their last step and
-    not counted), its checkpoint, the gradient block's ratio, its correlation with (UUᵀ)² and
-    whether the gradient-form claim's rule holds there."""
+def seeds_table(
+    seeds: dict[int, GradientReading], bound: Collection[int], released: GradientReading, opened: int
+) -> pd.DataFrame:
+    """One row per seed (whether it bound; a seed that never bound is read at its last step) and
+    one for the released run: its checkpoint, the gradient block's ratio and rows with the diagonal
+    as maximum, its correlation with (UUᵀ)² and whether the gradient-form claim's rule holds there,
+    its correlation with the learned block, and the query keys' diagonal mean (its sign printed)."""
+    spec = next(c.spec for c in CH10_CLAIMS if c.id == "ch10.query_keys_push_down")
+    runs = [(f"seed {s}" + (" (opened)" if s == opened else ""), s in bound, r) for s, r in seeds.items()]
+    runs.append(("released run", True, released))
     return pd.DataFrame(
         [
             {
-                "seed": s,
-                "bound": s in bound,
+                "run": name,
+                "bound": did,
                 "step": r.step,
                 "ratio": r.ratio,
+                "rows with diagonal max": f"{r.stats.loc[GRADIENT, 'rows_diag_max']:.0%}",
                 "similarity": r.form,
-                "form": gradient_form(r.form).holds,
+                "form": gradient_form(r.form),
+                "with the learned block": f"{r.learned:.2f}",
+                "query keys' diagonal": claims.fmt(r.split_stats.loc["query", "diag_mean"], spec),
             }
-            for s, r in seeds.items()
+            for name, did, r in runs
         ]
     )
 
 
 def seeds_prose(ev: dict[str, Evidence], dissected: int, seeds: Sequence[int]) -> str:
     """How the dissected seed's correlation compares with that of every seed that bound (the
-    claim's values), of the stack's ``seeds``, and what the one rule says."""
+    claim's values), of the stack's ``seeds``, what the one rule says, and what the gradient reads on
+    the seeds that never bound (its own claim)."""
     e = ev["ch10.gradient_form"]
     values = dict(e.rebuild)
-    unbound = [s for s in seeds if s not in values]
+    unbound = ev["ch10.unbound_against_identity"]
     left = (
-        f" {common.not_bound(unbound, 'by the last step')}: with no jump there is no checkpoint before it, so the table shows "
-        f"{'their' if len(unbound) > 1 else 'its'} last step, not counted."
-        if unbound
+        f" {common.not_bound([s for s, _ in unbound.rebuild], 'by the last step')}: with no jump there is no "
+        f"checkpoint before it, so the table reads {'them' if len(unbound.rebuild) > 1 else 'it'} at the last step, "
+        "where layer 1 has written its variable directions."
+        if unbound.rebuild
         else ""
     )
     if not values:
@@ -331,7 +344,7 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
     chapter's claims hold on each (each by its own rule)."""
 
     def column(r: GradientReading) -> list[str]:
-        holding = claims_table.holding(CH10_CLAIMS, r)
+        held, tested = claims_table.holding(CH10_CLAIMS, r)
         return [
             f"{r.step:,}",
             f"{r.ratio:.2f}",
@@ -339,7 +352,7 @@ def comparison_table(rebuild: GradientReading, released: GradientReading) -> pd.
             f"{r.form:.2f}",
             f"{r.learned:.2f}",
             f"{r.spread_checkpoint['mean_abs_cos']:.2f}",
-            f"{holding} of {len(CH10_CLAIMS)}",
+            f"{held} of {tested}",
         ]
 
     return pd.DataFrame(

@@ -16,7 +16,7 @@ import pandas as pd
 
 import mechbook
 from mechbook import viz
-from mechbook.assign_add.claims import LEVEL
+from mechbook.assign_add.claims import LEVEL, TWO_VAR_FIT, fits
 from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import ModelConfig
 from mechbook.assign_add.readings import last_run_reading, sweep_numbers
@@ -37,7 +37,7 @@ from mechbook.chapters.common import record_all as record_numbers
 from mechbook.claims import Evidence, Words, compare, fmt, record_claims
 
 STEM = "11_how_much_data"
-SUMMARY_COLUMNS = ["knob", "value", "seed", "score", "control", "train_loss", "converged", "0var_heldout", "2var_train"]
+SUMMARY_COLUMNS = ["knob", "value", "seed", "score", "control", "train_loss", "2var_train", "fits", "0var_heldout"]
 
 ChapterConfig = SweepsConfig
 """The chapter's config is the two sweeps' config (:class:`~mechbook.assign_add.sweeps.SweepsConfig`)."""
@@ -66,6 +66,13 @@ def resolve(profile: str, steps: int | None = None, seed: int | None = None) -> 
         r_train__model__seed=seed,
         seeds=seeds,
     )
+
+
+def summary_frame(sw: Sweeps) -> pd.DataFrame:
+    """Every run of both sweeps, one row each (:data:`SUMMARY_COLUMNS`), with whether it fit its
+    training data (:func:`~mechbook.assign_add.claims.fits`)."""
+    runs = sw.runs
+    return runs.assign(fits=fits(runs))[SUMMARY_COLUMNS]
 
 
 def _run_prose(name: str, t: TrainConfig) -> str:
@@ -118,8 +125,8 @@ def _size_prose(cfg: ChapterConfig) -> str:
     return (
         f"  \nThe sweeps' model is d_model = {model.d_model} against the paper's {paper.d_model} (chapter 8 trains the "
         "paper's): where a threshold lies, its distance from the paper's and whether it moves with training length "
-        "may be the smaller model's and not the data's, so the threshold claims are confounded with the model size "
-        "here; the paper profile's full-size sweeps decide them."
+        "may be the smaller model's and not the data's; the paper profile's full-size sweeps test the paper's "
+        "thresholds at the paper's size."
     )
 
 
@@ -150,21 +157,28 @@ def _crossing_prose(reading: SweepReading, name: str) -> str:
     )
 
 
-def _convergence_prose(reading: SweepReading, name: str) -> str:
-    """Where the runs of a sweep stopped, and which end above the loss bound."""
-    late = reading.unconverged
+def _convergence_prose(reading: SweepReading, runs: pd.DataFrame, name: str) -> str:
+    """Where the runs of a sweep (``runs``, its runs frame) stopped, and which did not fit their
+    training data (:func:`~mechbook.assign_add.claims.fits`: the loss bound, and for r also the 2-var
+    training accuracy)."""
     ends = sorted(reading.ends)
     where = (
         f"The {name} runs were read at step {ends[0]:,}"
         if ends[0] == ends[-1]
         else f"The {name} runs were read at steps {ends[0]:,} to {ends[-1]:,} (median {statistics.median(ends):,g})"
     )
-    if not late:
-        return f"{where}; every {name} run ends at a training loss ≤ {LOSS_BOUND}."
-    listed = ", ".join(f"{name} = {v:g} (seed {s}: {fmt(loss, '.2f')})" for v, s, loss in late)
+    rule = f"a training loss ≤ {LOSS_BOUND}" + (f" and 2-var training accuracy ≥ {TWO_VAR_FIT}" if name == "r" else "")
+    unfit = runs[~fits(runs)]
+    if not len(unfit):
+        return f"{where}; every {name} run ends at {rule}."
+    listed = ", ".join(
+        f"{name} = {v:g} (seed {s}: loss {fmt(loss, '.2f')}"
+        + (f", 2-var training {fmt(two, '.2f')})" if name == "r" else ")")
+        for v, s, loss, two in zip(unfit["value"], unfit["seed"], unfit["train_loss"], unfit["2var_train"])
+    )
     return (
-        f"{where}. {len(late)} of {len(reading.losses)} {name} runs end above the loss bound {LOSS_BOUND}, so they had not "
-        f"fit their training data and their scores are not the converged model's: {listed}."
+        f"{where}. {len(unfit)} of {len(runs)} {name} runs do not end at {rule}, so they had not fit their training "
+        f"data and their scores are not the fitted model's: {listed}."
     )
 
 
@@ -213,11 +227,13 @@ def thresholds_prose(sw: Sweeps, ev: dict[str, Evidence]) -> str:
         + _crossing_prose(sw.r_heldout, "r")
         + versus_prose(sw.r_heldout.threshold, sw.r.threshold)
         + "\n\n"
-        + _convergence_prose(sw.f, "f")
+        + _convergence_prose(sw.f, sw.f_runs, "f")
         + " "
-        + _convergence_prose(sw.r, "r")
+        + _convergence_prose(sw.r, sw.r_runs, "r")
         + " "
         + ev["ch11.sweeps_converged"].sentence()
+        + " "
+        + ev["ch11.r_runs_fit"].sentence()
         + _dips_prose(sw.f, "f")
         + _dips_prose(sw.r, "r")
     )
@@ -236,20 +252,27 @@ def _lines(reading: SweepReading) -> pd.DataFrame:
 
 
 def finding(reading: SweepReading, what: str) -> list[str]:
-    """A sweep chart's two-line title, from its threshold."""
-    star = reading.threshold
-    first = (
-        f"{what} from {reading.knob} ≈ {star:.2f} on" if not math.isnan(star) else f"{what}: never {reading.level} here"
-    )
-    return [first, f"(red: threshold; dashed: level {reading.level}; crosses: loss > {reading.loss_bound})"]
+    """A sweep chart's two-line title, from its per-seed thresholds: the median where every seed
+    reaches the level, how many seeds do (and where) otherwise."""
+    n, reached = len(reading.thresholds), reading.reached
+    if len(reached) == n:
+        first = f"{what} from {reading.knob} ≈ {reading.threshold:.2f} on" + (
+            f" (median of {n} seeds)" if n > 1 else ""
+        )
+    elif reached:
+        at = ", ".join(f"{t:.2f}" for t in reached)
+        first = f"{what}: {len(reached)} of {n} seeds reach {reading.level} (at {reading.knob} ≈ {at})"
+    else:
+        first = f"{what}: no seed reaches {reading.level} here"
+    return [first, f"(red: threshold; dashed: level {reading.level}; crosses: runs that did not fit)"]
 
 
 def sweep_chart(
     runs: pd.DataFrame, reading: SweepReading, knob_title: str, score_title: str, title: list[str]
 ) -> alt.LayerChart:
-    """Score against knob value: the mean over seeds, each run as a point (a cross where its run
-    ended above the loss bound), chance and the best constant answer, the level dashed and the
-    threshold in red."""
+    """Score against knob value: the mean over seeds, each run as a point (a cross where the run did
+    not fit its training data, :func:`~mechbook.assign_add.claims.fits`), chance and the best
+    constant answer, the level dashed and the threshold in red."""
     lines = (
         alt.Chart(_lines(reading))
         .mark_line(point=False)
@@ -262,7 +285,7 @@ def sweep_chart(
         )
     )
     points_frame = runs.assign(
-        run=runs["converged"].map({True: "converged", False: f"loss > {reading.loss_bound}"}),
+        run=fits(runs).map({True: "fit its data", False: "did not fit"}),
         accuracy=runs[reading.column],
     )[["value", "seed", "accuracy", "run", "train_loss"]]
     points = (
@@ -274,7 +297,7 @@ def sweep_chart(
             shape=alt.Shape(
                 "run:N",
                 title=None,
-                scale=alt.Scale(domain=["converged", f"loss > {reading.loss_bound}"], range=["circle", "cross"]),
+                scale=alt.Scale(domain=["fit its data", "did not fit"], range=["circle", "cross"]),
                 legend=alt.Legend(orient="bottom"),
             ),
             tooltip=[

@@ -18,17 +18,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook import claims
+from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import fourier, release
+from mechbook.assign_add import readings as readings_module
 from mechbook.assign_add.circuit_readings import (
     POOL_SEED,
-    CircuitReadings,
     answer_accuracy,
     output_norms,
     read_circuits,
 )
 from mechbook.assign_add.claims import CH09_CLAIMS
 from mechbook.assign_add.model import AssignAddModel
-from mechbook.assign_add.readings import FrequencyControls, frequency_controls
+from mechbook.assign_add.readings import Circuits, Restriction
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
@@ -78,7 +79,19 @@ def _circle_model(k: int | None) -> AssignAddModel:
 CIRCLE_PCA = fourier.embedding_pca(_circle_model(3), 59)
 
 
-def readings(scale: float = 1.0, **changes) -> CircuitReadings:
+RESTRICTION = Restriction(
+    keys=(5, 11),
+    full=0.999,
+    full_loss=0.01,
+    kept=0.995,
+    kept_loss=0.02,
+    random=(0.6, 0.3),
+    random_sets=((5, 7), (1, 2)),
+    nonkey=(0.05,),
+)
+
+
+def readings(scale: float = 1.0, **changes) -> Circuits:
     """A synthetic reading; ``scale`` multiplies a few numbers so two runs differ."""
     maps = np.stack([_cos_map(11, 0.3, 1.0), _cos_map(11, 1.0, 0.0), _cos_map(5, 0.0, 0.0)])
     probes = pd.DataFrame(
@@ -114,8 +127,10 @@ def readings(scale: float = 1.0, **changes) -> CircuitReadings:
         },
         answer_accuracy=0.5,
         output_norms=pd.DataFrame({"k": [0, 5, 11], "norm": [0.1, 2.0, 1.0]}),
+        restriction=dataclasses.replace(RESTRICTION, kept=min(1.0, 0.995 * scale)),
+        positional_chance=0.2,
     )
-    return CircuitReadings(**{**base, **changes})
+    return Circuits(**{**base, **changes})
 
 
 # ------------------------------------------------------------------------------ the claims
@@ -126,15 +141,17 @@ def test_evidence_reads_each_claim_from_its_reading():
     assert dict(ev["ch09.value_reads_variable"].rebuild) == {0: pytest.approx(0.7), 7: pytest.approx(1.4)}
     assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.95)] * 2
     assert ev["ch09.one_adder_specific"].values == [pytest.approx(0.15)] * 2
-    assert ev["ch09.key_frequencies_suffice"].release == pytest.approx(0.15 / 2.0)
+    assert ev["ch09.key_frequencies_suffice"].values == [pytest.approx(0.995), 1.0]
     assert ev["ch09.probe_answer"].values == [pytest.approx(0.45 - 0.5), pytest.approx(0.9 - 0.5)]
     assert ev["ch09.fourier_neurons"].values == [0.0, 0.0]  # three neurons: no tenth best
     assert ev["ch09.ov2_attention_output"].release == pytest.approx(0.3)
     assert ev["ch09.previous_token_positional"].release == pytest.approx(6.0 / 8.0)
-    assert ev["ch09.random_frequencies_fail"].release == 2.0 and ev["ch09.nonkey_frequencies_fail"].release == 4.0
+    assert ev["ch09.random_frequencies_fail"].release == 0.6 and ev["ch09.nonkey_frequencies_fail"].release == 0.05
+    assert ev["ch09.positions_pick_previous"].release == pytest.approx(0.25 - 0.2)
     assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
-    assert ev["ch09.most_common_frequency"].rebuild == () and ev["ch09.most_common_frequency"].release == 11
-    assert ev["ch09.eq_reads_needed"].verdict == "not reproduced"  # no run holds: a partly threshold lends nothing
+    assert dict(ev["ch09.most_common_frequency"].rebuild) == {0: True, 7: True}  # both sides are read
+    assert ev["ch09.most_common_frequency"].release is True
+    assert ev["ch09.eq_reads_needed"].verdict == "not reproduced"  # 0.8 on every run: the paper's 0.9 is the rule
 
 
 def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):
@@ -145,29 +162,29 @@ def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):
 
 
 def test_the_ablation_prose_draws_the_random_sets_conclusion():
-    def prose(random_best: float, nonkey_best: float) -> str:
-        ab = fourier.Ablation(0.014, 9, 1.5e-11, 10.7, (random_best, 5.0), ((1, 2), (3, 4)), (nonkey_best,), (11, 2))
-        return ch09.ablation_prose(readings(ablation=ab), "The released model", 59)
+    def prose(kept: float, random_best: float) -> str:
+        r = dataclasses.replace(RESTRICTION, kept=kept, random=(random_best, 0.1))
+        return ch09.ablation_prose(readings(restriction=r), "The released model", 59)
 
-    released = prose(0.00488, 3.22)  # the released model's numbers
-    assert "also leaves a low loss" in released and "no set without key frequencies does (3.22 at best)" in released
-    assert "sets without any of them leave a low loss too" in prose(0.00488, 0.01)
-    assert "singles them out" in prose(2.5, 3.22) and "also leaves" not in prose(2.5, 3.22)
+    assert "Only the key frequencies keep the model at 99%" in prose(0.997, 0.614)
+    assert "A random set also keeps the model at 99%" in prose(0.997, 0.995)
+    assert "Even the key frequencies alone leave the model below 99%" in prose(0.9, 0.5)
+    assert "answers 61.4% at best over 2 sets (that set holds 1 of the key frequencies)" in prose(0.997, 0.614)
 
 
-def test_frequency_controls_read_each_set_by_its_claims_rule():
-    def controls(random_best: float, nonkey: tuple[float, ...]) -> FrequencyControls:
-        return frequency_controls(fourier.Ablation(0.014, 9, 1.5e-11, 10.7, (random_best,), ((1, 2),), nonkey, (11,)))
+def test_most_common_frequency_is_a_strict_lead():
+    def found(counts: dict[int, int]) -> fourier.FourierNeurons:
+        frame = pd.DataFrame({"k": list(counts), "neurons": list(counts.values())})
+        return fourier.FourierNeurons(frame, frame, frame, frame)
 
-    rules = {c.id: c.rule for c in CH09_CLAIMS}
-    assert controls(2.5, (3.22,)) == FrequencyControls(True, True)
-    assert controls(0.00488, (0.01,)) == FrequencyControls(False, False)
-    assert controls(0.00488, ()) == FrequencyControls(False, None)  # no frequency outside the key ones
-    assert rules["ch09.random_frequencies_fail"].holds(2.5) and not rules["ch09.nonkey_frequencies_fail"].holds(0.01)
+    assert aa_claims.leads(found({11: 10, 2: 8}), 11) is True
+    assert aa_claims.leads(found({11: 8, 2: 8}), 11) is False  # a tie is not a lead
+    assert aa_claims.leads(found({2: 12, 11: 3}), 11) is False
+    assert aa_claims.leads(found({}), 11) is None
 
 
 def test_claims_without_key_frequencies_are_untested():
-    none = readings(ablation=fourier.Ablation(4.1, 0))
+    none = readings(ablation=fourier.Ablation(4.1, 0), restriction=None)
     ev = evidence(CH09_CLAIMS, Runs({0: none}, None))
     assert ev["ch09.key_frequencies_suffice"].verdict == "untested"
     assert "nothing to restrict to" in ev["ch09.random_frequencies_fail"].sentence()
@@ -179,9 +196,10 @@ def test_summary_and_verdict_table_follow_the_evidence():
     for claim in CH09_CLAIMS:
         assert table.loc[claim.statement, "verdict"] == ev[claim.id].verdict
     text = ch09.summary_prose(ev)
-    counts = table.verdict.value_counts()
-    assert f"{counts.get('reproduced', 0)} hold on every seed" in text
-    assert f"{counts.get('not reproduced', 0)} do not hold" in text
+    for verdict, n in table.verdict.value_counts().items():
+        assert f"{n} {verdict}" in text
+    missed = [c.statement for c in CH09_CLAIMS if ev[c.id].verdict != "reproduced"]
+    assert all(f"“{m}”" in text for m in missed) and len(missed) > 0
 
 
 # ---------------------------------------------------------------------------------- prose
@@ -207,27 +225,60 @@ def test_composition_prose_never_contradicts_its_numbers(m, mm, o, sh):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.floats(1e-12, 10, allow_nan=False), st.floats(1e-6, 10, allow_nan=False), st.floats(0, 20))
-def test_ablation_prose_never_contradicts_its_numbers(restricted, full, excluded):
-    r = readings(ablation=fourier.Ablation(full, 9, restricted, excluded, (0.5, 1.0), ((1, 2), (3, 4)), (3.5,), (1, 3)))
-    text = ch09.ablation_prose(r, "The rebuild", 59)
-    word = claims.compare(restricted, full)
-    if f"{restricted:.3g}" == f"{full:.3g}":
-        assert word == "the same as"
-    else:
-        assert word == ("higher than" if restricted > full else "lower than")
-    assert f"{restricted:.3g} nats, {word} the {full:.3g} in full" in text
-    assert "0.5 at best over 2 draws (that draw holds 1 of the key frequencies); 1 random sets" in text
-    assert "non-key frequencies give 3.5 at best" in text
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 20))
+def test_ablation_prose_never_contradicts_its_numbers(kept, random_best, excluded):
+    ab = fourier.Ablation(0.01, 2, 1e-11, excluded, (0.5, 1.0), ((1, 2), (3, 4)), (3.5,), (5, 11))
+    restriction = dataclasses.replace(RESTRICTION, kept=kept, random=(random_best, 0.0))
+    text = ch09.ablation_prose(readings(ablation=ab, restriction=restriction), "The rebuild", 59)
+    assert f"the model answers {kept:.1%} of the 3,481 pairs" in text
+    assert f"it answers {random_best:.1%} at best over 2 sets" in text
+    rules = {c.id: c.rule for c in CH09_CLAIMS}
+    singled = rules["ch09.key_frequencies_suffice"].holds(kept) and rules["ch09.random_frequencies_fail"].holds(
+        random_best
+    )
+    assert ("they single out the adder's frequencies" in text) == singled
     ex_word = claims.compare(excluded, math.log(59), ".2f")
     assert f"{excluded:.3g} nats, {ex_word} the 4.08 of a uniform guess" in text
+
+
+def test_averaged_prose_explains_a_loss_below_the_models_own():
+    low = readings(ablation=fourier.Ablation(0.023, 2, 1.2e-12, 13.2, (0.127, 5.0), ((1, 2), (3, 4)), (5.2,), (5, 11)))
+    text = ch09.averaged_prose(low, low, 59)
+    assert "the other 58 pairs of the same sum" in text
+    assert "the rebuild 1.2e-12 nats on the key frequencies, lower than its 0.023 in full, and 0.127" in text
+    assert "the averaging at work" in text
+    high = readings(ablation=fourier.Ablation(0.01, 2, 0.5, 13.2, (0.7, 5.0), ((1, 2), (3, 4)), (5.2,), (5, 11)))
+    assert "averaging at work" not in ch09.averaged_prose(high, high, 59)
+
+
+def test_positional_verdict_prose_says_where_the_paper_fails():
+    released = readings(prev_share=0.18, positional_chance=0.191)
+    seeds = {
+        0: readings(prev_share=0.09, positional_chance=0.191),
+        1: readings(prev_share=0.91, positional_chance=0.191),
+    }
+    text = ch09.positional_verdict_prose(evidence(CH09_CLAIMS, Runs(seeds, released)))
+    assert text.startswith("The paper's purely positional claim fails on the authors' own released model")
+    assert "no more often than chance" in text and "every one of the rebuild's 2 seeds too" in text
+    assert "positions alone beat chance on 1 of the 2" in text
+    holding = readings(qk1_split={**readings().qk1_split, "positional_share": 0.95})
+    assert ch09.positional_verdict_prose(evidence(CH09_CLAIMS, Runs({0: holding}, holding))) == ""
+
+
+def test_seeds_table_has_a_row_per_bound_seed_and_the_release():
+    table = ch09.seeds_table({42: readings(), 2: readings(2.0)}, readings(), opened=2)
+    assert table["run"].tolist() == ["seed 42", "seed 2 (opened)", "released run"]
+    assert table["most common key frequency"].tolist() == ["11"] * 3
+    assert table["positions pick the previous key (chance)"].iloc[0] == "25% (20%)"
 
 
 def test_split_prose_names_the_largest_part():
     text = ch09.split_prose(readings(), "The rebuild", 12)
     assert text.startswith("The rebuild: the previous key out-scores the other keys by 4 on average")
     assert "(50% of the four parts' sizes)" in text and "the largest part is the position-position P QK₁ Pᵀ" in text
-    assert "in 25% of the context query positions 1-11" in text
+    assert "in 25.0% of the context query positions 1-11, above the 20.0% of chance" in text
+    at = readings(prev_share=0.2)
+    assert "at the 20.0% of chance" in ch09.split_prose(at, "x", 12)
     tok = readings(qk1_split={**readings().qk1_split, "token": 9.0})
     assert "largest part is the token-token" in ch09.split_prose(tok, "x", 12)
 
@@ -295,7 +346,8 @@ def test_positional_frame_and_chart_title():
     frame = ch09.positional_frame(scores)
     assert len(frame) == 10 and (frame["key"] <= frame["query"]).all()
     assert frame.set_index(["query", "key"]).loc[(3, 1), "score"] == 13.0
-    assert ch09.positional_chart(scores, 0.09).to_dict()["title"]["text"][1].endswith("tops 9% of context rows")
+    title = ch09.positional_chart(scores, 0.09, 0.191).to_dict()["title"]["text"][1]
+    assert title.startswith("the previous position tops 9% of context rows (chance 19%")
 
 
 def test_output_norms_chart_reads_the_models_weights(model):
@@ -320,15 +372,13 @@ def test_tables_put_each_run_in_its_column():
     assert table.loc[ch09.COMPARED["top_frequencies"], "this rebuild"] == "11, 5"
     split = ch09.split_table(readings(), readings(scale=2.0)).set_index("part of the previous key's score margin")
     assert split.loc[ch09.SPLIT_LABELS["positional"]].tolist() == ["4", "2"]
-    ab = ch09.ablation_table(readings(), readings(ablation=fourier.Ablation(4.1, 0))).set_index(
-        "loss on all N² queries n m = (nats)"
+    ab = ch09.ablation_table(readings(), readings(ablation=fourier.Ablation(4.1, 0), restriction=None)).set_index(
+        "on all N² queries n m ="
     )
-    assert ab.loc["key frequencies removed (excluded)"].tolist() == ["none", "5"]
-    assert ab.loc["as many random frequencies only (control, lowest to highest draw)"].tolist() == ["none", "2 to 3"]
-    assert ab.loc["as many random non-key frequencies only (control, lowest to highest draw)"].tolist() == [
-        "none",
-        "4 to 4",
-    ]
+    assert ab.loc["key frequencies (count)"].tolist() == ["0", "2"]
+    assert ab.loc[ch09.RESTRICTION_ROWS[1]].tolist() == ["none", "99.5%"]
+    assert ab.loc[ch09.RESTRICTION_ROWS[2]].tolist() == ["none", "30.0% to 60.0%"]
+    assert ab.loc[ch09.RESTRICTION_ROWS[6]].tolist() == ["none", "5"]
 
 
 def test_embedding_chart_title_follows_the_one_circle_verdict():
@@ -404,3 +454,45 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
 def test_config_rejects_bad_sizes():
     with pytest.raises(ValueError, match="gallery"):
         dataclasses.replace(ch09.CONFIGS["smoke"], gallery=0)
+
+
+# ------------------------------------------------------------- the book's frequency restriction
+N = 59
+
+
+def _sum_logits(*ks: int) -> np.ndarray:
+    """Logits (N², N) that are a pure function of n + m: cos(2 pi k (n + m - r) / N) summed over ``ks``."""
+    n, m = np.divmod(np.arange(N * N), N)
+    r = np.arange(N)
+    return sum(np.cos(2 * math.pi * k * ((n + m)[:, None] - r[None, :]) / N) for k in ks)
+
+
+def test_positional_chance_is_the_mean_of_one_over_the_keys():
+    assert readings_module.positional_chance(2) == pytest.approx(1 / 2)
+    assert readings_module.positional_chance(3) == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert readings_module.positional_chance(12) == pytest.approx(0.191, abs=5e-4)
+
+
+def test_keeping_frequencies_keeps_each_pairs_own_part():
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=(N * N, N))
+    logits = _sum_logits(3, 7) + noise
+    kept = readings_module.keep_frequencies(logits, [3])
+    np.testing.assert_allclose(readings_module.keep_frequencies(logits, range(1, 30)), logits)
+    np.testing.assert_allclose(readings_module.keep_frequencies(kept, [3]), kept, atol=1e-9)  # a projection
+    # without the noise, keeping 3 leaves exactly the k = 3 part: the k = 7 part goes, nothing is averaged
+    np.testing.assert_allclose(readings_module.keep_frequencies(_sum_logits(3, 7), [3]), _sum_logits(3), atol=1e-9)
+    # keeping nothing leaves the pairs' own part: no sum frequency left in it, and most of the noise kept
+    own = readings_module.keep_frequencies(noise, [])
+    basis = fourier.sum_frequency_basis(N, list(range(1, 30)))
+    np.testing.assert_allclose(basis.T @ own, 0.0, atol=1e-9)
+    assert np.linalg.norm(own) > 0.95 * np.linalg.norm(noise)
+
+
+def test_restriction_singles_out_the_frequency_that_carries_the_sum():
+    found = readings_module.restriction(_sum_logits(3), [3], draws=4)
+    assert found.kept == 1.0 and found.full == 1.0 and found.keys == (3,)
+    assert found.nonkey_best < 0.1  # without k = 3 the logits are flat up to round-off: no better than a guess
+    assert all((acc == 1.0) == (3 in s) for acc, s in zip(found.random, found.random_sets))
+    assert readings_module.restriction(_sum_logits(3), []) is None
+    assert readings_module.direct_answers(_sum_logits(3))[0] == 1.0
