@@ -29,15 +29,23 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add import fourier
-from mechbook.assign_add.circuit_readings import RANDOM_DRAWS, CircuitReadings, read_circuits, read_seed_runs
+from mechbook.assign_add.circuit_readings import (
+    POOL_SEED,
+    RANDOM_DRAWS,
+    CircuitReadings,
+    read_circuits,
+    read_seed_runs,
+)
 from mechbook.assign_add.claims import CH10_CLAIMS, CH11_CLAIMS, TaskReadings, holding
 from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
 from mechbook.assign_add.probes import ProbeConfig
+from mechbook.assign_add.release import load_release
+from mechbook.assign_add.seeds import Dissected, SeedRuns, dissect, of_bound_seeds
 from mechbook.assign_add.sweeps import Sweeps, lowest_final_pool
 from mechbook.assign_add.task import POOL_NAMES, TWO_VAR, Task, TaskConfig
 from mechbook.assign_add.theory import GradientReading
-from mechbook.claims import Rule
+from mechbook.claims import Rule, Runs
 
 
 def read_task(cfg: TaskConfig, n_per_pool: int, seed: int) -> TaskReadings:
@@ -223,6 +231,42 @@ def read_seed_circuits(
         or with_book_readings(read[run.config.seed], load_model(run), task.cfg)
         for run in results
     }
+
+
+@dataclass(frozen=True)
+class CircuitsChapter:
+    """Everything chapter 9 reads: the seed stack (``dissected``), the opened run's ``model`` and
+    ``task``, the evaluation ``pools``, the :class:`Circuits` of the opened run (``rebuild``), of
+    every seed (``seeds``), of the seeds that bound (``bound``: what the claims read) and of the
+    authors' released model (``released``)."""
+
+    dissected: Dissected
+    model: torch.nn.Module
+    task: Task
+    pools: dict[str, tuple[np.ndarray, np.ndarray]]
+    rebuild: Circuits
+    seeds: dict[int, Circuits]
+    bound: dict[int, Circuits]
+    released: Circuits
+
+    @property
+    def runs(self) -> Runs:
+        """The claims' readings: the bound seeds' and the released run's."""
+        return Runs(self.bound, self.released)
+
+
+def read_circuits_chapter(runs: SeedRuns, per_pool: int, probe: ProbeConfig, n_patch: int) -> CircuitsChapter:
+    """Chapter 9's readings: the seed stack trained or loaded (:func:`~mechbook.assign_add.seeds.dissect`),
+    each seed's final model and the released model read on ``per_pool`` sequences per pool."""
+    dissected = dissect(runs)
+    model = load_model(dissected.run)
+    task = Task(dissected.run.config.task)
+    pools = task.eval_pools(per_pool, seed=POOL_SEED)
+    rebuild = read_book_circuits(model, task, pools, probe, n_patch)
+    seeds = read_seed_circuits(dissected.results, task, pools, probe, n_patch, {dissected.run.config.seed: rebuild})
+    released = read_book_circuits(load_release(), task, pools, probe, n_patch)
+    bound = of_bound_seeds(seeds, dissected.summary)
+    return CircuitsChapter(dissected, model, task, pools, rebuild, seeds, bound, released)
 
 
 def _ch10_rule(claim_id: str) -> Rule:
