@@ -596,8 +596,8 @@ def read_results(path: Path, sources: list[Path], cfg: ExecuteConfig) -> list[Ch
 
 
 def execute_lanes(cfg: ExecuteConfig, groups: list[tuple[str, list[Path]]]) -> list[ChapterResult]:
-    """Run each part of ``groups`` in its own process (:func:`lane_command`), at most
-    ``cfg.lanes`` at once; the results in book order."""
+    """Run each lane of ``groups`` in its own process (:func:`lane_command`), at most
+    ``cfg.lanes`` at once; the results lane by lane."""
     with tempfile.TemporaryDirectory(prefix="mechbook-lanes-") as tmp:
         pending = [(name, part, Path(tmp) / f"lane-{i}.json") for i, (name, part) in enumerate(groups)]
         running: list[tuple[subprocess.Popen, tuple[str, list[Path], Path]]] = []
@@ -660,7 +660,8 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
             print(line, flush=True)
     if len(groups) > 1:
         start = time.perf_counter()
-        results = execute_lanes(cfg, groups)
+        order = {source: i for i, source in enumerate(chosen)}
+        results = sorted(execute_lanes(cfg, groups), key=lambda r: order[r.source])
         _print_took(results, time.perf_counter() - start)
         return results
     prefix = f"{cfg.lane} " if cfg.lane else ""
