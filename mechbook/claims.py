@@ -31,7 +31,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Generic, Literal, TypeVar
 
 Verdict = Literal["reproduced", "partly", "released run only", "not reproduced", "confounded", "untested"]
-VERDICTS: tuple[Verdict, ...] = ("reproduced", "partly", "released run only", "not reproduced", "confounded", "untested")
+VERDICTS: tuple[Verdict, ...] = (
+    "reproduced",
+    "partly",
+    "released run only",
+    "not reproduced",
+    "confounded",
+    "untested",
+)
 """Every verdict, in the order the ledger counts them. ``released run only``: the claim fails on every
 seed of the rebuild and holds on the authors' released run; ``confounded``: a value was measured but
 the profile's budget confounds it (the reason says how), so it decides nothing."""

@@ -55,7 +55,9 @@ class PhaseRules:
 
     def __post_init__(self) -> None:
         if not self.phase3_pools:
-            raise ValueError("PhaseRules(phase3_pools=()) reads no pool, so phase 3 could never be found: name at least one")
+            raise ValueError(
+                "PhaseRules(phase3_pools=()) reads no pool, so phase 3 could never be found: name at least one"
+            )
         pool, fraction = one_of(POOL_NAMES), between(0.0, 1.0)
         check_fields(
             self,
@@ -168,7 +170,7 @@ def lift(
     if not found:
         return None, None
     smooth = pd.Series(acc).rolling(rules.smooth, center=True, min_periods=1).mean().to_numpy()
-    for start, end, level in found:
+    for _, end, _ in found:
         later = np.nonzero((steps > end) & (smooth >= rules.refined))[0]
         if later.size:
             step = int(steps[later[0]])

@@ -530,9 +530,11 @@ def plan_lines(
             per_lane.append((name, start))
             lines.append(f"  {name} (~{format_seconds(start)}): " + (", ".join(steps) or "nothing to run"))
         seconds = max(t for _, t in per_lane)
-        parallel = f" with {len(groups)} lanes at once (" + ", ".join(
-            f"{name} ~{format_seconds(t)}" for name, t in per_lane
-        ) + ")"
+        parallel = (
+            f" with {len(groups)} lanes at once ("
+            + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_lane)
+            + ")"
+        )
     if not to_run:
         lines.append("ETA: nothing to run")
     elif unknown and len(unknown) == len(to_run):

@@ -314,7 +314,9 @@ def phases_prose(phases: Phases, rules: PhaseRules) -> str:
     elif phases.phase2 is None:
         lines.append("- **phase 3**: not looked for (it is defined after phase 2)")
     else:
-        lines.append(f"- **phase 3**: absent (no misplaced-variable pool plateaued below {rules.refined} after phase 2)")
+        lines.append(
+            f"- **phase 3**: absent (no misplaced-variable pool plateaued below {rules.refined} after phase 2)"
+        )
     return "\n".join(lines)
 
 
@@ -836,7 +838,11 @@ def seed_outcomes_prose(d: Dynamics) -> str:
     rel = d.release.plateau.lagging_slots
     plateau = (
         f"A phase-3 plateau is found in {len(slots)} of {n} seeds; the (variable, slot) cases that lag on it: {named}. "
-        + (f"On the released run: {', '.join(rel) or 'none'}." if rel is not None else "The released run has no plateau here.")
+        + (
+            f"On the released run: {', '.join(rel) or 'none'}."
+            if rel is not None
+            else "The released run has no plateau here."
+        )
     )
     return (
         f"At step {steps:,}, over the {n} seeds: the 2-var union (paper-weighted) "

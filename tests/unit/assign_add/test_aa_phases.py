@@ -112,7 +112,9 @@ def test_a_recovery_from_a_collapse_is_no_refinement():
     h = synthetic(t3=None)
     both = h.pool == "2var_misplaced_both"
     steps = h.loc[both, "step"].to_numpy()
-    h.loc[both, "accuracy"] = np.interp(steps, [0, 5400, 7000, 7200, 8100, 8400, 20000], [0.3, 0.5, 0.5, 0.02, 0.02, 0.5, 0.5])
+    h.loc[both, "accuracy"] = np.interp(
+        steps, [0, 5400, 7000, 7200, 8100, 8400, 20000], [0.3, 0.5, 0.5, 0.02, 0.02, 0.5, 0.5]
+    )
     ph = detect_phases(h)
     assert ph.phase3 is None and ph.phase3_status == "plateau, not refined"
     assert ph.plateau[1] >= 19_000, "the plateau reported is the one the run sits on at its end"
@@ -174,7 +176,6 @@ def test_the_rule_dates_each_stored_seed_as_the_paper_defines_refinement():
     assert seed2.phase3 is None and seed2.phase3_status == "plateau, not refined"
     assert 0.7 < seed2.plateau[2] < 0.8 and seed2.plateau[1] >= 19_000
     assert phases[0].phase3_status == phases[3].phase3_status == "absent" and phases[0].phase2 is None
-
 
 
 def test_a_small_rise_is_not_a_binding_phase():

@@ -196,7 +196,11 @@ def test_write_keeps_the_verdicts_of_a_chapter_without_a_valid_run(repo):
     assert yaml.safe_load(path.read_text())["smoke"]["ch01.overlap"] == "reproduced"
     assert kept == ["book/p1/01_fake.ipynb: kept as it was (the chapter was not executed in profile smoke)"]
     problems, _ = ledger.check_claims(chapters, {"ch08.jump_step": "maybe"}, "smoke")
-    assert any("has verdict 'maybe'; use one of reproduced, partly, released run only, not reproduced, confounded, untested" in p for p in problems)
+    assert any(
+        "has verdict 'maybe'; use one of reproduced, partly, released run only, not reproduced, confounded, untested"
+        in p
+        for p in problems
+    )
 
 
 def test_declared_claims_come_from_the_part_tables(repo):
