@@ -228,10 +228,21 @@ def baseline_frame(baselines: PoolBaselines, modulus: int) -> pd.DataFrame:
 
 
 def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
-    """The curves chart's title: the detected phases, or what the run reached without them."""
+    """The curves chart's title: the detected phases (phase 3, or the plateau the run ends on), or
+    what the run reached without them."""
     if phases.phase1 is not None and phases.phase2 is not None:
         order = claims.order(phases.phase1, phases.phase2)
-        return f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
+        third = (
+            f"; refinement (phase 3, step {phases.phase3:,})"
+            if phases.phase3 is not None
+            else f"; the misplaced pools stay on their plateau ({phases.plateau[2]:.2f}) to the end"
+            if phases.phase3_status == "plateau, not refined"
+            else ""
+        )
+        return (
+            f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
+            + third
+        )
     last = acc.iloc[-1]
     return (
         f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "

@@ -296,6 +296,16 @@ def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
     assert spec["width"] == "container"
 
 
+def test_curves_title_names_phase_3_or_the_plateau_the_run_ends_on():
+    acc = pd.DataFrame({"0var_train": [1.0], "1var_train": [1.0]}, index=[20000])
+    refined = Phases(400, 3500, 0.2, 7100, "refined", "1var_misplaced", (5200, 6500, 0.8))
+    assert ch08.curves_title(refined, acc, 59).endswith("; refinement (phase 3, step 7,100)")
+    stuck = Phases(400, 3500, 0.2, None, "plateau, not refined", "1var_misplaced", (8200, 19000, 0.765))
+    assert ch08.curves_title(stuck, acc, 59).endswith("the misplaced pools stay on their plateau (0.77) to the end")
+    none = Phases(400, 3500, 0.2, None, "absent", None, None)
+    assert ch08.curves_title(none, acc, 59).endswith("(phase 2, step 3,500)")
+
+
 @pytest.mark.parametrize("status", ["refined", "plateau, not refined", "absent"])
 def test_phases_prose_follows_the_status(status):
     plateau = (1000, 2500, 0.5) if status != "absent" else None
