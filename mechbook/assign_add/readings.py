@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mechbook.assign_add import fourier
+from mechbook.assign_add import fourier, theory
 from mechbook.assign_add.circuit_readings import (
     POOL_SEED,
     RANDOM_DRAWS,
@@ -36,7 +36,7 @@ from mechbook.assign_add.circuit_readings import (
     read_circuits,
     read_seed_runs,
 )
-from mechbook.assign_add.claims import CH10_CLAIMS, CH11_CLAIMS, TaskReadings, holding
+from mechbook.assign_add.claims import CH10_CLAIMS, CH11_CLAIMS, GradientRuns, TaskReadings, holding
 from mechbook.assign_add.config import TrainResult, load_model
 from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
 from mechbook.assign_add.probes import ProbeConfig
@@ -267,6 +267,46 @@ def read_circuits_chapter(runs: SeedRuns, per_pool: int, probe: ProbeConfig, n_p
     released = read_book_circuits(load_release(), task, pools, probe, n_patch)
     bound = of_bound_seeds(seeds, dissected.summary)
     return CircuitsChapter(dissected, model, task, pools, rebuild, seeds, bound, released)
+
+
+@dataclass(frozen=True)
+class CompositionChapter:
+    """Everything chapter 10 reads: the seed stack (``dissected``), the opened run's ``task``, the
+    training ``batch`` the gradients average over (and its 0-var part, ``zero_batch``), the
+    :class:`~mechbook.assign_add.theory.GradientReading` of every seed (``seeds``), of the opened run
+    (``rebuild``), of the seeds that bound (``bound``) and of the released run (``released``)."""
+
+    dissected: Dissected
+    task: Task
+    batch: tuple[torch.Tensor, torch.Tensor]
+    zero_batch: tuple[torch.Tensor, torch.Tensor]
+    seeds: dict[int, GradientReading]
+    rebuild: GradientReading
+    bound: dict[int, GradientReading]
+    released: GradientReading
+
+    @property
+    def runs(self) -> GradientRuns:
+        """The claims' readings: the bound seeds', the released run's and the unbound seeds'."""
+        return GradientRuns.of(self.seeds, self.bound, self.released)
+
+
+def read_composition_chapter(
+    runs: SeedRuns, per_pool: int, pool_seed: int, release_steps: Sequence[int] | None, release_per_pool: int
+) -> CompositionChapter:
+    """Chapter 10's readings: the seed stack trained or loaded, each seed's gradient reading
+    (:func:`~mechbook.assign_add.theory.read_run`) on ``per_pool`` training sequences per pool drawn
+    with ``pool_seed``, and the released run's at its checkpoints ``release_steps``."""
+    dissected = dissect(runs)
+    result = dissected.run
+    task = Task(result.config.task)
+    pools = task.eval_pools(per_pool, seed=pool_seed)
+    batch, zero_batch = theory.pool_batch(pools), theory.pool_batch(pools, ["0var_train"])
+    seeds = {run.config.seed: theory.read_run(run, batch, zero_batch, runs.rules) for run in dissected.results}
+    rebuild = seeds.get(result.config.seed) or theory.read_run(result, batch, zero_batch, runs.rules)
+    released = theory.read_release(release_steps, release_per_pool, task.cfg, batch, zero_batch, runs.rules)
+    bound = of_bound_seeds(seeds, dissected.summary)
+    return CompositionChapter(dissected, task, batch, zero_batch, seeds, rebuild, bound, released)
 
 
 def _ch10_rule(claim_id: str) -> Rule:
