@@ -30,8 +30,8 @@ from mechbook.assign_add.measures import MeasureConfig, measures_over_training
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.plateau import Plateau, plateau_of, rebuild_case_history
 from mechbook.assign_add.probes import ProbeConfig
-from mechbook.assign_add.released import release_exact_scores
-from mechbook.assign_add.seeds import Dissected
+from mechbook.assign_add.released import release_exact_scores, release_run
+from mechbook.assign_add.seeds import Dissected, SeedRuns, dissect
 from mechbook.assign_add.task import Task
 from mechbook.validation import POSITIVE, at_least, check_fields
 
@@ -123,3 +123,12 @@ def read_dynamics(dissected: Dissected, released: TrainResult, settings: ReadSet
         seed_plateaus=seed_plateaus,
         baselines=pool_baselines(Task(run.config.task)),
     )
+
+
+def read_training_dynamics(
+    runs: SeedRuns, release_steps: Sequence[int] | None, release_per_pool: int, settings: ReadSettings
+) -> Dynamics:
+    """Chapter 8's readings from its configuration: the seed stack trained or loaded
+    (:func:`~mechbook.assign_add.seeds.dissect`), the released run read at ``release_steps`` on
+    ``release_per_pool`` sequences a pool, and :func:`read_dynamics` of both."""
+    return read_dynamics(dissect(runs), release_run(release_steps, release_per_pool), settings)
