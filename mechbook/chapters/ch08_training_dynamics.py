@@ -227,27 +227,22 @@ def baseline_frame(baselines: PoolBaselines, modulus: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> str:
-    """The curves chart's title: the detected phases (phase 3, or the plateau the run ends on), or
-    what the run reached without them."""
+def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> list[str]:
+    """The curves chart's title, one or two lines: the detected phases (then phase 3, or the
+    plateau the run ends on), or what the run reached without them."""
     if phases.phase1 is not None and phases.phase2 is not None:
         order = claims.order(phases.phase1, phases.phase2)
-        third = (
-            f"; refinement (phase 3, step {phases.phase3:,})"
-            if phases.phase3 is not None
-            else f"; the misplaced pools stay on their plateau ({phases.plateau[2]:.2f}) to the end"
-            if phases.phase3_status == "plateau, not refined"
-            else ""
-        )
-        return (
-            f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
-            + third
-        )
+        first = f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
+        if phases.phase3 is not None:
+            return [first, f"then refinement (phase 3, step {phases.phase3:,})"]
+        if phases.phase3_status == "plateau, not refined":
+            return [first, f"then the misplaced pools stay on their plateau ({phases.plateau[2]:.2f}) to the end"]
+        return [first]
     last = acc.iloc[-1]
-    return (
+    return [
         f"After {int(acc.index.max()):,} steps: 0-var train {last['0var_train']:.0%}, "
         f"1-var train {last['1var_train']:.0%} (chance {1 / modulus:.1%})"
-    )
+    ]
 
 
 def curves_chart(result: TrainResult, phases: Phases, baselines: PoolBaselines) -> alt.LayerChart:
@@ -628,7 +623,7 @@ def cases_chart(runs: dict[str, Plateau], baselines: PoolBaselines, ev: Evidence
         "misplaced",
         [
             title,
-            "Over the runs with a plateau, one slot lags in {} of {} ({}); chance is {:.3f}, the floor of every panel".format(
+            "One slot lags in {} of the {} runs with a plateau ({}); chance {:.3f}".format(
                 *held(ev), ev.word(), baselines.chance
             ),
         ],

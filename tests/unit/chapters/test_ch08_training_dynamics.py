@@ -286,9 +286,9 @@ def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
         spec = ch08.curves_chart(result, phases, BASELINES).to_dict()
         measures = ch08.measures_chart(fake_measures(sorted(result.checkpoints), 1.0), phases, 59).to_dict()
     if phases.phase2 is None:
-        assert spec["title"]["text"].startswith("After 600 steps") and "chance 1.7%" in spec["title"]["text"]
+        assert spec["title"]["text"][0].startswith("After 600 steps") and "chance 1.7%" in spec["title"]["text"][0]
     else:
-        assert "before binding in a jump (phase 2, step 400)" in spec["title"]["text"]
+        assert "before binding in a jump (phase 2, step 400)" in spec["title"]["text"][0]
     assert len(spec["layer"]) == 3 + 2 * (not phases.marks().empty)  # curves, level rules and labels, phase marks
     levels = json.dumps(spec)
     assert "chance (1/59)" in levels and "1-var: adds any context value" in levels
@@ -299,11 +299,12 @@ def test_accuracy_charts_show_chance_and_the_control(curve, zero_var):
 def test_curves_title_names_phase_3_or_the_plateau_the_run_ends_on():
     acc = pd.DataFrame({"0var_train": [1.0], "1var_train": [1.0]}, index=[20000])
     refined = Phases(400, 3500, 0.2, 7100, "refined", "1var_misplaced", (5200, 6500, 0.8))
-    assert ch08.curves_title(refined, acc, 59).endswith("; refinement (phase 3, step 7,100)")
+    assert ch08.curves_title(refined, acc, 59)[1] == "then refinement (phase 3, step 7,100)"
     stuck = Phases(400, 3500, 0.2, None, "plateau, not refined", "1var_misplaced", (8200, 19000, 0.765))
-    assert ch08.curves_title(stuck, acc, 59).endswith("the misplaced pools stay on their plateau (0.77) to the end")
+    assert ch08.curves_title(stuck, acc, 59)[1] == "then the misplaced pools stay on their plateau (0.77) to the end"
     none = Phases(400, 3500, 0.2, None, "absent", None, None)
-    assert ch08.curves_title(none, acc, 59).endswith("(phase 2, step 3,500)")
+    title = ch08.curves_title(none, acc, 59)
+    assert len(title) == 1 and title[0].endswith("(phase 2, step 3,500)")
 
 
 @pytest.mark.parametrize("status", ["refined", "plateau, not refined", "absent"])
@@ -423,7 +424,7 @@ def test_cases_prose_and_chart_say_what_the_plateau_is():
         assert "no phase-3 plateau" in text
     ev = evidence(CH08_CLAIMS, d)["ch08.plateau_one_slot"]
     spec = ch08.cases_chart(plateau, BASELINES, ev).to_dict()
-    assert spec["resolve"]["scale"]["x"] == "independent" and "chance is 0.017" in json.dumps(spec["title"])
+    assert spec["resolve"]["scale"]["x"] == "independent" and "chance 0.017" in json.dumps(spec["title"])
     assert "chance" not in json.dumps(spec["data"] if "data" in spec else spec.get("datasets", {})), "chance is no case"
 
 
@@ -437,7 +438,7 @@ def test_cases_prose_names_the_lagging_cases():
     ev = by_id(CH08_CLAIMS)["ch08.plateau_one_slot"].evidence({}, release=run.n_lagging_slots)
     spec = ch08.cases_chart({ch08.RUNS[0]: run}, BASELINES, ev).to_dict()
     assert "one variable in one never-seen slot lags: b right" in json.dumps(spec["title"])
-    assert "1 of 1 (reproduced)" in json.dumps(spec["title"])
+    assert "One slot lags in 1 of the 1 runs with a plateau (reproduced)" in json.dumps(spec["title"])
     two = plateau_of(case_history({"b right", "k left"}), phases)
     assert "2 (variable, slot) cases: b right, k left" in ch08.cases_prose({ch08.RUNS[0]: two}, BASELINES)
 
