@@ -232,7 +232,9 @@ def curves_title(phases: Phases, acc: pd.DataFrame, modulus: int) -> list[str]:
     plateau the run ends on), or what the run reached without them."""
     if phases.phase1 is not None and phases.phase2 is not None:
         order = claims.order(phases.phase1, phases.phase2)
-        first = f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
+        first = (
+            f"Addition (phase 1, step {phases.phase1:,}) {order} binding in a jump (phase 2, step {phases.phase2:,})"
+        )
         if phases.phase3 is not None:
             return [first, f"then refinement (phase 3, step {phases.phase3:,})"]
         if phases.phase3_status == "plateau, not refined":
