@@ -977,7 +977,7 @@ def takeaway_prose(d: Dynamics, ev: dict[str, Evidence]) -> str:
             f"the operand positions {claims.change(a, b, '.2f')} from {a:.2f} to {b:.2f}, the paper's 0.12 → 0.95"
             + (
                 f"; on the rebuild's seeds it is {before.summary()} before and {after.summary()} after: the claim "
-                f"before the jump is {before.word()}, the claim after it {after.word()}."
+                f'before the jump reads "{before.word()}", the claim after it "{after.word()}".'
                 + (
                     " On the rebuild, layer 1 already attends to the operand positions before the jump: the "
                     "attention forms before binding, not with it, a qualitative difference from the paper's run."

@@ -562,14 +562,14 @@ def test_takeaway_is_computed_from_the_claims():
     assert "switch on at the same time" not in text
     before, after, plateau = (ev[f"ch08.{k}"] for k in ("l1_top2_before", "l1_top2_after", "plateau_one_slot"))
     assert f"it is {before.summary()} before and {after.summary()} after" in text
-    assert f"the claim before the jump is {before.word()}, the claim after it {after.word()}." in text
+    assert f'the claim before the jump reads "{before.word()}", the claim after it "{after.word()}".' in text
     forms_early = any(before.claim.rule.holds(v) for v in before.values if v is not None)
     assert ("the attention forms before binding" in text) == (bool(before.values) and not forms_early)
     early = dict(
         ev, **{"ch08.l1_top2_before": by_id(CH08_CLAIMS)["ch08.l1_top2_before"].evidence([0.8, 0.9], release=0.1)}
     )
     early_text = ch08.takeaway_prose(d, early)
-    assert "the claim before the jump is not reproduced by the rebuild; holds on the released run" in early_text
+    assert 'the claim before the jump reads "not reproduced by the rebuild; holds on the released run"' in early_text
     assert "the attention forms before binding" in early_text
     assert f"one variable in one never-seen slot, over the runs with a plateau: {plateau.word()}" in text
 
