@@ -502,10 +502,12 @@ def plan_lines(
     """The lines printed before the work starts: which chapters run (with their expected cost,
     :func:`estimate_plan`, or ``est``), which come from cache, with several ``groups`` running at
     once each lane's timeline (its chapters in order, each with the minute it is expected to
-    start), and the estimated total (that of the longest lane), saying which times are
-    extrapolated."""
+    start) and the floor no split could beat (the chapters' times over the lanes, or the costliest
+    group that must stay in one process), and the estimated total (that of the longest lane),
+    saying which times are extrapolated."""
     to_run = [s.stem for s, runs in planned if runs]
     est = est or estimate_plan(cfg, to_run, rate)
+    opens = pages_data(cfg.root)["opens"]
     lines = [
         f"{len(planned)} chapter(s) in profile {cfg.profile}: {len(to_run)} to run, "
         f"{len(planned) - len(to_run)} from cache"
@@ -530,6 +532,14 @@ def plan_lines(
             per_lane.append((name, start))
             lines.append(f"  {name} (~{format_seconds(start)}): " + (", ".join(steps) or "nothing to run"))
         seconds = max(t for _, t in per_lane)
+        ran = [
+            [p for p in group if p.stem in to_run] for group in chains([p for _, part in groups for p in part], opens)
+        ]
+        floor = max(sum(t for _, t in per_lane) / len(groups), *(est.seconds([p.stem for p in g])[0] for g in ran))
+        lines.append(
+            f"  floor: ~{format_seconds(floor)} (no split of these chapters on {len(groups)} lanes takes less; "
+            "a chapter that opens another's runs stays after it)"
+        )
         parallel = (
             f" with {len(groups)} lanes at once ("
             + ", ".join(f"{name} ~{format_seconds(t)}" for name, t in per_lane)

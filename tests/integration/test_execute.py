@@ -655,6 +655,7 @@ def test_the_eta_of_lanes_at_once_is_that_of_the_longest_lane(tmp_path):
     costs.save_costs(repo, "smoke", {"01_a": 100.0, "02_b": 40.0})
     lines = plan_lines(cfg, [(p, True) for p in chosen], groups)
     assert "  lane 1 (~1 min 40 s): 01_a at 0 s" in lines and "  lane 2 (~40 s): 02_b at 0 s" in lines
+    assert any(line.startswith("  floor: ~1 min 40 s (no split of these chapters on 2 lanes") for line in lines)
     assert lines[-1] == "ETA: 1 min 40 s with 2 lanes at once (lane 1 ~1 min 40 s, lane 2 ~40 s)"
     assert plan_lines(cfg, [(p, True) for p in chosen])[-1] == "ETA: 2 min 20 s"
 
