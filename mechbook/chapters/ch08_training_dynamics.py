@@ -846,11 +846,12 @@ def seed_outcomes_prose(d: Dynamics) -> str:
     rel = d.release.plateau.lagging_slots
     plateau = (
         f"A phase-3 plateau is found in {len(slots)} of {n} seeds; the (variable, slot) cases that lag on it: {named}. "
-        + (
-            f"On the released run: {', '.join(rel) or 'none'}."
-            if rel is not None
-            else "The released run has no plateau here."
-        )
+        if slots
+        else f"No phase-3 plateau is found in any of the {n} seeds. "
+    ) + (
+        f"On the released run: {', '.join(rel) or 'none'}."
+        if rel is not None
+        else "The released run has no plateau here."
     )
     return (
         f"At step {steps:,}, over the {n} seeds: the 2-var union (paper-weighted) "

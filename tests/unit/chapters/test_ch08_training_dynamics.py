@@ -516,6 +516,18 @@ def test_seed_frame_and_chart_with_the_release_marked():
     assert len(spec["layer"]) == 2 and "detected in 3 of 4 seeds" in spec["title"]["text"][0]
 
 
+def test_seed_outcomes_name_the_lagging_slots_or_say_no_seed_plateaued():
+    d = fake_dynamics()
+    assert not d.seed_plateaus
+    text = ch08.seed_outcomes_prose(d)
+    assert "No phase-3 plateau is found in any of the 4 seeds." in text and "lag on it: ." not in text
+    phases = Phases(500, 1500, 0.4, 4500, "refined", "1var_misplaced", (200, 600, 0.4))
+    with_one = dataclasses.replace(d, seed_plateaus={1: plateau_of(case_history({"k left"}), phases)})
+    assert "found in 1 of 4 seeds; the (variable, slot) cases that lag on it: seed 1: k left." in (
+        ch08.seed_outcomes_prose(with_one)
+    )
+
+
 def test_seed_curves_chart_shows_every_seed_with_its_phases():
     d = fake_dynamics()
     spec = ch08.seed_curves_chart(d.dissected).to_dict()
