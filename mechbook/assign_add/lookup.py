@@ -31,6 +31,7 @@ speed-up.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -60,7 +61,7 @@ def _read_rows(values: torch.Tensor, tokens: torch.Tensor, n_vocab: int) -> torc
     return values.gather(-1, tokens) + values[..., n_vocab : n_vocab + n_pos]
 
 
-def lookup_logits(
+def autograd_lookup_logits(
     params: dict[str, torch.Tensor], tokens: torch.Tensor, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
     """Logits at the last position, (K, B, d_out) in float32, of K models at once: ``params`` as
@@ -112,3 +113,276 @@ def lookup_logits(
     hidden = torch.relu(_mm(x2, w["blocks.1.mlp.W_in"], dtype))
     x3 = x2 + _mm(hidden, w["blocks.1.mlp.W_out"], dtype)
     return _mm(x3, w["unembed.W_U"], dtype)
+
+
+def _addmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, alpha: float = 1.0) -> torch.Tensor:
+    """``c + alpha * a @ b`` batched over the runs, the product's operands in ``dtype``."""
+    if a.dtype == b.dtype == c.dtype == dtype:
+        return torch.baddbmm(c, a, b, alpha=alpha)
+    return c + alpha * _mm(a, b, dtype)
+
+
+def _scatter_rows(weights: torch.Tensor, tokens: torch.Tensor, n_rows: int, n_vocab: int) -> torch.Tensor:
+    """``Σ_j w_j e_j`` for each sequence and each weight set: ``weights`` (K, B, S, P), S sets of
+    weights on the positions, scattered onto the ``n_rows`` rows of ``X`` (row ``tokens_j`` and
+    row ``V + j`` each get ``w_j``), as (K, B, S, n_rows)."""
+    K, B, S, P = weights.shape
+    out = weights.new_zeros(K, B, S, n_rows)
+    out.scatter_add_(-1, tokens[:, :, None, :].expand(K, B, S, P), weights)
+    out[..., n_vocab : n_vocab + P] += weights
+    return out
+
+
+def _gather_rows(values: torch.Tensor, tokens: torch.Tensor, n_vocab: int) -> torch.Tensor:
+    """``e_j · v`` for each position j and each of S value sets: ``values`` (K, B, S, rows) per row
+    of ``X``, read at position j's token and at position j, as (K, B, S, P). The adjoint of
+    :func:`_scatter_rows`."""
+    K, B, S, _ = values.shape
+    P = tokens.shape[-1]
+    return values.gather(-1, tokens[:, :, None, :].expand(K, B, S, P)) + values[..., n_vocab : n_vocab + P]
+
+
+_SAVED = (
+    "tokens",
+    "pairs",
+    "by_run",
+    "last_rows",
+    "X",
+    "QK",
+    "Qr",
+    "Kr",
+    "Wv",
+    "Wo",
+    "Wvo",
+    "VO",
+    "XVO",
+    "pattern",
+    "w1",
+    "x1",
+    "M2",
+    "N",
+    "mixed",
+    "pattern2",
+    "w2",
+    "Wq2",
+    "Wk2",
+    "Wv2",
+    "Wo2",
+    "Wvo2",
+    "T2",
+    "x2",
+    "hidden",
+    "Win",
+    "Wout",
+    "x3",
+    "WU",
+)
+"""What :class:`_Lookup`'s forward keeps for its backward, in order."""
+
+
+class _Lookup(torch.autograd.Function):
+    """:func:`lookup_logits` as one autograd node: the forward of the module's docstring, and its
+    backward written out product by product (each product's two adjoint products, each gather's
+    scatter and each scatter's gather), so a step runs a few dozen kernels where autograd's
+    recording of the same forward ran several hundred."""
+
+    @staticmethod
+    def forward(ctx, tokens, dtype, E, Pos, Wq, Wk, Wv, Wo, Wq2, Wk2, Wv2, Wo2, Win, Wout, WU):
+        K, B, P = tokens.shape
+        V = E.shape[1]
+        R = V + Pos.shape[1]
+        s = 1.0 / math.sqrt(Wq.shape[-1])
+        X = torch.cat([E, Pos], dim=1)  # (K, R, d)
+        QK = torch.cat([Wq * s, Wk], dim=-1)
+        qk = _mm(X, QK, dtype)
+        Qr, Kr = qk.split(Wq.shape[-1], dim=-1)
+        A = _mm(Qr, Kr.transpose(1, 2), dtype)  # (K, R, R): e_i A e_jᵀ is layer 1's score
+        Wvo = _mm(Wv, Wo, dtype)
+        VO = _mm(X, Wvo, dtype)
+        XVO = torch.cat([X, VO], dim=1)  # (K, 2R, d)
+
+        # layer 1's scores from four reads of A, then its pattern
+        runs = torch.arange(K, device=tokens.device)
+        by_run = tokens + (runs * V).view(K, 1, 1)  # rows of K (V x P) tables laid end to end
+        pairs = ((tokens + (runs * R).view(K, 1, 1)) * R)[..., :, None] + tokens[
+            ..., None, :
+        ]  # A[t_i, t_j] in A's K R² entries
+        scores = A.reshape(-1).take(pairs)
+        scores += F.embedding(by_run, A[:, :V, V : V + P].reshape(K * V, P))  # A[t_i, V + j]
+        scores += F.embedding(by_run, A[:, V : V + P, :V].transpose(1, 2).reshape(K * V, P)).transpose(-1, -2)
+        causal = torch.ones(P, P, dtype=torch.bool, device=tokens.device).tril()
+        scores += A[:, None, V : V + P, V : V + P].masked_fill(~causal, float("-inf"))  # A[V + i, V + j], masked
+        pattern = scores.softmax(dim=-1)  # (K, B, P, P)
+
+        # the residual at '=': its own rows, plus the rows its pattern mixes through VO
+        w1 = _scatter_rows(pattern[:, :, -1:, :], tokens, R, V)[:, :, 0]  # (K, B, R)
+        last_rows = tokens[..., -1] + (runs * R).view(K, 1)
+        x1 = _addmm(X.reshape(K * R, -1)[last_rows] + X[:, None, V + P - 1], w1, VO, dtype)  # (K, B, d)
+
+        # layer 2's scores at '=' against every key, read from x1 N, N = (W_Q2 W_K2ᵀ / sqrt(d_head)) [X; VO]ᵀ
+        M2 = _mm(Wq2 * s, Wk2.transpose(1, 2), dtype)
+        N = _mm(M2, XVO.transpose(1, 2), dtype)  # (K, d, 2R)
+        on_rows = _mm(x1, N, dtype).view(K, B, 2, R)
+        own, mixed = _gather_rows(on_rows, tokens, V).unbind(2)  # x0_j · u, and Σ_k VO_k · u over j's rows
+        pattern2 = (own + (pattern @ mixed[..., None])[..., 0]).softmax(dim=-1)  # (K, B, P)
+        through = (pattern2[..., None, :] @ pattern)[..., 0, :]  # c = q p
+        w2 = _scatter_rows(torch.stack([pattern2, through], dim=2), tokens, R, V).view(K, B, 2 * R)
+        Wvo2 = _mm(Wv2, Wo2, dtype)
+        T2 = _mm(XVO, Wvo2, dtype)  # (K, 2R, d): layer 2's output of each row
+        x2 = _addmm(x1, w2, T2, dtype)
+
+        # layer 2's MLP and the unembedding, at '=' only
+        hidden = torch.relu(_mm(x2, Win, dtype))
+        x3 = _addmm(x2, hidden, Wout, dtype)
+        ctx.dtype, ctx.s, ctx.n_vocab = dtype, s, V
+        ctx.names = _SAVED
+        ctx.save_for_backward(
+            tokens,
+            pairs,
+            by_run,
+            last_rows,
+            X,
+            QK,
+            Qr,
+            Kr,
+            Wv,
+            Wo,
+            Wvo,
+            VO,
+            XVO,
+            pattern,
+            w1,
+            x1,
+            M2,
+            N,
+            mixed,
+            pattern2,
+            w2,
+            Wq2,
+            Wk2,
+            Wv2,
+            Wo2,
+            Wvo2,
+            T2,
+            x2,
+            hidden,
+            Win,
+            Wout,
+            x3,
+            WU,
+        )
+        return _mm(x3, WU, dtype)
+
+    @staticmethod
+    def backward(ctx, g_logits):
+        v = SimpleNamespace(**dict(zip(ctx.names, ctx.saved_tensors)))
+        dtype, s = ctx.dtype, ctx.s
+        K, B, P = v.tokens.shape
+        R = v.X.shape[1]
+        V = ctx.n_vocab
+        t = lambda m: m.transpose(1, 2)  # noqa: E731
+        g_logits = g_logits.contiguous()
+
+        # unembedding and MLP
+        gWU = _mm(t(v.x3), g_logits, dtype)
+        gx3 = _mm(g_logits, t(v.WU), dtype)
+        gWout = _mm(t(v.hidden), gx3, dtype)
+        g_hidden = torch.ops.aten.threshold_backward(_mm(gx3, t(v.Wout), dtype), v.hidden, 0.0)
+        gWin = _mm(t(v.x2), g_hidden, dtype)
+        gx2 = _addmm(gx3, g_hidden, t(v.Win), dtype)
+
+        # x2 = x1 + w2 T2, T2 = [X; VO] W_V2 W_O2
+        gw2 = _mm(gx2, t(v.T2), dtype).view(K, B, 2, R)
+        gT2 = _mm(t(v.w2), gx2, dtype)
+        gWvo2 = _mm(t(v.XVO), gT2, dtype)
+        gXVO = _mm(gT2, t(v.Wvo2), dtype)
+        g_weights2 = _gather_rows(gw2, v.tokens, V)
+        g_pattern2, g_through = g_weights2.unbind(2)
+        # through = q p; pattern2 = softmax(own + p mixed)
+        g_pattern2 = g_pattern2 + (v.pattern @ g_through[..., None])[..., 0]
+        g_pattern = v.pattern2[..., :, None] * g_through[..., None, :]
+        g_scores2 = torch._softmax_backward_data(g_pattern2, v.pattern2, -1, v.pattern2.dtype)
+        g_pattern.addcmul_(g_scores2[..., :, None], v.mixed[..., None, :])
+        g_mixed = (g_scores2[..., None, :] @ v.pattern)[..., 0, :]
+        g_on = _scatter_rows(torch.stack([g_scores2, g_mixed], dim=2), v.tokens, R, V).view(K, B, 2 * R)
+        # on = x1 N, N = M2 [X; VO]ᵀ, M2 = s W_Q2 W_K2ᵀ
+        gx1 = _addmm(gx2, g_on, t(v.N), dtype)
+        gN = _mm(t(v.x1), g_on, dtype)
+        gM2 = _mm(gN, v.XVO, dtype)
+        gXVO = _addmm(gXVO, t(gN), v.M2, dtype)
+        gWq2 = _mm(gM2, v.Wk2, dtype) * s
+        gWk2 = _mm(t(gM2), v.Wq2, dtype) * s
+
+        # x1 = X[t_last] + X[V + P - 1] + w1 VO, w1 the last row of layer 1's pattern scattered
+        gX = gXVO[:, :R].clone()
+        gVO = _addmm(gXVO[:, R:], t(v.w1), gx1, dtype)
+        gX.view(K * R, -1).index_add_(0, v.last_rows.view(-1), gx1.reshape(K * B, -1))
+        gX[:, V + P - 1] += gx1.sum(1)
+        gw1 = _mm(gx1, t(v.VO), dtype)
+        g_pattern[:, :, -1] += _gather_rows(gw1[:, :, None], v.tokens, V)[:, :, 0]
+
+        # layer 1's pattern and scores, back onto the four parts of A
+        g_scores = torch._softmax_backward_data(g_pattern, v.pattern, -1, v.pattern.dtype)
+        gA = v.X.new_zeros(K, R, R)
+        gA.view(-1).scatter_add_(0, v.pairs.view(-1), g_scores.reshape(-1))
+        rows = v.by_run.view(-1)
+        tok_pos = v.X.new_zeros(K * V, P).index_add_(0, rows, g_scores.reshape(-1, P))
+        pos_tok = v.X.new_zeros(K * V, P).index_add_(0, rows, g_scores.transpose(-1, -2).reshape(-1, P))
+        gA[:, :V, V : V + P] += tok_pos.view(K, V, P)
+        gA[:, V : V + P, :V] += pos_tok.view(K, V, P).transpose(1, 2)
+        gA[:, V : V + P, V : V + P] += g_scores.sum(1)
+        # A = (X W_Q s)(X W_K)ᵀ, VO = X W_V W_O
+        g_qk = torch.cat([_mm(gA, v.Kr, dtype), _mm(t(gA), v.Qr, dtype)], dim=-1)
+        gX = _addmm(gX, g_qk, t(v.QK), dtype)
+        gQK = _mm(t(v.X), g_qk, dtype)
+        gX = _addmm(gX, gVO, t(v.Wvo), dtype)
+        gWvo = _mm(t(v.X), gVO, dtype)
+        h = v.Qr.shape[-1]
+        return (
+            None,
+            None,
+            gX[:, :V],
+            gX[:, V:],
+            gQK[..., :h] * s,
+            gQK[..., h:],
+            _mm(gWvo, t(v.Wo), dtype),
+            _mm(t(v.Wv), gWvo, dtype),
+            gWq2,
+            gWk2,
+            _mm(gWvo2, t(v.Wo2), dtype),
+            _mm(t(v.Wv2), gWvo2, dtype),
+            gWin,
+            gWout,
+            gWU,
+        )
+
+
+def lookup_logits(
+    params: dict[str, torch.Tensor], tokens: torch.Tensor, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """Logits at the last position, (K, B, d_out) in float32, of K models at once: ``params`` as
+    :func:`~mechbook.assign_add.model.stack_parameters` gives them (K stacked models), ``tokens``
+    (K, B, P) int64; the function of :func:`autograd_lookup_logits` with layer 2's query and value
+    maps folded into the tables (``x1 N`` with ``N = W_Q2 W_K2ᵀ [X; VO]ᵀ / sqrt(d_head)``, and
+    ``[X; VO] W_V2 W_O2``) and a hand-written backward (:class:`_Lookup`). The training and
+    evaluation forward of chapters 8-11. ``dtype`` as in :func:`autograd_lookup_logits`."""
+    w = {n: p[:, 0] if p.ndim == 4 else p for n, p in params.items()}  # drop the one-head axis
+    return _Lookup.apply(tokens, dtype, *(w[n] for n in _PARAMETERS))
+
+
+_PARAMETERS = (
+    "embed.W_E",
+    "pos_embed.W_pos",
+    "blocks.0.attn.W_Q",
+    "blocks.0.attn.W_K",
+    "blocks.0.attn.W_V",
+    "blocks.0.attn.W_O",
+    "blocks.1.attn.W_Q",
+    "blocks.1.attn.W_K",
+    "blocks.1.attn.W_V",
+    "blocks.1.attn.W_O",
+    "blocks.1.mlp.W_in",
+    "blocks.1.mlp.W_out",
+    "unembed.W_U",
+)
+"""The parameters :class:`_Lookup` takes, in its order."""

@@ -1,6 +1,6 @@
 """The table-lookup forward (mechbook.assign_add.lookup) is the hooked model's function: logits
-and gradients against AssignAddModel and against the direct products of stacked_logits, over
-sizes, stacks and random weights."""
+and gradients against AssignAddModel and against the direct products of stacked_logits, and its
+hand-written backward against autograd's, over sizes, stacks and random weights."""
 
 import torch
 import torch.nn.functional as F
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tolerance import assert_close_scaled
 
-from mechbook.assign_add.lookup import lookup_logits
+from mechbook.assign_add.lookup import autograd_lookup_logits, lookup_logits
 from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
 from mechbook.determinism import deterministic
 
@@ -40,17 +40,19 @@ def _logit_terms(d_model: int, d_head: int, d_mlp: int, n_pos: int) -> int:
 
 
 SIZES = st.tuples(st.sampled_from([8, 16, 32]), st.sampled_from([4, 8, 16]), st.sampled_from([8, 24]))
+CASES = {
+    "size": SIZES,
+    "runs": st.integers(1, 3),
+    "batch": st.integers(1, 6),
+    "n_pos": st.integers(1, 16),
+    "scale": st.sampled_from([1.0, 4.0]),
+    "seed": st.integers(0, 10_000),
+}
+"""(d_model, d_head, d_mlp), runs in the stack, batch, prompt length, weight scale, seed."""
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    size=SIZES,
-    runs=st.integers(1, 3),
-    batch=st.integers(1, 6),
-    n_pos=st.integers(1, 16),
-    scale=st.sampled_from([1.0, 4.0]),
-    seed=st.integers(0, 10_000),
-)
+@given(**CASES)
 def test_lookup_logits_are_the_hooked_models_logits(size, runs, batch, n_pos, scale, seed):
     d_model, d_head, d_mlp = size
     models = _models(d_model, d_head, d_mlp, runs, scale)
@@ -83,6 +85,28 @@ def test_lookup_gradients_are_the_hooked_models_gradients():
             # float64, 1280 terms: 2.3e-12 of the largest gradient (9e3-1.3e4 here; measured at most
             # 1925 eps of it over twelve seeds and three kernel paths, 1300 on an Intel Xeon)
             assert_close_scaled(params[name].grad[k], p.grad, terms=terms, scale=scale, msg=name)
+
+
+@settings(max_examples=25, deadline=None)
+@given(**CASES)
+def test_the_written_backward_is_autograds_backward_of_the_same_function(size, runs, batch, n_pos, scale, seed):
+    """The hand-written backward of lookup_logits against autograd's derivative of the same tables
+    (autograd_lookup_logits), in float64, over sizes, stacks, prompt lengths and weight scales."""
+    d_model, d_head, d_mlp = size
+    models = _models(d_model, d_head, d_mlp, runs, scale)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, 74, (runs, batch, n_pos), generator=gen)
+    labels = torch.randint(0, 59, (runs, batch), generator=gen)
+    grads = []
+    for logits_fn in (lookup_logits, autograd_lookup_logits):
+        params = stack_parameters(models, "cpu")
+        logits = logits_fn(params, tokens, torch.float64)
+        F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum").backward()
+        grads.append({n: p.grad for n, p in params.items()})
+    terms = 2 * _logit_terms(d_model, d_head, d_mlp, n_pos) + batch * n_pos
+    scale_of = max(float(g.abs().max()) for g in grads[1].values())
+    for name, want in grads[1].items():
+        assert_close_scaled(grads[0][name], want, terms=terms, scale=scale_of, msg=name)
 
 
 def test_lookup_logits_match_the_direct_products_in_float32_at_the_papers_size():
