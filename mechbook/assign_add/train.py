@@ -67,7 +67,7 @@ from mechbook.cache import (
     torch_dumps,
     torch_loads,
 )
-from mechbook.determinism import deterministic
+from mechbook.determinism import deterministic, subnormals_flushed
 from mechbook.device import available_cores, default_device
 from mechbook.lifeline import WorkerPool
 from mechbook.progress import PROGRESS_ENV, progress
@@ -270,6 +270,242 @@ def _resume_file(path: Path) -> object | None:
         return None
 
 
+class _Stack:
+    """A stack being trained: the state :func:`train_stacked` carries from step to step (K models'
+    parameters on a first axis, one AdamW, K data streams, the evaluation pools) and what it has
+    made so far (each run's history rows, kept weights, final weights and stop step), with the
+    steps of a run as methods: :meth:`restore`, :meth:`fit` (:meth:`evaluate`, :meth:`narrow`,
+    :meth:`save_resume_state` on the way) and :meth:`results`."""
+
+    def __init__(
+        self, cfgs: Sequence[TrainConfig], device: str, workers: int | None, keep: bool, resume_dir: str | Path | None
+    ) -> None:
+        self.cfgs, self.cfg, self.device, self.keep = list(cfgs), cfgs[0], device, keep
+        self.dtype = compute_dtype(self.cfg.precision, device)
+        K = len(cfgs)
+        self.params = stack_parameters([AssignAddModel(c.model) for c in cfgs], device)
+        self.opt = adamw(self.params, self.cfg, device)
+        self.step_fn = make_step(self.params, self.opt, self.dtype, self.cfg.compile)
+        pools = [Task(c.task).eval_pools(self.cfg.eval_per_pool, self.cfg.eval_seed) for c in cfgs]
+        self.pool_names = list(pools[0])
+        stacked = [np.stack([np.concatenate([p[n][i] for n in self.pool_names]) for p in pools]) for i in (0, 1)]
+        self.eval_x, self.eval_y = (torch.as_tensor(a, device=device) for a in stacked)
+        self.sizes = [len(pools[0][n][1]) for n in self.pool_names]
+        self.streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
+        self.rows: list[list[dict]] = [[] for _ in cfgs]
+        self.saved: dict[int, list[dict[str, torch.Tensor] | None]] = {}  # step -> per run (None: stopped before)
+        self.step, self.elapsed = 0, 0.0
+        self.live = list(range(K))  # the runs still training; the stacked tensors hold these, in order
+        self.finals: dict[int, dict[str, torch.Tensor]] = {}  # run -> float32 weights where it stopped
+        self.ended: dict[int, int] = {}  # run -> the step it stopped at
+        self.columns: torch.Tensor | None = None  # the live runs' columns of the chunk being trained
+        self.acc_sum = torch.zeros(K, device=device)  # per live run, since the last evaluation
+        self.loss_sum = torch.zeros(K, device=device)
+        self.resume = Path(resume_dir) if resume_dir is not None else None
+        self.writing = self.resume is not None  # False once a resume write failed: training goes on without
+        self.tag = fingerprint(list(cfgs))
+
+    def narrow(self, positions: list[int]) -> None:
+        """Go on with the live runs at ``positions``: their slices of the parameters, of AdamW's
+        state, of the evaluation pools and of the streams (elementwise state, so each run's
+        numbers are unchanged)."""
+        index = torch.tensor(positions, device=self.device)
+        kept = {n: p.detach().index_select(0, index).clone().requires_grad_() for n, p in self.params.items()}
+        new_opt = adamw(kept, self.cfg, self.device)
+        for n, p in self.params.items():
+            new_opt.state[kept[n]] = {
+                key: v.index_select(0, index).clone() if v.shape == p.shape else v.clone()
+                for key, v in self.opt.state.get(p, {}).items()
+            }
+        self.params, self.opt = kept, new_opt
+        self.step_fn = make_step(self.params, self.opt, self.dtype, self.cfg.compile)
+        self.eval_x, self.eval_y = self.eval_x.index_select(0, index), self.eval_y.index_select(0, index)
+        self.acc_sum, self.loss_sum = self.acc_sum.index_select(0, index), self.loss_sum.index_select(0, index)
+        self.streams.keep(positions)
+        self.live = [self.live[i] for i in positions]
+        self.columns = index if self.columns is None else self.columns.index_select(0, index)
+
+    def restore(self) -> None:
+        """Continue from the state saved in the resume folder, if it is these configs' and every
+        checkpoint it names is there; refuse another config's state."""
+        if self.resume is None:
+            return
+        state = _resume_file(self.resume / "state.pt")
+        if state is not None and state["config"] != self.tag:
+            raise ValueError(
+                f"{self.resume} holds the state of another TrainConfig; delete it or pass another resume_dir"
+            )
+        found = {s: _resume_file(self.resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
+        if state is not None and all(v is not None for v in found.values()):
+            if state["live"] != self.live:
+                self.narrow(state["live"])
+            self.finals, self.ended = state["finals"], state["ended"]
+            with torch.no_grad():
+                for n, p in self.params.items():
+                    p.copy_(state["params"][n])
+            self.opt.load_state_dict(state["optim"])
+            self.streams.states = state["rng"]
+            self.step, self.rows, self.elapsed = state["step"], state["history"], state["elapsed"]
+            self.saved = dict(found)
+        elif state is not None:
+            warnings.warn(
+                f"{self.resume} misses some checkpoints of its saved state; training from step 0", stacklevel=4
+            )
+
+    def write(self, name: str, value: object) -> None:
+        """Save ``value`` as ``name`` in the resume folder. A write that fails (a full or read-only
+        disk) warns once and stops the resume points; the training goes on and returns its result."""
+        if not self.writing:
+            return
+        try:
+            save_verified(self.resume / name, torch_dumps(value))
+        except OSError as exc:
+            self.writing = False
+            warnings.warn(
+                f"could not save the resume state in {self.resume} ({exc}); training goes on without resume points",
+                stacklevel=2,
+            )
+
+    @torch.no_grad()
+    def evaluate(self, train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
+        """Score the nine pools (float32), append the rows, keep a float16 copy of the weights."""
+        logits = lookup_logits({n: p.detach() for n, p in self.params.items()}, self.eval_x)
+        correct = (logits.argmax(-1) == self.eval_y).float()
+        loss = F.cross_entropy(logits.flatten(0, 1), self.eval_y.flatten(), reduction="none").view_as(correct)
+        accs = [c.split(self.sizes, dim=-1) for c in correct.cpu()]
+        losses = [c.split(self.sizes, dim=-1) for c in loss.cpu()]
+        for i, k in enumerate(self.live):
+            for name, a, l in zip(self.pool_names, accs[i], losses[i]):
+                self.rows[k].append(
+                    {"step": self.step, "pool": name, "accuracy": float(a.mean()), "loss": float(l.mean())}
+                )
+            if train_acc is not None and train_loss is not None:
+                self.rows[k].append(
+                    {"step": self.step, "pool": "train", "accuracy": float(train_acc[i]), "loss": float(train_loss[i])}
+                )
+        if self.keep:
+            weights = {
+                k: {n: p[i].detach().to("cpu", torch.float16).clone() for n, p in self.params.items()}
+                for i, k in enumerate(self.live)
+            }
+            self.saved[self.step] = [weights.get(k) for k in range(len(self.cfgs))]
+            self.write(f"ckpt_{self.step}.pt", self.saved[self.step])
+
+    def end_of_interval(self, bar: object) -> None:
+        """At an evaluation step: refuse a diverged run, score the pools with the training rows
+        since the last evaluation, and let the runs that fit their data (``stop_loss``) stop."""
+        cfg = self.cfg
+        seen = (self.step - 1) % cfg.eval_every + 1
+        train_loss = (self.loss_sum / seen).cpu()
+        diverged = [i for i in range(len(self.live)) if not torch.isfinite(train_loss[i])]
+        if diverged:
+            raise NonFiniteLoss(self.cfgs[self.live[diverged[0]]], self.step, float(train_loss[diverged[0]]))
+        self.evaluate((self.acc_sum / seen).cpu(), train_loss)
+        self.acc_sum.zero_()
+        self.loss_sum.zero_()
+        last = [r for r in self.rows[self.live[0]][-10:] if r["pool"] in POOL_SHORT]
+        bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
+        fit = [cfg.stop_loss is not None and float(v) <= cfg.stop_loss for v in train_loss]
+        for i in [i for i, f in enumerate(fit) if f or self.step == cfg.steps]:
+            self.finals[self.live[i]] = {
+                n: p[i].detach().to("cpu", torch.float32).clone() for n, p in self.params.items()
+            }
+            self.ended[self.live[i]] = self.step
+        if all(fit):
+            self.live = []
+        elif any(fit) and self.step < cfg.steps:
+            self.narrow([i for i, f in enumerate(fit) if not f])
+
+    def save_resume_state(self, start: float) -> None:
+        """Everything needed to continue to the same bits, at a resume point."""
+        self.write(
+            "state.pt",
+            {
+                "config": self.tag,
+                "step": self.step,
+                "live": self.live,
+                "finals": self.finals,
+                "ended": self.ended,
+                "params": {n: p.detach().cpu() for n, p in self.params.items()},
+                "optim": self.opt.state_dict(),
+                "rng": self.streams.states,
+                "history": self.rows,
+                "checkpoint_steps": sorted(self.saved),
+                "elapsed": self.elapsed + time.perf_counter() - start,
+            },
+        )
+
+    def chunk_after(self, done: int, chunk: int) -> int:
+        """Steps in the chunk of batches that starts after ``done`` steps (0 at the end); with a
+        resume folder chunks end at resume points, so a saved generator state is the one after
+        the last batch used."""
+        n = min(chunk, self.cfg.steps - done)
+        return min(n, self.cfg.resume_every - done % self.cfg.resume_every) if self.resume is not None else n
+
+    def fit(self, chunk: int, desc: str, on_step: Callable[[int], None] | None) -> None:
+        """Train until every run has stopped: chunks of batches, each step forward, backward and
+        AdamW with no host sync, an evaluation every ``eval_every`` steps and a resume point every
+        ``resume_every``; ``on_step`` gets the steps done over all runs after each step."""
+        cfg = self.cfg
+        if self.step == 0:
+            self.evaluate(None, None)
+        bar = progress(total=cfg.steps, initial=self.step, desc=f"{desc} ({cfg.precision})")
+        start = time.perf_counter()
+        run_steps = sum(self.ended.values()) + self.step * len(self.live)
+        try:
+            while self.live and self.step < cfg.steps:
+                n = self.chunk_after(self.step, chunk)
+                xs, ys = self.streams.next(n, self.chunk_after(self.step + n, chunk))
+                xs = torch.as_tensor(xs, device=self.device).long()
+                ys = torch.as_tensor(ys, device=self.device).long()
+                self.columns = None
+                for x, y in zip(xs, ys):
+                    if self.columns is not None:
+                        x, y = x.index_select(0, self.columns), y.index_select(0, self.columns)
+                    losses, accs = self.step_fn(x, y)
+                    self.step += 1
+                    run_steps += len(self.live)
+                    self.loss_sum += losses
+                    self.acc_sum += accs
+                    if self.step % cfg.eval_every == 0 or self.step == cfg.steps:
+                        self.end_of_interval(bar)
+                    if (
+                        self.resume is not None
+                        and self.step % cfg.resume_every == 0
+                        and self.step < cfg.steps
+                        and self.live
+                    ):
+                        self.save_resume_state(start)
+                    bar.update(1)
+                    if on_step is not None:
+                        on_step(run_steps)
+                    if not self.live:
+                        break
+        finally:
+            self.streams.close()
+            bar.close()
+        self.elapsed += time.perf_counter() - start
+
+    def results(self) -> list[TrainResult]:
+        """One :class:`TrainResult` per config, in order: float32 final weights, the kept float16
+        checkpoints (or the final step's), the history, and its share of the training time."""
+        out = []
+        for k, cfg in enumerate(self.cfgs):
+            final = self.finals[k]
+            history = pd.DataFrame(self.rows[k])
+            kept = {s: self.saved[s][k] for s in keep_steps(history, cfg)} if self.keep else {}
+            out.append(
+                TrainResult(
+                    history=history,
+                    checkpoints=kept or {self.ended[k]: {n: v.to(torch.float16) for n, v in final.items()}},
+                    final_state=final,
+                    config=cfg,
+                    train_seconds=self.elapsed * self.ended[k] / max(1, sum(self.ended.values())),
+                )
+            )
+        return out
+
+
 @deterministic()
 def train_stacked(
     cfgs: Sequence[TrainConfig],
@@ -293,192 +529,17 @@ def train_stacked(
     final weights. ``checkpoints`` holds the final step only (a sweep reads final accuracies), or
     with ``keep`` the steps of :func:`~mechbook.assign_add.config.keep_steps` (every
     ``keep_every`` and densely where a pool moved), as float16. ``on_step`` is called after each
-    step with the steps done over all runs of the stack (a stopped run's count stays at its stop). With ``resume_dir``, the state is saved there every
-    ``resume_every`` steps and a stack that finds a saved state continues from it, to the same bits.
+    step with the steps done over all runs of the stack (a stopped run's count stays at its stop).
+    With ``resume_dir``, the state is saved there every ``resume_every`` steps and a stack that
+    finds a saved state continues from it, to the same bits. Subnormal floats are flushed to zero
+    (:func:`~mechbook.determinism.subnormals_flushed`).
     """
     check_stackable(cfgs)
-    cfg0 = cfgs[0]
-    device = device or default_device()
-    dtype = compute_dtype(cfg0.precision, device)
-    K, steps = len(cfgs), cfg0.steps
-    # the state: K models' parameters stacked on a first axis, one AdamW, K data streams
-    params = stack_parameters([AssignAddModel(c.model) for c in cfgs], device)
-    opt = adamw(params, cfg0, device)
-    step_fn = make_step(params, opt, dtype, cfg0.compile)
-    tasks = [Task(c.task) for c in cfgs]
-    pools = [t.eval_pools(cfg0.eval_per_pool, cfg0.eval_seed) for t in tasks]
-    pool_names = list(pools[0])
-    eval_x = torch.as_tensor(np.stack([np.concatenate([p[n][0] for n in pool_names]) for p in pools]), device=device)
-    eval_y = torch.as_tensor(np.stack([np.concatenate([p[n][1] for n in pool_names]) for p in pools]), device=device)
-    sizes = [len(pools[0][n][1]) for n in pool_names]
-    streams = _Streams(cfgs, default_workers(K, device) if workers is None else workers)
-    rows: list[list[dict]] = [[] for _ in cfgs]
-    saved: dict[int, list[dict[str, torch.Tensor] | None]] = {}  # step -> per run (None: stopped before)
-    step, elapsed = 0, 0.0
-    live = list(range(K))  # the runs still training; the stacked tensors hold these, in order
-    finals: dict[int, dict[str, torch.Tensor]] = {}  # run -> float32 weights where it stopped
-    ended: dict[int, int] = {}  # run -> the step it stopped at
-    columns: torch.Tensor | None = None  # the live runs' columns of the chunk being trained
-    acc_sum = torch.zeros(K, device=device)  # per live run: training accuracy and loss since the last evaluation
-    loss_sum = torch.zeros(K, device=device)
-
-    def narrow(positions: list[int]) -> None:
-        """Go on with the live runs at ``positions``: their slices of the parameters, of AdamW's
-        state, of the evaluation pools and of the streams (elementwise state, so each run's
-        numbers are unchanged)."""
-        nonlocal params, opt, step_fn, eval_x, eval_y, acc_sum, loss_sum, live, columns
-        index = torch.tensor(positions, device=device)
-        kept = {n: p.detach().index_select(0, index).clone().requires_grad_() for n, p in params.items()}
-        new_opt = adamw(kept, cfg0, device)
-        for n, p in params.items():
-            new_opt.state[kept[n]] = {
-                key: v.index_select(0, index).clone() if v.shape == p.shape else v.clone()
-                for key, v in opt.state.get(p, {}).items()
-            }
-        params, opt = kept, new_opt
-        step_fn = make_step(params, opt, dtype, cfg0.compile)
-        eval_x, eval_y = eval_x.index_select(0, index), eval_y.index_select(0, index)
-        acc_sum, loss_sum = acc_sum.index_select(0, index), loss_sum.index_select(0, index)
-        streams.keep(positions)
-        live = [live[i] for i in positions]
-        columns = index if columns is None else columns.index_select(0, index)
-
-    # resume: continue from the saved state of these configs, if every checkpoint it names is there
-    resume = Path(resume_dir) if resume_dir is not None else None
-    tag = fingerprint(list(cfgs))
-    if resume is not None:
-        state = _resume_file(resume / "state.pt")
-        if state is not None and state["config"] != tag:
-            raise ValueError(f"{resume} holds the state of another TrainConfig; delete it or pass another resume_dir")
-        found = {s: _resume_file(resume / f"ckpt_{s}.pt") for s in (state or {}).get("checkpoint_steps", [])}
-        if state is not None and all(v is not None for v in found.values()):
-            if state["live"] != live:
-                narrow(state["live"])
-            finals, ended = state["finals"], state["ended"]
-            with torch.no_grad():
-                for n, p in params.items():
-                    p.copy_(state["params"][n])
-            opt.load_state_dict(state["optim"])
-            streams.states = state["rng"]
-            step, rows, elapsed = state["step"], state["history"], state["elapsed"]
-            saved = dict(found)
-        elif state is not None:
-            warnings.warn(f"{resume} misses some checkpoints of its saved state; training from step 0", stacklevel=2)
-
-    @torch.no_grad()
-    def log_eval(train_acc: torch.Tensor | None, train_loss: torch.Tensor | None) -> None:
-        """Score the nine pools (float32), append the rows, keep a float16 copy of the weights."""
-        logits = lookup_logits({n: p.detach() for n, p in params.items()}, eval_x)
-        correct = (logits.argmax(-1) == eval_y).float()
-        loss = F.cross_entropy(logits.flatten(0, 1), eval_y.flatten(), reduction="none").view_as(correct)
-        accs = [c.split(sizes, dim=-1) for c in correct.cpu()]
-        losses = [c.split(sizes, dim=-1) for c in loss.cpu()]
-        for i, k in enumerate(live):
-            for name, a, l in zip(pool_names, accs[i], losses[i]):
-                rows[k].append({"step": step, "pool": name, "accuracy": float(a.mean()), "loss": float(l.mean())})
-            if train_acc is not None and train_loss is not None:
-                rows[k].append(
-                    {"step": step, "pool": "train", "accuracy": float(train_acc[i]), "loss": float(train_loss[i])}
-                )
-        if keep:
-            weights = {
-                k: {n: p[i].detach().to("cpu", torch.float16).clone() for n, p in params.items()}
-                for i, k in enumerate(live)
-            }
-            saved[step] = [weights.get(k) for k in range(K)]
-            if resume is not None:
-                save_verified(resume / f"ckpt_{step}.pt", torch_dumps(saved[step]))
-
-    def chunk_after(done: int) -> int:
-        """Steps in the chunk of batches that starts after ``done`` steps (0 at the end); chunks
-        end at resume points, so a saved generator state is the one after the last batch used."""
-        n = min(chunk, steps - done)
-        return min(n, cfg0.resume_every - done % cfg0.resume_every) if resume is not None else n
-
-    if step == 0:
-        log_eval(None, None)
-    bar = progress(total=steps, initial=step, desc=f"{desc} ({cfg0.precision})")
-    start = time.perf_counter()
-    run_steps = sum(ended.values()) + step * len(live)
-    try:
-        while live and step < steps:
-            # the next chunk of batches (the one after it is drawn meanwhile when workers > 1)
-            n = chunk_after(step)
-            xs, ys = streams.next(n, chunk_after(step + n))
-            xs = torch.as_tensor(xs, device=device).long()
-            ys = torch.as_tensor(ys, device=device).long()
-            columns = None
-            for x, y in zip(xs, ys):
-                if columns is not None:
-                    x, y = x.index_select(0, columns), y.index_select(0, columns)
-                # forward, backward, AdamW: the hot loop, no host sync
-                losses, accs = step_fn(x, y)
-                step += 1
-                run_steps += len(live)
-                loss_sum += losses
-                acc_sum += accs
-                # evaluation: the nine pools, the train rows since the last one, the bar's accuracies
-                if step % cfg0.eval_every == 0 or step == steps:
-                    seen = (step - 1) % cfg0.eval_every + 1
-                    train_loss = (loss_sum / seen).cpu()
-                    diverged = [i for i in range(len(live)) if not torch.isfinite(train_loss[i])]
-                    if diverged:
-                        raise NonFiniteLoss(cfgs[live[diverged[0]]], step, float(train_loss[diverged[0]]))
-                    log_eval((acc_sum / seen).cpu(), train_loss)
-                    acc_sum.zero_()
-                    loss_sum.zero_()
-                    last = [r for r in rows[live[0]][-10:] if r["pool"] in POOL_SHORT]
-                    bar.set_postfix({POOL_SHORT[r["pool"]]: f"{r['accuracy']:.2f}" for r in last})
-                    # a run that fits its training data stops here (stop_loss); the rest go on
-                    fit = [cfg0.stop_loss is not None and float(v) <= cfg0.stop_loss for v in train_loss]
-                    for i in [i for i, f in enumerate(fit) if f or step == steps]:
-                        finals[live[i]] = {n: p[i].detach().to("cpu", torch.float32).clone() for n, p in params.items()}
-                        ended[live[i]] = step
-                    if all(fit):
-                        live = []
-                    elif any(fit) and step < steps:
-                        narrow([i for i, f in enumerate(fit) if not f])
-                # resume point: everything needed to continue to the same bits
-                if resume is not None and step % cfg0.resume_every == 0 and step < steps and live:
-                    state = {
-                        "config": tag,
-                        "step": step,
-                        "live": live,
-                        "finals": finals,
-                        "ended": ended,
-                        "params": {n: p.detach().cpu() for n, p in params.items()},
-                        "optim": opt.state_dict(),
-                        "rng": streams.states,
-                        "history": rows,
-                        "checkpoint_steps": sorted(saved),
-                        "elapsed": elapsed + time.perf_counter() - start,
-                    }
-                    save_verified(resume / "state.pt", torch_dumps(state))
-                bar.update(1)
-                if on_step is not None:
-                    on_step(run_steps)
-                if not live:
-                    break
-    finally:
-        streams.close()
-        bar.close()
-    seconds = elapsed + time.perf_counter() - start
-    # results: float32 final weights, the kept float16 checkpoints, the history, per run
-    results = []
-    for k, cfg in enumerate(cfgs):
-        final = finals[k]
-        history = pd.DataFrame(rows[k])
-        kept = {s: saved[s][k] for s in keep_steps(history, cfg)} if keep else {}
-        results.append(
-            TrainResult(
-                history=history,
-                checkpoints=kept or {ended[k]: {n: v.to(torch.float16) for n, v in final.items()}},
-                final_state=final,
-                config=cfg,
-                train_seconds=seconds * ended[k] / max(1, sum(ended.values())),
-            )
-        )
-    return results
+    stack = _Stack(cfgs, device or default_device(), workers, keep, resume_dir)
+    stack.restore()
+    with subnormals_flushed():
+        stack.fit(chunk, desc, on_step)
+    return stack.results()
 
 
 _DONE = None

@@ -19,7 +19,6 @@ cost).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ import pandas as pd
 import torch
 
 from mechbook.cache import cached, fingerprint
-from mechbook.determinism import deterministic
+from mechbook.determinism import deterministic, subnormals_flushed
 from mechbook.device import default_device
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
@@ -138,20 +137,6 @@ def snapshot(
             }
         )
     return rows
-
-
-@contextmanager
-def subnormals_flushed() -> Iterator[None]:
-    """Run the body with the CPU flushing subnormal floats to zero (``torch.set_flush_denormal``),
-    then turn it off again. From zero, the early products of W, V and P with the statistics fall
-    below float32's smallest normal number, and x86 arithmetic on subnormals is many times slower:
-    without the flush a step of the cpu profile's runs slows from about 0.2 s to about 5 s after
-    its third step (README, "Reproducibility, precision and what was measured"). The flush changes only those subnormal values."""
-    torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        torch.set_flush_denormal(False)
 
 
 def first_batch_bases(tokens: np.ndarray, vocab_size: int, cfg: TrainConfig) -> dict[str, np.ndarray] | None:

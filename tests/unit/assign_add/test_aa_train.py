@@ -1,6 +1,8 @@
 """Training loop of chapter 8: determinism, resume after interruption, cache, bad input."""
 
 import dataclasses
+import errno
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +10,7 @@ import torch
 
 import mechbook.assign_add.config as config_mod
 import mechbook.assign_add.train as train_mod
+import mechbook.cache as cache_mod
 from mechbook.assign_add.config import TrainConfig, load_model, with_overrides
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import POOL_NAMES, TaskConfig
@@ -100,6 +103,42 @@ def test_a_run_whose_loss_diverges_stops_with_one_line_and_caches_nothing(tmp_pa
     with pytest.raises(train_mod.NonFiniteLoss, match=r"training loss became (nan|inf).*lr=1000000.0.*smaller lr"):
         load_or_train(cfg, device="cpu")
     assert not list((tmp_path / "assign_add" / "train").glob("*.pt"))
+
+
+def _full_disk(monkeypatch) -> list[Path]:
+    """Every write of the cache module fails as on a full disk; returns the paths it was asked to write."""
+    tried: list[Path] = []
+
+    def no_space(path, data):
+        tried.append(path)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(cache_mod, "atomic_write_bytes", no_space)
+    return tried
+
+
+def test_a_full_disk_at_a_resume_point_warns_once_and_the_run_finishes(tmp_path, monkeypatch):
+    straight = train(TINY, device="cpu")
+    tried = _full_disk(monkeypatch)
+    with pytest.warns(
+        UserWarning, match="could not save the resume state.*No space left.*without resume points"
+    ) as seen:
+        resumed = train(TINY, resume_dir=tmp_path, device="cpu")
+    assert len([w for w in seen if "resume state" in str(w.message)]) == 1
+    assert len(tried) == 1  # the first write failed, and no later one was tried
+    assert _same(straight.final_state, resumed.final_state)
+    assert straight.history.equals(resumed.history)
+
+
+def test_load_or_train_on_a_full_disk_returns_the_trained_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
+    cfg = dataclasses.replace(TINY, steps=20)
+    straight = train(cfg, device="cpu")
+    _full_disk(monkeypatch)
+    with pytest.warns(UserWarning) as seen:
+        result = load_or_train(cfg, device="cpu")
+    assert any("resume state" in str(w.message) for w in seen)
+    assert _same(straight.final_state, result.final_state)
 
 
 def test_model_must_fit_task():
