@@ -189,3 +189,24 @@ def check_fields(config: Any, **bounds: Bound) -> None:
     hints = _hints(cls)
     for name in fields:
         check_argument(getattr(config, name), hints[name], f"{cls.__name__}.{name}", bounds.get(name))
+
+
+def physical_memory() -> int | None:
+    """This machine's memory in bytes (``sysconf``), or None where the system does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocatable(config: Any, nbytes: float, what: str, fix: str) -> None:
+    """Raise one ValueError line when ``config`` needs ``nbytes`` (for ``what``) and that is more
+    than this machine's memory, saying what to lower (``fix``); nothing where the memory is unknown."""
+    memory = physical_memory()
+    if memory is not None and nbytes > memory:
+        raise ValueError(
+            f"{type(config).__name__} needs about {nbytes / 2**30:,.1f} GiB for {what}, more than this machine's "
+            f"{memory / 2**30:,.1f} GiB of memory: {fix}"
+        )

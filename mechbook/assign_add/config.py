@@ -18,7 +18,7 @@ import torch
 
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.task import TaskConfig
-from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields, one_of
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_allocatable, check_fields, one_of
 
 POOL_SHORT = {
     "0var_train": "0t",
@@ -109,6 +109,24 @@ class TrainConfig:
         if wrong:
             fix = ", ".join(f"{k}={v[1]}" for k, v in wrong.items())
             raise ValueError(f"the model does not fit the task ({wrong} as model vs task): use ModelConfig({fix})")
+        check_allocatable(
+            self,
+            training_bytes(self),
+            "training (the weights, their gradients, AdamW's state, and one step's and one evaluation's activations)",
+            "lower batch_size, eval_per_pool or the model's sizes",
+        )
+
+
+def training_bytes(cfg: TrainConfig) -> int:
+    """An upper estimate of the memory a run of ``cfg`` holds at once, in bytes (float32): its
+    parameters four times (weights, gradients, AdamW's two moments), and per sequence of the
+    larger of a training batch (twice: activations and their gradients) and the evaluation's nine
+    pools, the forward's (P x P) patterns and pair indices, its rows over the V + P rows of the
+    tables, its d_model-wide residuals, its MLP and its logits."""
+    m, p = cfg.model, cfg.model.n_ctx
+    per_sequence = 4 * (4 * p * p + 8 * (m.d_vocab + p) + 6 * m.d_model + 2 * m.d_mlp + 2 * m.d_out) + 8 * p * p
+    sequences = max(2 * cfg.batch_size, 9 * cfg.eval_per_pool)
+    return 16 * m.n_parameters + per_sequence * sequences
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from mechbook.validation import POSITIVE, SEED, check_fields, one_of
+from mechbook.validation import POSITIVE, SEED, check_allocatable, check_fields, one_of
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,16 @@ class ModelConfig:
             seed=SEED,
         )
         object.__setattr__(self, "init_std", 0.8 / math.sqrt(self.d_model))
+        check_allocatable(self, 4 * self.n_parameters, "its float32 weights", "lower d_model, d_head or d_mlp")
+
+    @property
+    def n_parameters(self) -> int:
+        """Trainable numbers of the model: embeddings, four d_model x d_head maps per layer, layer
+        2's MLP, the unembedding."""
+        d = self.d_model
+        return (
+            (self.d_vocab + self.n_ctx) * d + self.n_layers * 4 * d * self.d_head + 2 * d * self.d_mlp + d * self.d_out
+        )
 
 
 class Attention(nn.Module):

@@ -34,7 +34,6 @@ from mechbook.assign_add.claims import release_union
 from mechbook.assign_add.config import TrainConfig, TrainResult, load_model
 from mechbook.assign_add.dynamics import Dynamics, ReadSettings, RunReadings
 from mechbook.assign_add.measures import MEASURES, MeasureConfig
-from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases
 from mechbook.assign_add.plateau import PLATEAU_LAG, Plateau
 from mechbook.assign_add.probes import ProbeConfig
@@ -160,17 +159,12 @@ def both(d: Dynamics, part: str | None = None) -> dict[str, object]:
 # ---------------------------------------------------------------- setup
 
 
-def n_parameters(train: TrainConfig) -> int:
-    """Trainable parameters of the model of ``train``."""
-    return sum(p.numel() for p in AssignAddModel(train.model).parameters())
-
-
 def setup_prose(train: TrainConfig) -> str:
     """The model's sizes and the training settings, as a paragraph."""
     m = train.model
     return (
         f"Model: $d_{{model}}$ = {m.d_model}, $d_{{head}}$ = {m.d_head}, MLP width {m.d_mlp}, {m.n_ctx} positions, "
-        f"init std {m.init_std:.4f} ($0.8/\\sqrt{{d_{{model}}}}$), {n_parameters(train):,} parameters. "
+        f"init std {m.init_std:.4f} ($0.8/\\sqrt{{d_{{model}}}}$), {train.model.n_parameters:,} parameters. "
         f"Training: AdamW, lr {train.lr}, betas {train.betas}, weight decay {train.weight_decay}, "
         f"batch {train.batch_size}, {train.steps:,} steps, seed {train.seed}; the nine pools scored every "
         f"{train.eval_every} steps on {train.eval_per_pool} sequences each."
@@ -1039,7 +1033,7 @@ def record_all(d: Dynamics, ev: dict[str, Evidence], pattern_checkpoints: int) -
     summary = d.dissected.summary
     rel_plateau, plateau = d.release.plateau, d.rebuild.plateau
     values: dict[str, object] = {
-        "n_parameters": n_parameters(result.config),
+        "n_parameters": result.config.model.n_parameters,
         "steps": int(acc.index.max()),
         "phase1_step": phases.phase1,
         "phase2_step": phases.phase2,

@@ -4,8 +4,12 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tolerance import assert_close_scaled
 
+from mechbook import validation
+from mechbook.assign_add.config import TrainConfig
 from mechbook.assign_add.model import AssignAddModel, ModelConfig, stack_parameters, stacked_logits
 from mechbook.determinism import deterministic
 
@@ -50,6 +54,25 @@ def test_parameter_count_and_names_match_the_paper():
     assert not any("b_" in n or "ln" in n for n in shapes)
     std = torch.cat([p.flatten() for p in model.parameters()]).std().item()
     assert abs(std - 0.8 / math.sqrt(128)) < 0.002
+
+
+@settings(max_examples=20, deadline=None)
+@given(d_model=st.integers(1, 40), d_head=st.integers(1, 40), d_mlp=st.integers(1, 80))
+def test_n_parameters_counts_the_models_parameters(d_model, d_head, d_mlp):
+    cfg = ModelConfig(d_model=d_model, d_head=d_head, d_mlp=d_mlp)
+    assert cfg.n_parameters == sum(p.numel() for p in AssignAddModel(cfg).parameters())
+
+
+def test_sizes_this_machine_cannot_hold_are_refused_with_one_line(monkeypatch):
+    with pytest.raises(
+        ValueError, match=r"^ModelConfig needs about [\d,.]+ GiB for its float32 weights, more than"
+    ) as e:
+        ModelConfig(d_model=10**6, d_head=10**6)
+    assert "\n" not in str(e.value) and "lower d_model" in str(e.value)
+    with pytest.raises(ValueError, match=r"^TrainConfig needs about .* GiB for training .*lower batch_size"):
+        TrainConfig(batch_size=10**9)
+    monkeypatch.setattr(validation, "physical_memory", lambda: None)  # a system that does not say: no refusal
+    assert TrainConfig(batch_size=10**9).batch_size == 10**9
 
 
 def test_forward_matches_literal_reference_and_fast_path():
