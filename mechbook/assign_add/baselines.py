@@ -27,7 +27,9 @@ def chance(modulus: int) -> float:
 
 
 def best_constant(labels: np.ndarray) -> float:
-    """Share of ``labels`` equal to their most common value (the best constant answer's accuracy)."""
+    """Share of ``labels`` equal to their most common value: the best constant answer's accuracy.
+    No model that ignores its input does better on these labels, and a finite pool puts it at or
+    above :func:`chance`, so it is the harder of the two."""
     labels = np.asarray(labels)
     if labels.size == 0:
         raise ValueError("labels is empty: pass at least one sequence")

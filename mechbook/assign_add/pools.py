@@ -7,9 +7,10 @@
   literally (find each operand's value in the context, or take the constant, and add);
 - :func:`coverage`: residues no training pair sums to, and numbers never a training operand (the
   split holds pairs out, not sums);
-- :func:`chance` (``1 / N``, a uniform guess) and :func:`constant_answer_accuracy` (the best single
-  answer for a pool's own labels, which a finite pool always puts at or above chance: the harder
-  control), per pool by :func:`pool_controls` on the pools a training run scores.
+- :func:`pool_controls`: the best constant answer's accuracy
+  (:func:`~mechbook.assign_add.baselines.best_constant`, which a finite pool always puts at or
+  above :func:`~mechbook.assign_add.baselines.chance`: the harder control) of every pool a
+  training run scores.
 
 Kept apart from :mod:`mechbook.assign_add.task` so that reading the task never changes the code
 dependency, hence the cache key, of a trained model.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mechbook.assign_add.baselines import best_constant
 from mechbook.assign_add.task import POOL_NAMES, Task, TaskConfig
 
 
@@ -78,22 +80,7 @@ def coverage(task: Task) -> dict[str, int]:
     }
 
 
-def chance(tc: TaskConfig) -> float:
-    """Accuracy of a uniform guess over the N residues: ``1 / N``."""
-    return 1.0 / tc.modulus
-
-
-def constant_answer_accuracy(labels: np.ndarray) -> float:
-    """Accuracy of the best single answer for these labels: the share of the most common label.
-    No model that ignores its input can do better on this pool, and a finite pool puts it at or
-    above :func:`chance`, so it is the harder of the two baselines."""
-    labels = np.asarray(labels)
-    if labels.size == 0:
-        raise ValueError("labels is empty: a pool needs at least one sequence")
-    return float(np.bincount(labels).max() / labels.size)
-
-
 def pool_controls(task: Task, n_per_pool: int, seed: int) -> dict[str, float]:
-    """:func:`constant_answer_accuracy` of every pool of ``task.eval_pools(n_per_pool, seed)``,
+    """:func:`~mechbook.assign_add.baselines.best_constant` of every pool of ``task.eval_pools(n_per_pool, seed)``,
     the pools a training run with ``eval_per_pool=n_per_pool, eval_seed=seed`` scores."""
-    return {name: constant_answer_accuracy(labels) for name, (_, labels) in task.eval_pools(n_per_pool, seed).items()}
+    return {name: best_constant(labels) for name, (_, labels) in task.eval_pools(n_per_pool, seed).items()}

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from mechbook.assign_add import fourier, theory
+from mechbook.assign_add.baselines import best_constant, chance
 from mechbook.assign_add.circuit_readings import (
     POOL_SEED,
     RANDOM_DRAWS,
@@ -38,7 +39,7 @@ from mechbook.assign_add.circuit_readings import (
 )
 from mechbook.assign_add.claims import CH10_CLAIMS, CH11_CLAIMS, GradientRuns, TaskReadings, holding
 from mechbook.assign_add.config import TrainResult, load_model
-from mechbook.assign_add.pools import chance, constant_answer_accuracy, label_errors, variable_configurations
+from mechbook.assign_add.pools import label_errors, variable_configurations
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.release import load_release
 from mechbook.assign_add.seeds import Dissected, SeedRuns, dissect, of_bound_seeds
@@ -73,8 +74,8 @@ def task_numbers(readings: TaskReadings) -> dict[str, Any]:
         "pool_sizes": {name: len(pools[name][1]) for name in POOL_NAMES},
         "misplaced_both_configurations": variable_configurations(task)["2var_misplaced_both"],
         "label_errors": int(label_errors(task, pools)),
-        "chance": chance(task.cfg),
-        "max_constant_answer": float(max(constant_answer_accuracy(pools[name][1]) for name in POOL_NAMES)),
+        "chance": chance(task.cfg.modulus),
+        "max_constant_answer": float(max(best_constant(pools[name][1]) for name in POOL_NAMES)),
     }
 
 

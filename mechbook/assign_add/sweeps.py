@@ -30,8 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from mechbook.assign_add.baselines import chance
 from mechbook.assign_add.config import TrainConfig, TrainResult, with_overrides
-from mechbook.assign_add.pools import chance, pool_controls
+from mechbook.assign_add.pools import pool_controls
 from mechbook.assign_add.run_cache import load_or_train_runs
 from mechbook.assign_add.task import POOL_NAMES, Task, union_accuracy
 from mechbook.validation import SEED, between, check_fields
@@ -201,7 +202,7 @@ def score_runs(
             "score": score(knob, accs, task),
             "train_loss": loss,
             "converged": loss <= LOSS_BOUND,
-            "chance": chance(cfg.task),
+            "chance": chance(cfg.task.modulus),
             "control": score(knob, control, task),
         }
         if knob == "r":

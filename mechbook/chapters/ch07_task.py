@@ -15,10 +15,9 @@ import numpy as np
 import pandas as pd
 
 import mechbook
+from mechbook.assign_add.baselines import best_constant, chance
 from mechbook.assign_add.claims import TaskReadings
 from mechbook.assign_add.pools import (
-    chance,
-    constant_answer_accuracy,
     distinct_questions,
     label_errors,
     variable_configurations,
@@ -208,7 +207,7 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
                 "variable configurations": configs[name],
                 "distinct questions": questions[name],
                 "sequences drawn": len(pools[name][1]),
-                "best constant answer": constant_answer_accuracy(pools[name][1]),
+                "best constant answer": best_constant(pools[name][1]),
                 "example": task.render(pools[name][0][0]),
             }
             for name in POOL_NAMES
@@ -219,10 +218,10 @@ def pool_table(task: Task, pools: dict[str, tuple[np.ndarray, np.ndarray]]) -> p
 def pools_prose(readings: TaskReadings, ev: dict[str, Evidence]) -> str:
     """Chance and the constant-answer control on these pools, then the claim on the hard pool."""
     task, pools = readings.task, readings.pools
-    controls = [constant_answer_accuracy(labels) for _, labels in pools.values()]
+    controls = [best_constant(labels) for _, labels in pools.values()]
     n = task.cfg.modulus
     return (
-        f"A uniform guess is right with probability 1/{n} = {fmt(chance(task.cfg), '.3f')} (**chance**). "
+        f"A uniform guess is right with probability 1/{n} = {fmt(chance(task.cfg.modulus), '.3f')} (**chance**). "
         "Answering every sequence of a pool with that pool's most common label does at least as well on a "
         f"finite pool: here from {fmt(min(controls), '.3f')} to {fmt(max(controls), '.3f')} (column *best "
         "constant answer*), the harder baseline that chapter 11 reads its accuracies against. "

@@ -4,6 +4,7 @@ checked against literal per-sequence loops and hand-built sequences."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -76,3 +77,11 @@ def test_pool_baselines_and_the_hardest_control():
     assert b.any_value["1var_train"] > 5 * b.chance
     assert b.control("1var_train") == b.any_value["1var_train"]
     assert b.control("0var_train") == max(b.chance, b.best_constant["0var_train"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 60).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(0, n - 1), min_size=1))))
+def test_the_best_constant_is_the_most_common_labels_share_and_never_below_chance(case):
+    modulus, labels = case
+    assert baselines.best_constant(np.array(labels)) == Counter(labels).most_common(1)[0][1] / len(labels)
+    assert baselines.best_constant(np.array(labels)) >= baselines.chance(modulus)

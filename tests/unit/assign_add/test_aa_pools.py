@@ -4,14 +4,13 @@ constant-answer control never below chance."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook.assign_add import pools
+from mechbook.assign_add.baselines import best_constant, chance
 from mechbook.assign_add.task import POOL_NAMES, Task, TaskConfig
 
 TASK = Task()
@@ -70,24 +69,10 @@ def test_coverage_against_literal_sets(fraction):
         assert got["left_missing"] > 0
 
 
-def test_constant_answer_accuracy_is_the_most_common_labels_share():
-    labels = np.array([3, 3, 5, 3, 1, 5])
-    assert pools.constant_answer_accuracy(labels) == pytest.approx(Counter(labels.tolist()).most_common(1)[0][1] / 6)
-    with pytest.raises(ValueError, match="labels"):
-        pools.constant_answer_accuracy(np.array([], dtype=int))
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(2, 60).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(0, n - 1), min_size=1))))
-def test_the_constant_answer_is_never_below_chance(case):
-    modulus, labels = case
-    assert pools.constant_answer_accuracy(np.array(labels)) >= 1 / modulus
-
-
 def test_pool_controls_read_the_training_loops_pools():
     controls = pools.pool_controls(TASK, 64, 1)
     drawn = TASK.eval_pools(64, 1)
     assert list(controls) == list(POOL_NAMES)
     for name in POOL_NAMES:
-        assert controls[name] == pools.constant_answer_accuracy(drawn[name][1]) >= pools.chance(TASK.cfg)
-    assert pools.chance(TASK.cfg) == pytest.approx(1 / 59)
+        assert controls[name] == best_constant(drawn[name][1]) >= chance(TASK.cfg.modulus)
+    assert chance(TASK.cfg.modulus) == pytest.approx(1 / 59)

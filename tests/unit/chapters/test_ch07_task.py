@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from mechbook.assign_add.baselines import best_constant, chance
 from mechbook.assign_add.claims import CH07_CLAIMS, TaskReadings
-from mechbook.assign_add.pools import chance, constant_answer_accuracy
 from mechbook.assign_add.readings import read_task, task_numbers
 from mechbook.assign_add.task import KIND_NAMES, POOL_NAMES, Task, TaskConfig
 from mechbook.chapters import ch07_task as ch07
@@ -101,7 +101,7 @@ def test_pool_table_and_prose_show_chance_and_the_constant_answer():
     pools = TASK.eval_pools(50, seed=0)
     table = ch07.pool_table(TASK, pools).set_index("pool")
     for name in POOL_NAMES:
-        assert table.loc[name, "best constant answer"] == constant_answer_accuracy(pools[name][1]) >= chance(TASK.cfg)
+        assert table.loc[name, "best constant answer"] == best_constant(pools[name][1]) >= chance(TASK.cfg.modulus)
     readings = TaskReadings(TASK, pools)
     text = ch07.pools_prose(readings, _ev(readings))
     assert "1/59 = 0.017 (**chance**)" in text
