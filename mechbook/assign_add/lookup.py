@@ -187,7 +187,9 @@ class _Lookup(torch.autograd.Function):
     recording of the same forward ran several hundred."""
 
     @staticmethod
-    def forward(ctx, tokens, dtype, E, Pos, Wq, Wk, Wv, Wo, Wq2, Wk2, Wv2, Wo2, Win, Wout, WU):
+    def forward(ctx, tokens, dtype, *weights):
+        ctx.heads = tuple(w.ndim == 4 for w in weights)  # attention maps carry a one-head axis: dropped here
+        E, Pos, Wq, Wk, Wv, Wo, Wq2, Wk2, Wv2, Wo2, Win, Wout, WU = (w[:, 0] if w.ndim == 4 else w for w in weights)
         K, B, P = tokens.shape
         V = E.shape[1]
         R = V + Pos.shape[1]
@@ -338,9 +340,7 @@ class _Lookup(torch.autograd.Function):
         gX = _addmm(gX, gVO, t(v.Wvo), dtype)
         gWvo = _mm(t(v.X), gVO, dtype)
         h = v.Qr.shape[-1]
-        return (
-            None,
-            None,
+        grads = (
             gX[:, :V],
             gX[:, V:],
             gQK[..., :h] * s,
@@ -355,6 +355,7 @@ class _Lookup(torch.autograd.Function):
             gWout,
             gWU,
         )
+        return None, None, *(g.unsqueeze(1) if head else g for g, head in zip(grads, ctx.heads))
 
 
 def lookup_logits(
@@ -366,8 +367,7 @@ def lookup_logits(
     maps folded into the tables (``x1 N`` with ``N = W_Q2 W_K2ᵀ [X; VO]ᵀ / sqrt(d_head)``, and
     ``[X; VO] W_V2 W_O2``) and a hand-written backward (:class:`_Lookup`). The training and
     evaluation forward of chapters 8-11. ``dtype`` as in :func:`autograd_lookup_logits`."""
-    w = {n: p[:, 0] if p.ndim == 4 else p for n, p in params.items()}  # drop the one-head axis
-    return _Lookup.apply(tokens, dtype, *(w[n] for n in _PARAMETERS))
+    return _Lookup.apply(tokens, dtype, *(params[n] for n in _PARAMETERS))
 
 
 _PARAMETERS = (

@@ -318,7 +318,7 @@ def main(argv: list[str]) -> int:
             kept = f"{saved:8.1f}" if saved is not None else " " * 8
             compile_note = f", first call {res['first_call_s'][label]:.0f} s" if "compiled" in label else ""
             print(f"    {label:42s} {ms:8.1f} {work} {kept}  x{base / ms:4.2f}{compile_note}")
-        floor = res["own_gflop_per_step"]["fp32, lookup step"] / rate["fp32"]
+        floor = res["own_gflop_per_step"]["fp32, lookup step"] / rate["fp32"] * 1e3
         print(
             f"    the lookup step's own products at the median fp32 GEMM rate: {floor:.1f} ms (its floor, before any "
             "other operation)"
