@@ -66,12 +66,7 @@ def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def _step(
-    model: AttentionModel,
-    forward: Callable[[torch.Tensor], torch.Tensor],
-    seqs: torch.Tensor,
-    opt: torch.optim.Optimizer,
-) -> None:
+def _step(forward: Callable[[torch.Tensor], torch.Tensor], seqs: torch.Tensor, opt: torch.optim.Optimizer) -> None:
     """One SGD step of ``forward``'s next-token loss on ``seqs`` (batch, T+1)."""
     opt.zero_grad(set_to_none=True)
     _loss(forward(seqs[:, :-1]), seqs[:, 1:]).backward()
@@ -83,7 +78,7 @@ def _step_flops(model: AttentionModel, forward: Callable[[torch.Tensor], torch.T
     ``FlopCounterMode`` counts them: its matrix products."""
     counter = FlopCounterMode(display=False)
     with counter:
-        _step(model, forward, seqs, torch.optim.SGD(model.parameters(), lr=0.0))
+        _step(forward, seqs, torch.optim.SGD(model.parameters(), lr=0.0))
     return counter.get_total_flops()
 
 
@@ -100,7 +95,7 @@ def _seconds_per_step(
             if seqs.is_cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            _step(model, forward, seqs, opt)
+            _step(forward, seqs, opt)
             if seqs.is_cuda:
                 torch.cuda.synchronize()
             spent.append(time.perf_counter() - start)
