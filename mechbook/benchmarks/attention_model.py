@@ -5,9 +5,12 @@ Times SGD steps (forward, backward, update) of :class:`~mechbook.leading_terms.m
 for M = W^(2), V^(2); position bias by one precomputed index) against the
 literal formulation :func:`~mechbook.leading_terms.model.dense_reference_logits` (one-hot matmuls
 at every layer, DM(P) filled in a Python loop) at the same size, after checking that both give the
-same loss and gradients. Prints a table and a final JSON line; exits 1 if they disagree or the
-speed-up is below ``--target``. The two take turns step by step, so that other load on the machine
-falls on both alike.
+same loss and gradients. The default size is the cpu profile's shared runs (|V| 512, T 64, batch
+64, three layers). Each step's floating-point operations are counted with
+``torch.utils.flop_counter.FlopCounterMode`` (matrix products only) and reported with the rate
+they ran at. Steps run with subnormal floats flushed, as training does. Prints a table and a final
+JSON line; exits 1 if the formulations disagree or the speed-up is below ``--target``. The two
+take turns step by step, so that other load on the machine falls on both alike.
 """
 
 from __future__ import annotations
@@ -19,8 +22,13 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, dense_reference_logits
+from mechbook.leading_terms.runs import SHARED_RUNS
+from mechbook.leading_terms.train import subnormals_flushed
+
+_CPU_RUNS = SHARED_RUNS["cpu"]
 
 
 def _positive(text: str) -> int:
@@ -36,19 +44,42 @@ def _positive(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mechbook bench attention-model", description=__doc__.splitlines()[0])
-    p.add_argument("--vocab", type=_positive, default=256, help="|V| (default 256)")
-    p.add_argument("--context", type=_positive, default=64, help="T (default 64)")
-    p.add_argument("--batch", type=_positive, default=128, help="sequences per step (default 128)")
+    corpus = _CPU_RUNS.corpus
+    p.add_argument("--vocab", type=_positive, default=corpus.vocab_size, help=f"|V| (default {corpus.vocab_size})")
+    p.add_argument("--context", type=_positive, default=corpus.context, help=f"T (default {corpus.context})")
+    p.add_argument(
+        "--batch",
+        type=_positive,
+        default=_CPU_RUNS.batch_size,
+        help=f"sequences per step (default {_CPU_RUNS.batch_size})",
+    )
     p.add_argument("--layers", type=_positive, default=3)
     p.add_argument("--steps", type=_positive, default=9, help="timed steps per formulation (default 9)")
     p.add_argument("--quick", action="store_true", help="small size (|V| 64, T 16, batch 32) for a fast check")
-    p.add_argument("--target", type=float, default=2.0, help="required speed-up (default 2)")
+    p.add_argument("--target", type=float, default=1.5, help="required speed-up (default 1.5)")
+    p.add_argument("--threads", type=_positive, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--device", default=None, help="torch device (default: CUDA when present)")
     return p
 
 
 def _loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _step(forward: Callable[[torch.Tensor], torch.Tensor], seqs: torch.Tensor, opt: torch.optim.Optimizer) -> None:
+    """One SGD step of ``forward``'s next-token loss on ``seqs`` (batch, T+1)."""
+    opt.zero_grad(set_to_none=True)
+    _loss(forward(seqs[:, :-1]), seqs[:, 1:]).backward()
+    opt.step()
+
+
+def _step_flops(model: AttentionModel, forward: Callable[[torch.Tensor], torch.Tensor], seqs: torch.Tensor) -> int:
+    """Floating-point operations of one step (forward and backward) of ``forward``, as torch's
+    ``FlopCounterMode`` counts them: its matrix products."""
+    counter = FlopCounterMode(display=False)
+    with counter:
+        _step(forward, seqs, torch.optim.SGD(model.parameters(), lr=0.0))
+    return counter.get_total_flops()
 
 
 def _seconds_per_step(
@@ -64,9 +95,7 @@ def _seconds_per_step(
             if seqs.is_cuda:
                 torch.cuda.synchronize()
             start = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            _loss(forward(seqs[:, :-1]), seqs[:, 1:]).backward()
-            opt.step()
+            _step(forward, seqs, opt)
             if seqs.is_cuda:
                 torch.cuda.synchronize()
             spent.append(time.perf_counter() - start)
@@ -78,6 +107,8 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.quick:
         args.vocab, args.context, args.batch = 64, 16, 32
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = AttentionModel(ModelConfig(args.vocab, args.context, args.layers), device=args.device)
     with torch.no_grad():
@@ -94,13 +125,23 @@ def main(argv: list[str]) -> int:
     grad_diff = max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(g_fast, g_dense))
     agree = loss_diff < 1e-4 * max(1.0, abs(dense_loss.item())) and grad_diff < 1e-3
 
-    fast, dense = _seconds_per_step(model, [model, lambda x: dense_reference_logits(model, x)], seqs, args.steps)
+    forwards = [model, lambda x: dense_reference_logits(model, x)]
+    with subnormals_flushed():
+        fast_flops, dense_flops = (_step_flops(model, forward, seqs) for forward in forwards)
+        fast, dense = _seconds_per_step(model, forwards, seqs, args.steps)
     speedup = dense / fast
     print(
-        f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on {model.W_O.device}"
+        f"attention model |V|={args.vocab} T={args.context} batch={args.batch} layers={args.layers} on "
+        f"{model.W_O.device}, {torch.get_num_threads()} thread(s)"
     )
-    print(f"  fast (gathers, layer-2 expansion): {fast * 1e3:9.1f} ms/step")
-    print(f"  dense (one-hot + loop bias):       {dense * 1e3:9.1f} ms/step")
+    print(
+        f"  fast (gathers, layer-2 expansion): {fast * 1e3:9.1f} ms/step {fast_flops / 1e9:8.2f} GFLOP "
+        f"{fast_flops / fast / 1e9:7.1f} GFLOP/s"
+    )
+    print(
+        f"  dense (one-hot + loop bias):       {dense * 1e3:9.1f} ms/step {dense_flops / 1e9:8.2f} GFLOP "
+        f"{dense_flops / dense / 1e9:7.1f} GFLOP/s"
+    )
     print(
         f"  speed-up {speedup:.1f}x (target {args.target}x); |loss diff| {loss_diff:.2e}, max rel. grad diff {grad_diff:.2e}"
     )
@@ -114,8 +155,13 @@ def main(argv: list[str]) -> int:
                 "batch": args.batch,
                 "layers": args.layers,
                 "device": str(model.W_O.device),
+                "threads": torch.get_num_threads(),
                 "fast_s_per_step": fast,
                 "dense_s_per_step": dense,
+                "fast_flops_per_step": fast_flops,
+                "dense_flops_per_step": dense_flops,
+                "fast_gflops_per_s": fast_flops / fast / 1e9,
+                "dense_gflops_per_s": dense_flops / dense / 1e9,
                 "speedup": speedup,
                 "target": args.target,
                 "loss_abs_diff": loss_diff,

@@ -164,10 +164,10 @@ class AttentionModel(HookedRootModule):
         h^(1) = X + A^(1) V^(1)[x], A^(1) the layer's attention pattern. Layer 2: every product
         h^(1) M is therefore M[x] + A^(1) (V^(1) M)[x], here for M = W^(2) and V^(2): a |V|^3 product
         and a (batch, T, T) x (batch, T, |V|) attention product instead of a (batch T) x |V| x |V|
-        one (at |V| = 256, T = 64: T/|V| = 1/4 of the multiply-adds). Later layers multiply the
-        dense residual: there the same expansion needs three attention products per matrix, which
-        measured slower than the one dense product. Exact up to float rounding (tests compare it
-        with :func:`dense_reference_logits`).
+        one (T/|V| of the multiply-adds). Later layers multiply the dense residual: there the same
+        expansion needs three attention products and three |V|^3 table products per matrix
+        (mechbook/benchmarks/README.md, ``attention-model``, compares the two). Exact up to float
+        rounding (tests compare it with :func:`dense_reference_logits`).
         """
         batch, n = tokens.shape
         v = self.cfg.d_vocab
