@@ -474,6 +474,23 @@ def entry_path(namespace: str, key: Any, modules: Iterable[str]) -> Path:
     return cache_root() / namespace / f"{fingerprint({'key': key, 'code': code_digest(modules)})}.pt"
 
 
+COMPUTED_ENV = "MECHBOOK_COMPUTED_FILE"
+"""Names a file where :func:`cached` appends the namespace of each entry it computes (the
+executor's side channel: a chapter that computed nothing ran from the model cache)."""
+
+
+def _note_computed(namespace: str) -> None:
+    """Append ``namespace`` to the file :data:`COMPUTED_ENV` names, if any (best effort)."""
+    target = os.environ.get(COMPUTED_ENV)
+    if not target:
+        return
+    try:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(namespace + "\n")
+    except OSError:
+        pass
+
+
 def cached(
     namespace: str,
     key: Any,
@@ -515,6 +532,7 @@ def cached(
                 return value
     with deterministic():
         value = compute()
+    _note_computed(namespace)
     try:
         data = bind(path.stem, dumps(value))
     except Exception as exc:  # a value the serialiser cannot write (a lambda, an open file ...)

@@ -78,10 +78,13 @@ class ExecuteConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ChapterResult:
-    """The outcome of one chapter: ``executed``, ``cached`` or ``failed`` (with the cell)."""
+    """The outcome of one chapter: ``executed``, ``cached`` or ``failed`` (with the cell);
+    ``computed`` when its kernel computed some cache entry (a cold run: it trained or analysed),
+    False when everything it read came from the model cache."""
 
     source: Path
     output: Path
     status: str
     seconds: float
     failure: str | None = None
+    computed: bool = False

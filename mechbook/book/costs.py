@@ -2,7 +2,10 @@
 starts. Two files: ``mechbook/book/costs.json`` ships the times measured when the book was last
 timed (committed on purpose, left out of the executor's cache key), and ``_build/costs.json``
 holds this machine's own: every run that executes a chapter to the end rewrites its entry there,
-and a local entry wins over the shipped one. A chapter with neither is "unknown".
+as a ``cold`` time when the chapter computed something (it trained or analysed: what a build
+from an empty model cache pays) or a ``warm`` one when everything came from the model cache. A
+local cold entry wins over the shipped one (shipped times are cold: they come from a cold
+build); the warm ones give the plan's second figure. A chapter with neither is "unknown".
 
 The shipped file also says which machine measured its times (:func:`reference`: its CPU and its
 figure of :func:`mechbook.book.calibrate.calibrate`), so that the plan can scale them to this
@@ -51,13 +54,34 @@ def _times(path: Path) -> dict[str, dict[str, float]]:
     }
 
 
+KINDS = ("cold", "warm")
+"""The two kinds of a local time: the chapter computed something, or read everything from cache."""
+
+
+def _local(root: Path, kind: str) -> dict[str, dict[str, float]]:
+    """This machine's ``{profile: {stem: seconds}}`` of one of :data:`KINDS`."""
+    part = _read(local_costs_path(root)).get(kind)
+    if not isinstance(part, dict):
+        return {}
+    return {
+        profile: {stem: float(t) for stem, t in measured.items() if isinstance(t, (int, float))}
+        for profile, measured in part.items()
+        if isinstance(measured, dict)
+    }
+
+
 def load_costs(root: Path) -> dict[str, dict[str, float]]:
-    """``{profile: {notebook stem: seconds}}``: the shipped times, overridden by this machine's;
-    empty when neither file is there or readable."""
+    """``{profile: {notebook stem: seconds}}`` of a cold run: the shipped times, overridden by
+    this machine's cold ones; empty when neither file is there or readable."""
     table = _times(costs_path(root))
-    for profile, measured in _times(local_costs_path(root)).items():
+    for profile, measured in _local(root, "cold").items():
         table.setdefault(profile, {}).update(measured)
     return table
+
+
+def warm_costs(root: Path, profile: str) -> dict[str, float]:
+    """``{stem: seconds}``: this machine's times of chapters that read everything from the model cache."""
+    return _local(root, "warm").get(profile, {})
 
 
 def reference(root: Path) -> dict[str, Any] | None:
@@ -73,11 +97,11 @@ def reference(root: Path) -> dict[str, Any] | None:
 
 
 def scaled_costs(root: Path, profile: str, scale: float) -> tuple[dict[str, float], set[str]]:
-    """``({stem: seconds}, stems extrapolated)`` in ``profile``: this machine's own time of a
-    chapter where it has one, else the shipped time times ``scale`` (how many times slower this
-    machine is than the one that measured them)."""
+    """``({stem: seconds}, stems extrapolated)`` of a cold run in ``profile``: this machine's own
+    cold time of a chapter where it has one, else the shipped time times ``scale`` (how many times
+    slower this machine is than the one that measured them)."""
     shipped = _times(costs_path(root)).get(profile, {})
-    local = _times(local_costs_path(root)).get(profile, {})
+    local = _local(root, "cold").get(profile, {})
     table = {stem: seconds * scale for stem, seconds in shipped.items() if stem not in local}
     extrapolated = set(table)
     table.update(local)
@@ -100,10 +124,11 @@ def _locked(lock: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def save_costs(root: Path, profile: str, measured: dict[str, float]) -> None:
-    """Merge ``{stem: seconds}`` measured in ``profile`` into this machine's costs file
-    (atomically, and under a lock, since the book's parts run side by side; a file that cannot be
-    written is skipped with a note, the book is not stopped for it)."""
+def save_costs(root: Path, profile: str, measured: dict[str, float], cold: bool = True) -> None:
+    """Merge ``{stem: seconds}`` measured in ``profile`` into this machine's costs file, as cold
+    times (the chapters computed something) or warm ones (atomically, and under a lock, since the
+    book's parts run side by side; a file that cannot be written is skipped with a note, the
+    book is not stopped for it)."""
     if not measured:
         return
     path = local_costs_path(root)
@@ -111,8 +136,10 @@ def save_costs(root: Path, profile: str, measured: dict[str, float]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path.with_name(f".{path.name}.lock")):
-            table = _read(path)
-            table.setdefault(profile, {}).update({k: round(v, 1) for k, v in measured.items()})
+            table = {kind: part for kind, part in _read(path).items() if kind in KINDS and isinstance(part, dict)}
+            table.setdefault("cold" if cold else "warm", {}).setdefault(profile, {}).update(
+                {k: round(v, 1) for k, v in measured.items()}
+            )
             tmp.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             os.replace(tmp, path)
     except OSError as exc:

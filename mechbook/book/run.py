@@ -65,7 +65,7 @@ from mechbook.book.environment import (
 from mechbook.book.pages import pages_data
 from mechbook.book.relay import NOTICES_ENV, PROGRESS_ENV, Relay, format_seconds
 from mechbook.book.toc import select, toc_notebooks
-from mechbook.cache import code_fingerprint, imports_of, module_digests, sha256_file
+from mechbook.cache import COMPUTED_ENV, code_fingerprint, imports_of, module_digests, sha256_file
 from mechbook.lifeline import stop_kernels_on_signals
 
 KERNEL = "python3"
@@ -334,6 +334,9 @@ def execute_chapter(
         env[PROGRESS_ENV] = str(progress_file)
     if notices_file is not None:
         env[NOTICES_ENV] = str(notices_file)
+    computed_file = running.with_name(running.name + ".computed")
+    computed_file.unlink(missing_ok=True)
+    env[COMPUTED_ENV] = str(computed_file)
     start = time.perf_counter()
     error: BaseException | None = None
     interrupted = False
@@ -354,6 +357,8 @@ def execute_chapter(
     except Exception as exc:  # papermill's execution error, a dead kernel, a timeout
         error = exc
     seconds = time.perf_counter() - start
+    computed = computed_file.exists() and computed_file.stat().st_size > 0
+    computed_file.unlink(missing_ok=True)
     done, _ = read_executed(running)
     running.unlink(missing_ok=True)
     failed = error is not None or (done is not None and _papermill_failed(done))
@@ -372,7 +377,7 @@ def execute_chapter(
     write_atomic(done, out)
     if interrupted:
         raise KeyboardInterrupt(f"{source} interrupted at {failure}")
-    return ChapterResult(source, out, "failed" if failed else "executed", seconds, failure)
+    return ChapterResult(source, out, "failed" if failed else "executed", seconds, failure, computed)
 
 
 def failures(results: list[ChapterResult]) -> list[str]:
@@ -441,16 +446,19 @@ def lanes_of(
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """The seconds the plan expects per chapter (``costs``), which of them are the shipped times
-    scaled to this machine (``extrapolated``), by how much (``scale``: this machine's calibration
-    against ``reference``'s, :mod:`mechbook.book.calibrate`), and this machine's figure (``rate``;
-    None when nothing needed scaling or the shipped times name no reference machine)."""
+    """The seconds the plan expects per chapter when it computes its models (``costs``: a cold
+    model cache), which of them are the shipped times scaled to this machine (``extrapolated``),
+    by how much (``scale``: this machine's calibration against ``reference``'s,
+    :mod:`mechbook.book.calibrate`), this machine's figure (``rate``; None when nothing needed
+    scaling or the shipped times name no reference machine), and this machine's times of the
+    chapters it last ran from a warm model cache (``warm``)."""
 
     costs: dict[str, float]
     extrapolated: frozenset[str]
     scale: float
     rate: float | None
     reference: dict[str, Any] | None
+    warm: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def seconds(self, stems: list[str]) -> tuple[float, list[str]]:
         """``(seconds, stems of unknown cost)`` for running ``stems``."""
@@ -472,7 +480,8 @@ def estimate_plan(cfg: ExecuteConfig, to_run: list[str], rate: float | None = No
     else:
         rate = None
     table, extrapolated = costs.scaled_costs(cfg.root, cfg.profile, scale)
-    return Estimate(table, frozenset(extrapolated & set(to_run)), scale, rate, reference)
+    warm = costs.warm_costs(cfg.root, cfg.profile)
+    return Estimate(table, frozenset(extrapolated & set(to_run)), scale, rate, reference, warm)
 
 
 def _extrapolation_line(est: Estimate) -> str | None:
@@ -490,6 +499,17 @@ def _extrapolation_line(est: Estimate) -> str | None:
         f"x{est.scale:.2f} for this machine (calibration {est.rate:,.0f} training steps/s here, "
         f"{float(est.reference['steps_per_s']):,.0f} there); its own times replace them once it has run them"
     )
+
+
+def _warm_line(est: Estimate, to_run: list[str], groups: list[tuple[str, list[Path]]] | None) -> str | None:
+    """The plan's second figure: the time when the chapters this machine last ran from a warm model
+    cache read it again (their warm times, the others' cold ones), on the same lanes; None when it
+    has no warm time of a chapter to run."""
+    if not set(to_run) & set(est.warm):
+        return None
+    lanes = [[p.stem for p in part if p.stem in to_run] for _, part in groups] if groups else [to_run]
+    seconds = max(sum(est.warm.get(s, est.costs.get(s, 0.0)) for s in lane) for lane in lanes)
+    return f"  if their models are cached (as when this machine last ran them): ~{format_seconds(seconds)}"
 
 
 def plan_lines(
@@ -556,6 +576,10 @@ def plan_lines(
         )
     else:
         lines.append(f"ETA: {format_seconds(seconds)}{parallel}")
+    warm_line = _warm_line(est, to_run, groups)
+    if warm_line and not unknown:
+        lines[-1] += " if the chapters compute their models (an empty model cache)"
+        lines.append(warm_line)
     extrapolation = _extrapolation_line(est)
     return lines + ([extrapolation] if extrapolation else [])
 
@@ -689,7 +713,7 @@ def _execute_book(cfg: ExecuteConfig, stream: TextIO | None) -> list[ChapterResu
         print(f"{tag}: {note} ({result.seconds:.1f} s)", flush=True)
         results.append(result)
         if result.status == "executed":
-            costs.save_costs(cfg.root, cfg.profile, {source.stem: result.seconds})
+            costs.save_costs(cfg.root, cfg.profile, {source.stem: result.seconds}, cold=result.computed)
     if cfg.lane is None:
         _print_took(results, sum(r.seconds for r in results))
     return results

@@ -72,3 +72,25 @@ def test_the_figure_is_steps_over_the_time_they_took():
     assert calibrate.slowdown(quick, slowed) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="positive"):
         calibrate.slowdown(0.0, 1.0)
+
+
+def test_a_chapter_that_read_everything_from_cache_gives_the_second_figure_not_the_cold_one(tmp_path):
+    """A re-execution over cached models takes minutes where a cold build takes an hour: its time
+    is kept apart (warm), the plan's ETA stays the cold one and says so, and the warm one follows."""
+    repo = _tiny_repo(tmp_path)
+    _shipped(repo, None, {"01_ok": 600.0, "02_bad": 300.0})
+    costs.save_costs(repo, "smoke", {"01_ok": 6.0, "02_bad": 3.0}, cold=False)
+    assert costs.load_costs(repo)["smoke"] == {"01_ok": 600.0, "02_bad": 300.0}
+    assert costs.warm_costs(repo, "smoke") == {"01_ok": 6.0, "02_bad": 3.0}
+    lines = run.plan_lines(ExecuteConfig(profile="smoke", root=repo), _planned(repo))
+    assert "ETA: 15 min 00 s if the chapters compute their models (an empty model cache)" in lines
+    assert "  if their models are cached (as when this machine last ran them): ~9 s" in lines
+    costs.save_costs(repo, "smoke", {"01_ok": 700.0}, cold=True)  # a later cold run: its own time wins
+    assert costs.load_costs(repo)["smoke"]["01_ok"] == 700.0 and costs.warm_costs(repo, "smoke")["01_ok"] == 6.0
+
+
+def test_without_warm_times_the_plan_gives_one_figure(tmp_path):
+    repo = _tiny_repo(tmp_path)
+    _shipped(repo, None, {"01_ok": 600.0, "02_bad": 300.0})
+    lines = run.plan_lines(ExecuteConfig(profile="smoke", root=repo), _planned(repo))
+    assert "ETA: 15 min 00 s" in lines and not any("cached" in line for line in lines[1:])

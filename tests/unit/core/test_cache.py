@@ -46,6 +46,16 @@ def test_second_call_loads_and_other_key_recomputes():
     assert len(calls) == 3
 
 
+def test_each_computed_entry_is_told_to_the_executor_and_a_served_one_is_not(tmp_path, monkeypatch):
+    told = tmp_path / "computed.txt"
+    monkeypatch.setenv(cache.COMPUTED_ENV, str(told))
+    _calls, compute = _counter()
+    cached("t/told", {"k": 1}, compute)
+    cached("t/told", {"k": 1}, compute)  # served from the cache: not told
+    cached("t/told", {"k": 2}, compute)
+    assert told.read_text().splitlines() == ["t/told", "t/told"]
+
+
 def _entry(root):
     [path] = [p for p in (root / "t").iterdir() if p.suffix == ".pt"]
     return path
