@@ -113,12 +113,18 @@ RUNS: dict[str, Callable[[], str]] = {
 }
 
 
+TRAINING_CODE = ("mechbook.assign_add.train", "mechbook.leading_terms.train")
+"""The modules whose import closure holds the code the runs compute with (both parts' training loops)."""
+
+
 def machine() -> dict[str, str]:
-    """What decides a run's bits besides the code: the CPU (``model``: name, family and model
-    numbers; ``cpu``: with its vector flags), torch's version and the kernel paths."""
+    """What decides a run's bits: the CPU (``model``: name, family and model numbers; ``cpu``:
+    with its vector flags), torch's version, the kernel paths, and the code (``code``: a digest
+    of :data:`TRAINING_CODE`'s closure, docstrings and comments left out)."""
     import torch
 
     from mechbook.benchmarks.assign_add import cpu_description
+    from mechbook.cache import code_digest
     from mechbook.determinism import kernel_paths
 
     cpu = cpu_description()
@@ -128,6 +134,7 @@ def machine() -> dict[str, str]:
         "cpu": f"{cpu['model']} ({flags})",
         "torch": torch.__version__,
         "kernels": kernel_paths(),
+        "code": code_digest(TRAINING_CODE)[:16],
     }
 
 
@@ -137,9 +144,10 @@ def committed() -> dict[str, dict[str, Any]]:
 
 
 def comparable(entry: dict[str, Any], here: dict[str, str]) -> bool:
-    """Whether ``entry`` was measured with this torch and these kernel paths (else its bits say
-    nothing about this CPU's)."""
-    return entry.get("torch") == here["torch"] and entry.get("kernels") == here["kernels"]
+    """Whether ``entry`` was measured with this torch, these kernel paths and this code (else its
+    bits say nothing about this CPU's: a change to the training code moves them on every CPU, and
+    an entry from before it is stale until that CPU measures again)."""
+    return all(entry.get(k) == here[k] for k in ("torch", "kernels", "code"))
 
 
 def main(write: bool = False, trace_ops: bool = False) -> int:
@@ -158,7 +166,11 @@ def main(write: bool = False, trace_ops: bool = False) -> int:
     print(f"this machine: {here['cpu']}, torch {here['torch']}, {here['kernels']}")
     mine = book.get(here["model"])
     if mine is None or not comparable(mine, here):
-        why = "none committed" if mine is None else f"committed with torch {mine['torch']}, {mine['kernels']}"
+        why = (
+            "none committed"
+            if mine is None
+            else f"committed with torch {mine['torch']}, {mine['kernels']}, code {mine.get('code', 'before digests')}"
+        )
         print(f"this CPU model: {why}; `python -m mechbook hashes --write` stores them")
     differ = 0
     for name, value in hashes.items():
@@ -171,7 +183,11 @@ def main(write: bool = False, trace_ops: bool = False) -> int:
     for model, entry in sorted(book.items()):
         if model != here["model"]:
             agree = sum(entry["hashes"].get(name) == value for name, value in hashes.items())
-            paths = "" if comparable(entry, here) else f" (other paths: torch {entry['torch']}, {entry['kernels']})"
+            paths = (
+                ""
+                if comparable(entry, here)
+                else f" (other paths or code: torch {entry['torch']}, {entry['kernels']}, code {entry.get('code', '?')})"
+            )
             print(f"  agrees with {model} on {agree} of {len(hashes)} runs{paths}")
     return 1 if differ else status
 

@@ -65,8 +65,10 @@ def test_committed_hashes_are_kept_per_cpu_model_with_their_paths():
     for model, entry in book.items():
         assert entry["model"] == model and set(entry["hashes"]) == set(hashes.RUNS)
         assert entry["kernels"].startswith("aten ") and "openblas" in entry["kernels"]
-    here = {"torch": "x", "kernels": "y"}
+    here = {"torch": "x", "kernels": "y", "code": "c"}
     assert hashes.comparable(here, here) and not hashes.comparable({**here, "kernels": "z"}, here)
+    assert not hashes.comparable({**here, "code": "other"}, here), "another training code's bits are stale"
+    assert not hashes.comparable({"torch": "x", "kernels": "y"}, here), "an entry from before the digests is stale"
     for path in hashes.TRACES.glob("*.json"):
         trace = json.loads(path.read_text())
         assert set(trace["runs"]) == set(hashes.TRACED) and trace["model"] in book
