@@ -71,11 +71,13 @@ def _local(root: Path, kind: str) -> dict[str, dict[str, float]]:
 
 
 def load_costs(root: Path) -> dict[str, dict[str, float]]:
-    """``{profile: {notebook stem: seconds}}`` of a cold run: the shipped times, overridden by
-    this machine's cold ones; empty when neither file is there or readable."""
-    table = _times(costs_path(root))
-    for profile, measured in _local(root, "cold").items():
-        table.setdefault(profile, {}).update(measured)
+    """``{profile: {notebook stem: seconds}}`` of a cold run: this machine's warm time of a chapter
+    known by no other (one that computes nothing is never cold), overridden by the shipped times,
+    overridden by this machine's cold ones; empty when neither file is there or readable."""
+    table = _local(root, "warm")
+    for source in (_times(costs_path(root)), _local(root, "cold")):
+        for profile, measured in source.items():
+            table.setdefault(profile, {}).update(measured)
     return table
 
 
@@ -105,6 +107,8 @@ def scaled_costs(root: Path, profile: str, scale: float) -> tuple[dict[str, floa
     table = {stem: seconds * scale for stem, seconds in shipped.items() if stem not in local}
     extrapolated = set(table)
     table.update(local)
+    for stem, seconds in warm_costs(root, profile).items():
+        table.setdefault(stem, seconds)  # a chapter never measured cold: its warm time is all we know
     return table, extrapolated
 
 

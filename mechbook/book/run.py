@@ -509,6 +509,9 @@ def _warm_line(est: Estimate, to_run: list[str], groups: list[tuple[str, list[Pa
         return None
     lanes = [[p.stem for p in part if p.stem in to_run] for _, part in groups] if groups else [to_run]
     seconds = max(sum(est.warm.get(s, est.costs.get(s, 0.0)) for s in lane) for lane in lanes)
+    cold = max(sum(est.costs.get(s, 0.0) for s in lane) for lane in lanes)
+    if format_seconds(seconds) == format_seconds(cold):
+        return None
     return f"  if their models are cached (as when this machine last ran them): ~{format_seconds(seconds)}"
 
 
