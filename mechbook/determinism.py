@@ -134,10 +134,10 @@ def _check_pinned(torch) -> None:
 @contextlib.contextmanager
 def subnormals_flushed() -> Iterator[None]:
     """Run the block with the CPU flushing subnormal floats to zero (``torch.set_flush_denormal``),
-    then turn it off again. Training from small weights (Part I's start at zero; Part II's
-    probabilities of wrong answers late in training) makes values below float32's smallest normal
-    number, and x86 arithmetic on them is many times slower. The flush changes only those values,
-    and the same way on every CPU."""
+    then turn it off again. Training from small weights (Part I's start at zero) makes values
+    below float32's smallest normal number, and x86 arithmetic on them is many times slower; both
+    parts' training loops run under it. The flush changes only those values, and the same way on
+    every CPU."""
     import torch
 
     torch.set_flush_denormal(True)
