@@ -1,7 +1,7 @@
-"""Chapter 2's module and its library (check_numbers, attention_first, the CH02_CLAIMS table):
-profiles and resolve, the claims on both sides of their rules, the prose
-branches (departure or none, learned or not), the charts' widths and titles, and the smoke bounds
-rejecting a broken check."""
+"""Chapter 2's module and its library (check_numbers, the CH02_CLAIMS table): profiles and resolve,
+the claims on both sides of their rules with the prose that reads them, the prose branches
+(departure or none, learned or not), the charts' widths and titles, and the smoke bounds rejecting
+a broken check (attention_first: leading_terms/test_lt_readings.py)."""
 
 import numpy as np
 import pandas as pd

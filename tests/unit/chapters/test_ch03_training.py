@@ -1,6 +1,7 @@
 """Chapter 3's module and its library (CH03_CLAIMS, training_readings, training_numbers): every
-profile trains the paper's regime, each claim on both sides of its rule, the records and the
-smoke bounds rejecting an untrained or broken run, the charts' widths and titles, the prose."""
+profile trains the paper's regime, the tables the claims read, the records and the smoke bounds
+rejecting an untrained or broken run, the charts' widths and titles, the prose (each claim on both
+sides of its rule: leading_terms/test_lt_claims.py)."""
 
 import math
 from types import SimpleNamespace

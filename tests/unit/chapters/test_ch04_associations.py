@@ -1,7 +1,8 @@
 """Chapter 4's module (mechbook.chapters.ch04_associations) and its library (the CH04_CLAIMS table,
-association_numbers): the config, the trained maps against
-a literal product, overlap tables and records, the sentences, the explorer layout, and the smoke
-bounds against an untrained or scrambled model (on the smoke corpus, without training)."""
+association_numbers): the config, the trained maps against a literal product, overlap tables and
+records, the sentences, the explorer layout, and the smoke bounds against an untrained or
+scrambled model (on the smoke corpus, without training; each claim on both sides of its rule:
+leading_terms/test_lt_claims.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Chapter 5's module (mechbook.chapters.ch05_cooperation) and its library (the CH05 claims tables,
-read_cooperation, cooperation_numbers): the config, path averages against the
-weights read literally, distinct ablation labels, records, sentences and chart, and the smoke
-bounds against an untrained model (on the smoke corpus, with weights set by hand, no training)."""
+read_cooperation, cooperation_numbers): the config, path averages against the weights read
+literally, distinct ablation labels, records, sentences and chart, and the smoke bounds against an
+untrained model (on the smoke corpus, with weights set by hand, no training; each claim on both
+sides of its rule: leading_terms/test_lt_claims.py)."""
 
 from __future__ import annotations
 

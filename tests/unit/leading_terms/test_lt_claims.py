@@ -1,4 +1,5 @@
-"""Part I's claims tables (mechbook.leading_terms.claims): each claim of chapters 1 to 5 on both sides of its rule."""
+"""Part I's claims tables (mechbook.leading_terms.claims): each claim of the introduction and chapters 1 to 5 on
+both sides of its rule."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from test_ch01_corpus_maps import _named, _numbers, _with_fig5
 from test_ch03_training import readings
 
 from mechbook import claims
-from mechbook.leading_terms.claims import CH01_CLAIMS, CH03_CLAIMS, CH04_CLAIMS, CH05_CLAIMS
+from mechbook.leading_terms.claims import CH01_CLAIMS, CH03_CLAIMS, CH04_CLAIMS, CH05_CLAIMS, INTRO
 from mechbook.leading_terms.maps import FIGURE5, FIGURE5_TOP
 
 
@@ -165,3 +166,13 @@ def claims_fmt(value, spec):
     from mechbook.claims import fmt
 
     return fmt(value, spec)
+
+
+@pytest.mark.parametrize("claim", INTRO, ids=lambda c: c.id)
+def test_intro_each_claim_on_both_sides_of_its_rule(claim):
+    t = claim.rule.threshold
+    hold, fail = (t - 0.01, t + 0.01) if claim.rule.op == "<" else (t + 0.01, t - 0.5)
+    assert claim.evidence(hold).verdict == "reproduced" and claim.evidence(fail).verdict == "not reproduced"
+    assert claim.evidence(hold).sentence().startswith("**Holds.**")
+    assert claim.evidence(fail).sentence().startswith("**Does not hold.**")
+    assert claim.section.startswith("intro-")
