@@ -1,5 +1,6 @@
-"""Chapter 9's readings of a model as one record: the seed stack read once per seed (known readings
-reused), and the numbers it records against the functions they come from."""
+"""Chapter 9's readings of a model as one record (mechbook.assign_add.circuit_readings): the seed stack
+read once per seed (known readings reused), the numbers it records against the functions they come
+from, and the answer accuracy against the model's own argmax."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ import torch
 
 from mechbook.assign_add import circuit_readings as R
 from mechbook.assign_add import circuits, measures
+from mechbook.assign_add.circuit_readings import answer_accuracy
 from mechbook.assign_add.config import TrainResult
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
 from mechbook.assign_add.probes import ProbeConfig
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.task import Task, TaskConfig
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return AssignAddModel(SEED_RUNS["smoke"].train.model).eval()
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +62,10 @@ def test_seed_runs_are_read_once_each_and_known_readings_reused(small, task, mon
     monkeypatch.setattr(R, "read_circuits", lambda m, *a: calls.append(m) or r)
     out = R.read_seed_runs(runs, task, pools, ProbeConfig(steps=5), 16, known={1: "known"})
     assert list(out) == [3, 1, 2] and out[1] == "known" and len(calls) == 2
+
+
+def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):
+    pools = Task().eval_pools(8, seed=0)
+    names = ("0var_train", "1var_train")
+    right = [int(model(torch.as_tensor(t[None]))[0, -1].argmax()) == int(y) for p in names for t, y in zip(*pools[p])]
+    assert answer_accuracy(model, pools, names) == pytest.approx(sum(right) / len(right))

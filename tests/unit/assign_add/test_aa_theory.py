@@ -1,16 +1,30 @@
-"""The QK2 gradient at uniform attention (mechbook.assign_add.theory, chapter 10)."""
+"""The QK2 gradient at uniform attention and chapter 10's readings of it (mechbook.assign_add.theory)."""
+
+import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tolerance import assert_close_scaled
 
+from mechbook.assign_add import circuits, theory
 from mechbook.assign_add.circuits import qk
 from mechbook.assign_add.model import AssignAddModel, ModelConfig
-from mechbook.assign_add.task import Task
+from mechbook.assign_add.runs import SEED_RUNS
+from mechbook.assign_add.task import Task, TaskConfig
 from mechbook.assign_add.theory import block_similarity, gradient_variable_block, loss_with_qk2, qk2_gradient
+
+TC = TaskConfig()
+SMOKE_TRAIN = SEED_RUNS["smoke"].train
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(1)
+    return AssignAddModel(SMOKE_TRAIN.model).double().eval()
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +201,45 @@ def test_pool_batch_stacks_the_named_pools_in_order():
     assert torch.equal(labels[5:], torch.from_numpy(pools["2var_train"][1]))
     zero, _ = pool_batch(pools, ["0var_train"])
     assert torch.equal(zero, torch.from_numpy(pools["0var_train"][0]))
+
+
+def test_direction_spread_against_a_literal_loop(model):
+    u = circuits.variable_directions(model, TC).numpy()
+    cosines = [
+        abs(float(u[i] @ u[j]) / (np.linalg.norm(u[i]) * np.linalg.norm(u[j])))
+        for i, j in itertools.permutations(range(len(u)), 2)
+    ]
+    lengths = [float(np.linalg.norm(row)) for row in u]
+    got = theory.direction_spread(model, TC)
+    assert got["mean_abs_cos"] == pytest.approx(sum(cosines) / len(cosines), rel=1e-9)
+    assert got["norm_ratio"] == pytest.approx(max(lengths) / min(lengths), rel=1e-9)
+
+
+def test_key_split_adds_up_to_the_whole_gradient(model):
+    tokens, labels = (torch.from_numpy(x) for x in Task(TC).sample(24, np.random.default_rng(0)))
+    parts = theory.key_split_blocks(model, TC, tokens, labels)
+    whole = theory.gradient_variable_block(model, TC, tokens, labels)
+    assert list(parts) == ["context", "query"]
+    np.testing.assert_allclose(sum(parts.values()), whole, rtol=1e-6, atol=1e-9 * np.abs(whole).max())
+
+
+def test_first_identity_step_needs_more_than_half_the_rows():
+    over = pd.DataFrame({"step": [100, 200, 300], "rows_diag_max": [0.1, 0.5, 0.9]})
+    assert theory.first_identity_step(over) == 300
+    assert theory.first_identity_step(over.assign(rows_diag_max=0.0)) is None
+
+
+def test_read_gradient_matches_its_parts(model):
+    task = Task(TC)
+    tokens, labels = (torch.from_numpy(x) for x in task.sample(16, np.random.default_rng(1)))
+    zero = tuple(torch.from_numpy(x) for x in task.eval_pools(8, seed=5)["0var_train"])
+    torch.manual_seed(2)
+    late = AssignAddModel(SMOKE_TRAIN.model).double().eval()
+    r = theory.read_gradient(model, late, TC, (tokens, labels), zero, step=300, final_step=900)
+    grad = theory.gradient_variable_block(model, TC, tokens, labels)
+    assert r.learned == pytest.approx(theory.block_similarity(grad, circuits.variable_qk_block(late, TC)))
+    assert r.form == pytest.approx(theory.block_similarity(grad, theory.associative_memory_block(model, TC)))
+    assert r.zero_ratio == pytest.approx(
+        circuits.block_diagonality(theory.gradient_variable_block(model, TC, *zero))["ratio"]
+    )
+    assert r.numbers()["gradient_query_diag_mean"] == pytest.approx(np.diag(r.split["query"]).mean())

@@ -1,12 +1,10 @@
-"""Chapter 1's module (mechbook.chapters.ch01_corpus_maps), its claims table
-(mechbook.leading_terms.claims.CH01_CLAIMS) and the helpers it uses: escaping
-corpus text for Markdown (mechbook.viz.escape_markdown, rendered back by markdown-it), the validated config, the recorded numbers against literal
-counts, the computed sentences, the heatmap blocks, and the smoke bounds against a broken corpus."""
+"""Chapter 1's module (mechbook.chapters.ch01_corpus_maps): the validated config, the recorded
+numbers against literal counts, the computed sentences, the heatmap blocks, the claims each section
+reads, and the smoke bounds against a broken corpus (the claims' rules: leading_terms/test_lt_claims.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import itertools
 import re
 from pathlib import Path
@@ -16,8 +14,7 @@ import pytest
 from conftest import SAMPLE
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
-from mdit_py_plugins.dollarmath import dollarmath_plugin
+from test_fmt import RENDER
 
 from mechbook import claims
 from mechbook.book.checks import check_thresholds, load_thresholds
@@ -26,11 +23,9 @@ from mechbook.leading_terms.claims import CH01_CLAIMS, TABLES
 from mechbook.leading_terms.maps import FIGURE5, FIGURE5_TOP, chapter_maps, map_row, maps_numbers, pair_rank_table
 from mechbook.leading_terms.readings import MapsReadings, read_maps
 from mechbook.leading_terms.stats import corpus_stats
-from mechbook.viz.fmt import escape_markdown as markdown_text
 
 needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
 CFG = ch01.CONFIGS["smoke"]
-RENDER = MarkdownIt("commonmark").use(dollarmath_plugin)
 
 
 def _measured(m):
@@ -41,28 +36,6 @@ def _measured(m):
 def _ev(r):
     """Chapter 1's verdicts on the readings ``r``, computed once as its notebook does."""
     return claims.evidence(CH01_CLAIMS, r)
-
-
-def _rendered_text(markdown: str) -> str:
-    out = RENDER.render(markdown)
-    assert "<em>" not in out and "<strong>" not in out and "<a " not in out and "math" not in out, out
-    return html.unescape(re.sub(r"</?p>|\n", "", out))
-
-
-@given(st.text(alphabet=st.sampled_from(list("abc XYZ<>&*_`$[]()#+-.!|~\\{}'\"=;:/")), min_size=1, max_size=40))
-@settings(max_examples=300, deadline=None)
-def test_markdown_text_renders_back_to_the_text(text):
-    text = re.sub(r" +", " ", text).strip()
-    if not text:
-        return
-    assert _rendered_text(markdown_text(text)) == text
-
-
-def test_special_tokens_survive_markdown():
-    for token in ("<unk>", "<|endoftext|>"):
-        assert token in _rendered_text(f'said, "{markdown_text(token)}, your car"')
-    assert "&lt;unk&gt;" in RENDER.render(markdown_text('said, "<unk>, your car"'))
-    assert "<unk>" in RENDER.render('said, "<unk>, your car"')  # unescaped, a tag the browser drops
 
 
 @pytest.mark.parametrize(
@@ -206,41 +179,6 @@ def _named(a, ranks=None, missing=()):
     return {"ranks": dict(zip(a.partners, ranks)), "missing": list(missing), "share": share}
 
 
-@pytest.mark.parametrize(
-    ("knob", "holds", "fails", "partly"),
-    [
-        ("drop", 0.01, 0.5, 0.1),
-        ("rank", 1, 2, None),
-        ("noun_ratio", 2.5, 1.0, 1.5),
-        ("phi", 4.0, 50.0, 20.0),
-        ("b_over_phi", 5.0, 1.0, 2.0),
-        ("class_ratio", 2.2, 1.0, 1.5),
-        ("other_over_phi", 3.0, 1.0, 2.0),
-    ],
-)
-def test_each_claim_on_both_sides_of_its_rule(knob, holds, fails, partly):
-    cid = {
-        "drop": "ch01.drop_keeps_little",
-        "rank": "ch01.upon_after_once",
-        "noun_ratio": "ch01.adjective_nouns",
-        "phi": "ch01.scene_pairs",
-        "b_over_phi": "ch01.phi_not_b",
-        "class_ratio": "ch01.word_classes",
-        "other_over_phi": "ch01.pairs_not_frequency",
-    }[knob]
-    claim = next(c for c in CH01_CLAIMS if c.id == cid)
-    good, bad = (
-        claims.evidence(CH01_CLAIMS, _numbers(**{knob: holds}))[cid],
-        claims.evidence(CH01_CLAIMS, _numbers(**{knob: fails}))[cid],
-    )
-    assert good.verdict == "reproduced" and bad.verdict == "not reproduced"
-    yes, no = ("Holds", "Does not hold") if claim.source == "book" else ("Reproduced", "Not reproduced")
-    assert good.sentence().startswith(f"**{yes}.**") and bad.sentence().startswith(f"**{no}.**")
-    assert claim.statement in good.sentence()
-    if partly is not None:
-        assert claims.evidence(CH01_CLAIMS, _numbers(**{knob: partly}))[cid].verdict == "partly"
-
-
 def test_every_claim_is_declared_once_with_a_section_of_the_page():
     ids = [c.id for c in CH01_CLAIMS]
     assert len(ids) == len(set(ids)) and set(claims.evidence(CH01_CLAIMS, _numbers())) == set(ids)
@@ -286,23 +224,6 @@ def test_corpus_prose_branches_on_the_policy(maps):
     ).startswith("All the stories")
 
 
-def test_no_scene_pair_in_the_vocabulary_leaves_the_pair_claims_untested_and_says_why():
-    """A corpus too small to hold any scene pair: no ranks to compare, so the two pair claims are
-    untested with the reason, and the prose says there is nothing to read (no NaN reaches a word)."""
-    n = dataclasses.replace(
-        _numbers(), phi_pair_median_rank=None, b_pair_median_rank=None, n_context_pairs=0, vocab_size=144
-    )
-    ev = claims.evidence(CH01_CLAIMS, n)
-    for cid in ("ch01.scene_pairs", "ch01.phi_not_b", "ch01.pairs_not_frequency"):
-        assert ev[cid].verdict == "untested" and "no scene pair" in ev[cid].sentence()
-        assert "vocabulary of 144 tokens" in ev[cid].untested
-    assert ev["ch01.upon_after_once"].verdict != "untested"
-    # pairs in the vocabulary but no mismatched control: untested, and no reason is invented
-    no_control = claims.evidence(CH01_CLAIMS, dataclasses.replace(_numbers(), phi_pair_mismatched_median_rank=None))
-    assert no_control["ch01.pairs_not_frequency"].verdict == "untested"
-    assert no_control["ch01.pairs_not_frequency"].untested is None
-
-
 def test_the_context_prose_without_pairs_reads_no_rank(maps):
     n = dataclasses.replace(_measured(maps), phi_pair_median_rank=None, b_pair_median_rank=None, n_context_pairs=0)
     text = ch01.context_prose(maps, n, _ev(n))
@@ -338,36 +259,6 @@ def test_the_mismatched_row_control_against_a_literal_count(maps):
         assert got == float(np.median(ranks))
 
 
-def test_the_models_vocabulary_counts_the_chapters_words_it_keeps():
-    """in_model_vocabulary against a literal count: lexicon words and scene pairs of chapter 1's
-    vocabulary that a smaller vocabulary keeps, and the words it loses to <unk>."""
-    from types import SimpleNamespace
-
-    import pandas as pd
-
-    from mechbook.leading_terms.associations import CONTEXT_PAIRS
-    from mechbook.leading_terms.maps import in_model_vocabulary
-
-    big = [w for pair in CONTEXT_PAIRS for w in pair] + ["red", "happy", "ran"]
-    small = ["fish", "pond", "water", "red"]
-    lexicon = pd.DataFrame(
-        {"word": ["red", "happy", "ran", "fish"], "class": ["adjective", "adjective", "verb", "noun"]}
-    )
-    maps = SimpleNamespace(tokenizer=SimpleNamespace(token_to_id={w: i for i, w in enumerate(big)}), lexicon=lexicon)
-    model = SimpleNamespace(token_to_id={w: i for i, w in enumerate(small)}, vocab_size=len(small))
-    got = in_model_vocabulary(maps, model)
-    pairs_kept = sum(a in small and b in small for a, b in CONTEXT_PAIRS)
-    assert got == {
-        "model_vocab_size": 4,
-        "lexicon": 4,
-        "lexicon_kept": 2,
-        "lexicon_lost": ["happy", "ran"],
-        "pairs": len(CONTEXT_PAIRS),
-        "pairs_kept": pairs_kept,
-    }
-    assert pairs_kept == 2, "fish-pond and fish-water"
-
-
 def test_recurring_words_are_the_words_of_two_rows_or_more():
     import pandas as pd
 
@@ -388,45 +279,6 @@ def test_recurring_words_are_the_words_of_two_rows_or_more():
     assert list(got) == ["day", "time"], "most rows first, ties in order of first appearance"
     text = ch01.context_recurring_prose(table)
     assert "**7 of the 10**" in text and "*day* (3 rows)" in text
-
-
-@pytest.mark.parametrize("a", FIGURE5, ids=lambda a: a.key)
-def test_each_figure5_group_on_both_sides_of_its_rule_and_untested_without_its_words(a):
-    """All named words in the top 30: reproduced; half: partly; none: not; a word outside the
-    vocabulary: untested, naming it and |V|."""
-    cid = f"ch01.fig5_{a.key}"
-    claim = next(c for c in CH01_CLAIMS if c.id == cid)
-    assert claim.source == "paper" and claim.paper == a.paper and claim.section == "ch01-paper-figures"
-
-    def verdict(**kw):
-        return claims.evidence(CH01_CLAIMS, _with_fig5(_numbers(), a.key, _named(a, **kw)))[cid]
-
-    k = len(a.partners)
-    assert verdict(ranks=[FIGURE5_TOP] * k).verdict == "reproduced"
-    assert verdict(ranks=[FIGURE5_TOP + 1] * k).verdict == "not reproduced"
-    half = [1] * (k - k // 2) + [FIGURE5_TOP + 1] * (k // 2)
-    assert verdict(ranks=half).verdict == ("partly" if k > 1 else "reproduced")
-    if k == 3:
-        assert verdict(ranks=[1, 99, 99]).verdict == "not reproduced", "one of three is under half"
-    lacking = verdict(missing=[a.partners[-1]])
-    assert lacking.verdict == "untested"
-    assert f"*{a.partners[-1]}* is not in this profile's vocabulary of |V| = 1000 tokens" in lacking.sentence()
-
-
-def test_figure3_claim_ranks_pond_among_the_sentences_words():
-    cid = "ch01.fig3_pond_for_fish"
-
-    def ev(**reading):
-        base = {"scores": {"the": 1.0, "pond": 2.0}, "missing": ["contains"], "pond_rank": 1}
-        return claims.evidence(CH01_CLAIMS, dataclasses.replace(_numbers(), fig3_fish={**base, **reading}))[cid]
-
-    assert ev().verdict == "reproduced" and ev(pond_rank=2).verdict == "not reproduced"
-    no_fish = ev(scores={}, missing=["fish", "contains"], pond_rank=None)
-    assert (
-        no_fish.verdict == "untested" and "*fish* is not in this profile's vocabulary of |V| = 1000" in no_fish.untested
-    )
-    alone = ev(scores={"pond": 2.0}, missing=["the", "contains"], pond_rank=None)
-    assert alone.verdict == "untested" and "no other word of the sentence" in alone.untested
 
 
 def test_named_table_shows_every_partner_with_its_rank_and_the_bar():

@@ -1,7 +1,7 @@
-"""Chapter 2's module and its library (check_numbers, attention_first, the CH02_CLAIMS table):
-profiles and resolve, the claims on both sides of their rules, the prose
-branches (departure or none, learned or not), the charts' widths and titles, and the smoke bounds
-rejecting a broken check."""
+"""Chapter 2's module and its library (check_numbers, the CH02_CLAIMS table): profiles and resolve,
+the claims on both sides of their rules with the prose that reads them, the prose branches
+(departure or none, learned or not), the charts' widths and titles, and the smoke bounds rejecting
+a broken check (attention_first: leading_terms/test_lt_readings.py)."""
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ from mechbook.leading_terms.check import (
     autograd_check,
 )
 from mechbook.leading_terms.claims import CH02_CLAIMS, TABLES
-from mechbook.leading_terms.readings import attention_first, check_numbers, check_readings
+from mechbook.leading_terms.readings import check_numbers, check_readings
 from mechbook.leading_terms.stats import corpus_stats
 from mechbook.leading_terms.theorem import INITS, TheoremRuns, TheoremRunsConfig, theorem_run
 
@@ -248,22 +248,6 @@ def test_learned_words_print_the_drop_they_judge(drop, log_vocab):
     text = ch02.learned_words(drop, log_vocab)
     shown = float(text.split("fallen ")[1].split(" nats")[0])
     assert ("barely learned" in text) == (drop < 0.1) and abs(shown - drop) <= 5e-4
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.one_of(st.none(), st.integers(1, 5)), min_size=4, max_size=4), min_size=1, max_size=6))
-def test_attention_first_against_its_definition(rows):
-    """W and P both leave, and both before either of W_O and V leaves (one that never leaves is last)."""
-    order = pd.DataFrame(rows, columns=["W", "P", "W_O", "V"], dtype=float)
-    got = attention_first(order).tolist()
-    never = float("inf")
-
-    def literal(w, p, wo, v):
-        if w is None or p is None:
-            return False
-        return max(w, p) < min(never if wo is None else wo, never if v is None else v)
-
-    assert got == [literal(*r) for r in rows]
 
 
 def test_the_table_is_the_chapters_and_records_every_claim(setup):

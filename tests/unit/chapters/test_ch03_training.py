@@ -1,6 +1,7 @@
 """Chapter 3's module and its library (CH03_CLAIMS, training_readings, training_numbers): every
-profile trains the paper's regime, each claim on both sides of its rule, the records and the
-smoke bounds rejecting an untrained or broken run, the charts' widths and titles, the prose."""
+profile trains the paper's regime, the tables the claims read, the records and the smoke bounds
+rejecting an untrained or broken run, the charts' widths and titles, the prose (each claim on both
+sides of its rule: leading_terms/test_lt_claims.py)."""
 
 import math
 from types import SimpleNamespace
@@ -85,31 +86,6 @@ def test_every_profile_trains_the_papers_two_rates_for_3200_steps_at_its_batch_r
     assert cpu.loc[("shared runs", "vocab_size"), "this profile"] == "512"
     assert not {"lr", "lrs", "epochs", "n_layers", "tokenizer"} & set(cpu.index.get_level_values("setting"))
     assert (cpu["what it can change"] != "").all()
-
-
-CASES = [
-    ("ch03.table1_attention", {"first": 0.999}, {"first": 0.995}, {"first": 0.9}),
-    ("ch03.table1_value", {"small": 0.9995}, {"small": 0.992}, {"small": 0.5}),
-    ("ch03.table1_output", {"small": 0.9995}, {"small": 0.992}, {"small": 0.5}),
-    ("ch03.table2_value", {"bpe": 0.998}, {"bpe": 0.995}, {"bpe": 0.9}),
-    ("ch03.figure4_30_epochs", {"large": 0.95}, None, {"large": 0.85}),
-    ("ch03.figure4_100_epochs", {"large": 0.95, "late": 0.75}, None, {"large": 0.95, "late": 0.65}),
-    ("ch03.figure4_loss", {"large_loss": 3.5}, {"large_loss": 4.2}, {"large_loss": 5.0}),
-    ("ch03.paper_lr_learned", {"small_loss": 5.0}, None, {"small_loss": 5.29}),
-    ("ch03.whole_set_terms_hold", {"small": 0.995, "bpe": 0.999}, None, {"small": 0.995, "bpe": 0.98}),
-    ("ch03.first_batch_bounds_the_paper_measure", {"ceiling": 0.97}, None, {"ceiling": 0.999}),
-    ("ch03.large_lr_drifts", {"large": 0.95}, None, {"large": 0.995}),
-    ("ch03.attention_most_fragile", {"p_large": 0.5}, None, {"p_large": 0.999}),
-]
-
-
-@pytest.mark.parametrize(("cid", "holds", "partly", "fails"), CASES)
-def test_each_claim_on_both_sides_of_its_rule(cid, holds, partly, fails):
-    assert claims.evidence(CH03_CLAIMS, readings(**holds))[cid].verdict == "reproduced"
-    if partly is not None:
-        assert claims.evidence(CH03_CLAIMS, readings(**partly))[cid].verdict == "partly"
-    bad = claims.evidence(CH03_CLAIMS, readings(**fails))[cid]
-    assert bad.verdict == "not reproduced" and bad.sentence().startswith(("**Not reproduced.**", "**Does not hold.**"))
 
 
 def test_the_tables_read_the_first_batchs_terms_and_name_the_papers_numbers():

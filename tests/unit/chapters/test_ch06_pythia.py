@@ -1,6 +1,7 @@
-"""Chapter 6's module and its library (mechbook.pythia.claims, mechbook.pythia.readings): profiles and knobs, offline source choice, banner, the computed reading in
-each of its branches, the resid_pre note, charts that fit the column, and smoke bounds that reject
-an untrained run."""
+"""Chapter 6's module (mechbook.chapters.ch06_pythia): profiles and knobs, offline source choice,
+banner, the computed reading in each of its branches, the resid_pre note, the claims the page reads,
+charts that fit the column, and smoke bounds that reject an untrained run (the library's tests:
+pythia/test_pythia_*.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from mechbook.pythia.claims import CH06, CH06_CLAIMS, TABLES, claim_id
 from mechbook.pythia.miniature import MiniatureConfig
 from mechbook.pythia.readings import read_pythia
 from mechbook.pythia.similarity import MEASURES
-from mechbook.pythia.study import PythiaConfig, StudyConfig, StudyResult, best_head, build_source, control_reading
+from mechbook.pythia.study import StudyConfig, StudyResult, best_head, build_source
 
 SAMPLE = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories-sample.txt"
 TINY = MiniatureConfig(
@@ -69,19 +70,6 @@ def test_knobs_reach_nested_configs_and_the_seed_reaches_the_miniature():
     assert cfg.pythia.n_texts == 50 and cfg.miniature.steps == 600
     study = ch06.resolve("cpu", seed=7, source="miniature", top_k=9).study
     assert study.miniature_run.seed == 7 and (study.source, study.top_k) == ("miniature", 9)
-
-
-def test_bad_configs_say_what_to_do():
-    with pytest.raises(ValueError, match="no checkpoints at steps \\[3\\]"):
-        PythiaConfig(steps=(0, 3))
-    with pytest.raises(ValueError, match="one of '14m'"):
-        PythiaConfig(size="70b")
-    with pytest.raises(ValueError, match="texts must be distinct names among openwebtext"):
-        PythiaConfig(texts=("openwebtext", "pile"))
-    with pytest.raises(ValueError, match="texts must be distinct"):
-        PythiaConfig(texts=())
-    with pytest.raises(ValueError, match="top_k must be at least 2"):
-        StudyConfig(source="miniature", top_k=1, n_stories=10, miniature=TINY)
 
 
 def test_offline_auto_builds_the_miniature_and_says_so(monkeypatch, tmp_path):
@@ -194,13 +182,6 @@ def test_reading_a_measure_that_cannot_see_the_feature_and_is_fooled_by_an_offse
     assert text.count("This measure supports none of the paper's claims on this run.") == 2
     # the offset caveat is the claim about the paper's measure: said once, under that measure
     assert text.count("A random representation with one shared offset already scores 0.900") == 1
-
-
-def test_verdict_picks_the_strongest_negative_control():
-    table, ctl = _fake(PEAKS, {"random_init": 0.2, "shuffled_tokens": 0.35, "offset": 0.05, "linear": 0.99})
-    s = summarise(layer_mean(table))
-    r = control_reading(s["cka", "embedding"], layer_mean(ctl), "cka", "embedding")
-    assert r.strongest == "shuffled_tokens" and r.margin == pytest.approx(0.15) and r.controls["linear"] > r.baseline
 
 
 def test_defect_prose_names_the_papers_variant_and_the_corrected_one():
@@ -316,37 +297,6 @@ def test_unknown_profile_is_explained():
         mechbook.resolve_profile(CONFIGS, "gpu")
 
 
-def test_a_failing_pythia_download_falls_back_or_raises(monkeypatch, tmp_path):
-    from mechbook.pythia import hub
-
-    def no_text(*args, **kwargs):
-        raise OSError("simulated download failure")
-
-    monkeypatch.setenv("MECHBOOK_CACHE", str(tmp_path))
-    if not os.environ.get("MECHBOOK_TINYSTORIES"):
-        monkeypatch.setenv("MECHBOOK_TINYSTORIES", str(SAMPLE))
-    monkeypatch.setattr(hub, "hub_available", lambda deadline: True)
-    monkeypatch.setattr(hub, "web_texts", no_text)
-    monkeypatch.setattr(hub, "pythia_tokenizer", lambda size, deduped: None)
-    choice = build_source(StudyConfig(source="auto", top_k=8, n_stories=300, miniature=TINY))
-    assert choice.kind == "miniature" and "simulated download failure" in choice.reason
-    with pytest.raises(OSError, match="simulated"):
-        build_source(StudyConfig(source="pythia", top_k=8, n_stories=300, miniature=TINY))
-
-
-def test_hf_sequences_keeps_the_first_tokens_of_long_texts():
-    from mechbook.pythia.hub import hf_sequences
-
-    class Words:
-        def __call__(self, text, add_special_tokens):
-            return {"input_ids": [len(w) for w in text.split()]}
-
-    got = hf_sequences(["a bb ccc dddd", "a b", "aaaaa bb c"], Words(), 2)
-    assert got.tolist() == [[1, 2, 3], [5, 2, 1]] and got.dtype == np.int64
-    with pytest.raises(ValueError, match="shorter context"):
-        hf_sequences(["a b"], Words(), 5)
-
-
 def test_corpus_note_keeps_special_tokens_visible():
     vocab = {0: "<|endoftext|>", 1: " the", 2: "*"}
     src = SimpleNamespace(tokens=np.zeros((7, 9), dtype=np.int64), decode=vocab.__getitem__)
@@ -373,21 +323,6 @@ def test_claims_of_the_source_not_read_are_untested_and_say_why():
     assert real["ch06.pythia_embedding_paper"].verdict == "reproduced"
     assert real["ch06.miniature_embedding_paper"].verdict == "untested"
     assert real["ch06.miniature_fades_cka"].untested == "this page read real Pythia, not the miniature"
-
-
-@pytest.mark.parametrize("claim", CH06_CLAIMS, ids=lambda c: c.id)
-def test_each_claim_on_both_sides_of_its_rule(claim):
-    t, up = claim.rule.threshold, 0.05 if claim.rule.op in (">", ">=") else -0.05
-    hold, fail = claim.evidence(t + up), claim.evidence(t - up)
-    assert hold.verdict == "reproduced" and fail.verdict == "not reproduced"
-    yes, no = ("Reproduced", "Not reproduced") if claim.source == "paper" else ("Holds", "Does not hold")
-    assert hold.sentence().startswith(f"**{yes}.**") and fail.sentence().startswith(f"**{no}.**")
-    assert f"{t + up:{claim.spec}}" in hold.sentence() and f"{t - up:{claim.spec}}" in fail.sentence()
-    assert claim.section in ("ch06-reading", "ch06-controls", "ch06-findings")
-    # the paper's claims are its findings, read over its window; the book's readings are the book's
-    assert (claim.source == "paper") == (claim.section == "ch06-findings")
-    if claim.source == "paper":
-        assert "over the paper's window" in claim.measure and "the book's budget" in claim.measure
 
 
 def test_chart_titles_state_the_findings():
@@ -461,37 +396,3 @@ def test_the_papers_findings_are_read_over_its_window_not_at_the_last_checkpoint
     assert "steps 1, 2, 4 of its 20 (20% of its training" in prose and "reads 6 of the paper's 8 findings" in prose
     assert "It cannot read 2: layer 13's heads" in prose
     assert ch06.findings_prose(_readings(result)[1]).count("\n- ") == len(FINDING_CLAIMS) - 1
-
-
-def test_on_pythia_14b_figure_7s_layers_are_compared_and_fineweb_is_read():
-    from mechbook.pythia.readings import finding_readings
-
-    rows = []
-    for layer in range(24):
-        for step in (0, 1, 2, 512, 1000):
-            for mapping in MAPPINGS:
-                v = 0.3 if step else 0.1
-                rows.append((step, "cka", mapping, layer, LAYER_LEVEL, v))
-                if mapping == "attention_resid_pre":
-                    # layer 13 (index 12) parts its heads; layer 2 (index 1) learns least
-                    gain = {1: 0.05, 12: 0.2}.get(layer, 0.1) * (step > 0)
-                    rows += [
-                        (step, "cka", mapping, layer, h, 0.1 + gain * (1 + (h - 1.5) * (layer == 12))) for h in range(4)
-                    ]
-    table = pd.DataFrame(rows, columns=["step", "measure", "mapping", "layer", "head", "similarity"])
-    table = pd.concat([table, table.assign(measure="paper")], ignore_index=True)
-    ctl = pd.DataFrame(
-        [("random_init", m, p, 0, LAYER_LEVEL, 0.0) for m in MEASURES for p in MAPPINGS],
-        columns=["control", "measure", "mapping", "layer", "head", "similarity"],
-    )
-    result = _result(table, ctl, [3.0, 2.0], kind="pythia")
-    result = StudyResult(
-        *[getattr(result, f) for f in ("choice", "features", "table", "controls", "curve", "summary", "control_means")],
-        compared={"fineweb": table.assign(similarity=table["similarity"] + 0.01)},
-    )
-    found = finding_readings(result)
-    assert found.window == (1, 2, 512) and found.untested == {}
-    assert found.layers["early"] == (1,) and found.layers["middle"] == (12,) and found.layers["others"] == (1, 23)
-    assert found.values["earlier_heads_slower", "cka"] == pytest.approx(0.05)
-    assert found.values["middle_heads_fastest", "cka"] > 0
-    assert found.values["fineweb_similar", "cka"] == pytest.approx(0.01)

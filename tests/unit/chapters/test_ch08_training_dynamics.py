@@ -1,7 +1,7 @@
-"""Chapter 8's module: config and knobs, the claims (each decided by its rule, its sentence true to
-its values), the computed prose in each of its branches (it must stay true whichever way the run
-falls; comparison words never contradict the printed numbers), charts without warnings, records
-and the smoke bounds that reject a broken run."""
+"""Chapter 8's module: config and knobs, the phase dates the page reads, the computed prose in each
+of its branches (it must stay true whichever way the run falls; comparison words never contradict
+the printed numbers), charts without warnings, records and the smoke bounds that reject a broken
+run (what each claim reads: assign_add/test_aa_claims.py; the runs: assign_add/test_aa_runs.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_aa_release import needs_release
 
-from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import release
 from mechbook.assign_add.baselines import PoolBaselines
 from mechbook.assign_add.binding_jump import JumpReading, SeedReading, jump_reading, probe_curve
@@ -32,7 +31,7 @@ from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import PhaseRules, Phases, detect_phases
 from mechbook.assign_add.plateau import plateau_of
 from mechbook.assign_add.released import release_run
-from mechbook.assign_add.runs import CPU_RUN, QUARTER_RUN, TRAIN_PROFILES, differences_from_paper, on_the_papers_dates
+from mechbook.assign_add.runs import CPU_RUN, QUARTER_RUN, TRAIN_PROFILES, on_the_papers_dates
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.seeds import Dissected, SeedRuns, seed_summary
 from mechbook.assign_add.task import GENERALISATION_UNION, POOL_NAMES, Task
@@ -177,24 +176,6 @@ def test_setup_prose_counts_the_parameters():
     assert f"{n:,} parameters" in text and "8,000 steps" in text and "seed 42" in text
 
 
-def test_differences_from_the_paper_list_every_changed_setting():
-    assert differences_from_paper(TRAIN_PROFILES["paper"]).empty
-    table = differences_from_paper(QUARTER_RUN).set_index("setting")
-    assert table.loc["model.d_model", "the paper"] == "128" and table.loc["model.d_model", "this run"] == "64"
-    assert table.loc["steps", "this run"] == "8000" and table.loc["lr", "this run"] == "0.003"
-    assert "model.seed" not in table.index and "task" not in table.index
-    other_task = dataclasses.replace(
-        TRAIN_PROFILES["paper"], task=dataclasses.replace(CPU_RUN.task, train_pair_fraction=0.5)
-    )
-    assert differences_from_paper(other_task).setting.tolist() == ["task"]
-
-
-def test_what_a_run_saves_is_no_difference_from_the_paper():
-    saves_otherwise = dataclasses.replace(TRAIN_PROFILES["paper"], keep_every=2000, keep_change=0.2, resume_every=1000)
-    assert differences_from_paper(saves_otherwise).empty
-    assert differences_from_paper(CPU_RUN).setting.tolist() == ["steps"]
-
-
 def test_a_shorter_paper_run_is_held_to_the_papers_dates():
     paper = TRAIN_PROFILES["paper"]
     assert on_the_papers_dates(paper) and on_the_papers_dates(dataclasses.replace(paper, steps=20_000))
@@ -207,26 +188,6 @@ def test_a_shorter_paper_run_is_held_to_the_papers_dates():
 # ---------------------------------------------------------------- claims
 
 # name -> (a value that meets the rule, one that misses it, one between: partly, or None)
-
-
-def test_evidence_reads_every_seed_and_the_released_run():
-    d = fake_dynamics()
-    ev = evidence(CH08_CLAIMS, d)
-    assert set(ev) == {c.id for c in CH08_CLAIMS}
-    # the smoke run is not the paper's configuration: the released run alone dates the phases
-    assert ev["ch08.phase2_window"].values == [] and ev["ch08.phase2_window"].release == 5300 - 400
-    assert ev["ch08.phase2_window"].verdict == "not reproduced"
-    # seed 2 learns addition and never binds: binding, if it comes, comes after its last step
-    assert ev["ch08.addition_first"].values == [True, True, True, True]
-    # seed 2 never jumps: it has no jump reading, and no lead of the probe
-    assert [s for s, _ in ev["ch08.l1_top2_after"].rebuild] == [0, 1, 3]
-    assert ev["ch08.readable_before_jump"].values == [200, 200, 200] and ev["ch08.readable_before_jump"].release == 200
-    assert ev["ch08.plateau_one_slot"].values == [] and ev["ch08.three_phases_most_seeds"].values == [0.0]
-    # seed 2 never jumps: no top of a jump, which counts against the claim
-    assert dict(ev["ch08.binding_jump_completes"].rebuild)[2] is None
-    assert ev["ch08.final_heldout"].release == pytest.approx(1.0)
-    exact = evidence(CH08_CLAIMS, fake_dynamics(release_exact={"0var_heldout_all": 0.994, "2var_union_paper": 0.981}))
-    assert exact["ch08.final_heldout"].release == 0.994 and exact["ch08.final_union"].release == 0.981
 
 
 def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
@@ -244,18 +205,6 @@ def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
     assert ev["ch08.phase2_window"].values == [5300 - 400, 5300 - 400, last - 5400, 5300 - 400]
     assert "held to the paper's dates too" in ch08.timing_prose(paper[0].config)
     assert "not held to the paper's dates" in ch08.timing_prose(QUARTER_RUN)
-
-
-def test_a_phase_not_reached_is_dated_at_the_last_step():
-    assert aa_claims.dated(None, 20_000) == 20_000 and aa_claims.dated(3200, 20_000) == 3200
-    never_added = Phases(None, None, None, None, "absent", None, None)
-    added_only = Phases(500, None, None, None, "absent", None, None)
-    bound_first = Phases(900, 600, 0.3, None, "absent", None, None)
-    assert [aa_claims._before_after(p, 20_000) for p in (never_added, added_only, bound_first)] == [False, True, False]
-
-
-def test_outside_the_window():
-    assert [aa_claims.outside(s, (5300, 5400)) for s in (5000, 5300, 5350, 5401, None)] == [300, 0, 0, 1, None]
 
 
 # ---------------------------------------------------------------- prose and charts, page order

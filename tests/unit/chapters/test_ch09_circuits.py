@@ -1,6 +1,7 @@
-"""Chapter 9's module: the shared runs and knobs, every claim on both sides of its rule (verdict
-and sentence), each claim read from the right reading, prose whose comparison words never
-contradict the printed numbers, charts, tables, records and the smoke bounds."""
+"""Chapter 9's module: the shared runs and knobs, the verdict table and summary, prose whose
+comparison words never contradict the printed numbers, charts, tables, records and the smoke
+bounds (each claim read from the right reading: assign_add/test_aa_claims.py; the frequency
+restriction: assign_add/test_aa_readings.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mechbook import claims
-from mechbook.assign_add import claims as aa_claims
 from mechbook.assign_add import fourier, release
-from mechbook.assign_add import readings as readings_module
 from mechbook.assign_add.circuit_readings import (
     POOL_SEED,
-    answer_accuracy,
     output_norms,
     read_circuits,
 )
@@ -136,31 +134,6 @@ def readings(scale: float = 1.0, **changes) -> Circuits:
 # ------------------------------------------------------------------------------ the claims
 
 
-def test_evidence_reads_each_claim_from_its_reading():
-    ev = evidence(CH09_CLAIMS, Runs({0: readings(), 7: readings(2.0)}, readings(3.0)))
-    assert dict(ev["ch09.value_reads_variable"].rebuild) == {0: pytest.approx(0.7), 7: pytest.approx(1.4)}
-    assert ev["ch09.one_adder_residual"].values == [pytest.approx(0.95)] * 2
-    assert ev["ch09.one_adder_specific"].values == [pytest.approx(0.15)] * 2
-    assert ev["ch09.key_frequencies_suffice"].values == [pytest.approx(0.995), 1.0]
-    assert ev["ch09.probe_answer"].values == [pytest.approx(0.45 - 0.5), pytest.approx(0.9 - 0.5)]
-    assert ev["ch09.fourier_neurons"].values == [0.0, 0.0]  # three neurons: no tenth best
-    assert ev["ch09.ov2_attention_output"].release == pytest.approx(0.3)
-    assert ev["ch09.previous_token_positional"].release == pytest.approx(6.0 / 8.0)
-    assert ev["ch09.random_frequencies_fail"].release == 0.6 and ev["ch09.nonkey_frequencies_fail"].release == 0.05
-    assert ev["ch09.positions_pick_previous"].release == pytest.approx(0.25 - 0.2)
-    assert ev["ch09.operand_value_not_moved"].values == [pytest.approx(0.05), pytest.approx(0.1)]
-    assert dict(ev["ch09.most_common_frequency"].rebuild) == {0: True, 7: True}  # both sides are read
-    assert ev["ch09.most_common_frequency"].release is True
-    assert ev["ch09.eq_reads_needed"].verdict == "not reproduced"  # 0.8 on every run: the paper's 0.9 is the rule
-
-
-def test_answer_accuracy_is_the_models_own_argmax_at_eq(model):
-    pools = Task().eval_pools(8, seed=0)
-    names = ("0var_train", "1var_train")
-    right = [int(model(torch.as_tensor(t[None]))[0, -1].argmax()) == int(y) for p in names for t, y in zip(*pools[p])]
-    assert answer_accuracy(model, pools, names) == pytest.approx(sum(right) / len(right))
-
-
 def test_the_ablation_prose_draws_the_random_sets_conclusion():
     def prose(kept: float, random_best: float) -> str:
         r = dataclasses.replace(RESTRICTION, kept=kept, random=(random_best, 0.1))
@@ -170,24 +143,6 @@ def test_the_ablation_prose_draws_the_random_sets_conclusion():
     assert "A random set also keeps the model at 99%" in prose(0.997, 0.995)
     assert "Even the key frequencies alone leave the model below 99%" in prose(0.9, 0.5)
     assert "answers 61.4% at best over 2 sets (that set holds 1 of the key frequencies)" in prose(0.997, 0.614)
-
-
-def test_most_common_frequency_is_a_strict_lead():
-    def found(counts: dict[int, int]) -> fourier.FourierNeurons:
-        frame = pd.DataFrame({"k": list(counts), "neurons": list(counts.values())})
-        return fourier.FourierNeurons(frame, frame, frame, frame)
-
-    assert aa_claims.leads(found({11: 10, 2: 8}), 11) is True
-    assert aa_claims.leads(found({11: 8, 2: 8}), 11) is False  # a tie is not a lead
-    assert aa_claims.leads(found({2: 12, 11: 3}), 11) is False
-    assert aa_claims.leads(found({}), 11) is None
-
-
-def test_claims_without_key_frequencies_are_untested():
-    none = readings(ablation=fourier.Ablation(4.1, 0), restriction=None)
-    ev = evidence(CH09_CLAIMS, Runs({0: none}, None))
-    assert ev["ch09.key_frequencies_suffice"].verdict == "untested"
-    assert "nothing to restrict to" in ev["ch09.random_frequencies_fail"].sentence()
 
 
 def test_summary_and_verdict_table_follow_the_evidence():
@@ -454,45 +409,3 @@ def test_release_bounds_reject_the_wrong_released_checkpoint():
 def test_config_rejects_bad_sizes():
     with pytest.raises(ValueError, match="gallery"):
         dataclasses.replace(ch09.CONFIGS["smoke"], gallery=0)
-
-
-# ------------------------------------------------------------- the book's frequency restriction
-N = 59
-
-
-def _sum_logits(*ks: int) -> np.ndarray:
-    """Logits (N², N) that are a pure function of n + m: cos(2 pi k (n + m - r) / N) summed over ``ks``."""
-    n, m = np.divmod(np.arange(N * N), N)
-    r = np.arange(N)
-    return sum(np.cos(2 * math.pi * k * ((n + m)[:, None] - r[None, :]) / N) for k in ks)
-
-
-def test_positional_chance_is_the_mean_of_one_over_the_keys():
-    assert readings_module.positional_chance(2) == pytest.approx(1 / 2)
-    assert readings_module.positional_chance(3) == pytest.approx((1 / 2 + 1 / 3) / 2)
-    assert readings_module.positional_chance(12) == pytest.approx(0.191, abs=5e-4)
-
-
-def test_keeping_frequencies_keeps_each_pairs_own_part():
-    rng = np.random.default_rng(0)
-    noise = rng.normal(size=(N * N, N))
-    logits = _sum_logits(3, 7) + noise
-    kept = readings_module.keep_frequencies(logits, [3])
-    np.testing.assert_allclose(readings_module.keep_frequencies(logits, range(1, 30)), logits)
-    np.testing.assert_allclose(readings_module.keep_frequencies(kept, [3]), kept, atol=1e-9)  # a projection
-    # without the noise, keeping 3 leaves exactly the k = 3 part: the k = 7 part goes, nothing is averaged
-    np.testing.assert_allclose(readings_module.keep_frequencies(_sum_logits(3, 7), [3]), _sum_logits(3), atol=1e-9)
-    # keeping nothing leaves the pairs' own part: no sum frequency left in it, and most of the noise kept
-    own = readings_module.keep_frequencies(noise, [])
-    basis = fourier.sum_frequency_basis(N, list(range(1, 30)))
-    np.testing.assert_allclose(basis.T @ own, 0.0, atol=1e-9)
-    assert np.linalg.norm(own) > 0.95 * np.linalg.norm(noise)
-
-
-def test_restriction_singles_out_the_frequency_that_carries_the_sum():
-    found = readings_module.restriction(_sum_logits(3), [3], draws=4)
-    assert found.kept == 1.0 and found.full == 1.0 and found.keys == (3,)
-    assert found.nonkey_best < 0.1  # without k = 3 the logits are flat up to round-off: no better than a guess
-    assert all((acc == 1.0) == (3 in s) for acc, s in zip(found.random, found.random_sets))
-    assert readings_module.restriction(_sum_logits(3), []) is None
-    assert readings_module.direct_answers(_sum_logits(3))[0] == 1.0

@@ -1,12 +1,11 @@
-"""Chapter 10's module and the gradient readings it shows: shared runs and knobs, every claim on
-both sides of its one rule (verdict and sentence) and read the same way in every table and
-sentence, the premise prose in each of its cases, comparison words that never contradict the
-printed numbers, the library's readings against literal references, records and smoke bounds."""
+"""Chapter 10's module: shared runs and knobs, the form's one rule read the same way in every table
+and sentence, the premise prose in each of its cases, comparison words that never contradict the
+printed numbers, records and smoke bounds (what each claim reads: assign_add/test_aa_claims.py;
+the gradient readings against literal references: assign_add/test_aa_theory.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import numpy as np
 import pandas as pd
@@ -16,28 +15,20 @@ import yaml
 from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_aa_theory import SMOKE_TRAIN
 
-from mechbook.assign_add import circuits, release, theory
+from mechbook.assign_add import release, theory
 from mechbook.assign_add.claims import CH10_CLAIMS, GradientRuns
 from mechbook.assign_add.model import AssignAddModel
 from mechbook.assign_add.phases import detect_phases
 from mechbook.assign_add.runs import SEED_RUNS
 from mechbook.assign_add.scores import pool_scores
 from mechbook.assign_add.seeds import bound_seeds, of_bound_seeds
-from mechbook.assign_add.task import Task, TaskConfig
+from mechbook.assign_add.task import Task
 from mechbook.assign_add.theory import GRADIENT, LEARNED, PREDICTED, STEP, GradientReading
 from mechbook.book.checks import check_spread, check_thresholds, load_spread, load_thresholds
 from mechbook.chapters import ch10_why_it_composes as ch10
 from mechbook.claims import by_id, evidence
-
-TC = TaskConfig()
-SMOKE_TRAIN = SEED_RUNS["smoke"].train
-
-
-@pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(1)
-    return AssignAddModel(SMOKE_TRAIN.model).double().eval()
 
 
 def test_chapter_10_reads_chapter_8s_seed_stack_and_its_seed():
@@ -87,19 +78,6 @@ def reading(
 
 
 # ------------------------------------------------------------------------------ the claims
-
-
-def test_evidence_reads_each_claim_from_its_reading():
-    ev = evidence(
-        CH10_CLAIMS, GradientRuns({0: reading(form=0.86), 4: reading(form=-0.2)}, reading(form=0.95, ratio=6.0))
-    )
-    assert ev["ch10.gradient_form"].values == [0.86, -0.2] and ev["ch10.gradient_form"].verdict == "released run only"
-    assert ev["ch10.gradient_identity"].release == 6.0
-    assert ev["ch10.directions_distinct_late"].values == [pytest.approx(0.4)] * 2
-    assert ev["ch10.query_keys_push_down"].verdict == "reproduced"
-    assert ev["ch10.context_identity"].values == [6.0, 6.0]
-    zero = circuits.block_diagonality(np.ones((3, 3)))["ratio"]
-    assert ev["ch10.zero_var_weaker"].release == pytest.approx(6.0 - zero)
 
 
 @pytest.mark.parametrize("value, words", [(0.95, "the form holds"), (0.86, "does not hold"), (0.3, "does not hold")])
@@ -192,21 +170,6 @@ def test_seeds_prose_reads_the_claims_evidence():
     assert none.startswith("The one seed did not bind") and "Seed 5 had not bound" in none
 
 
-def test_the_seeds_that_never_bound_are_read_by_their_own_claim():
-    seeds = {42: reading(), 0: reading(ratio=-2.3), 3: reading(ratio=-1.86)}
-    runs = GradientRuns.of(seeds, {42: seeds[42]}, reading())
-    assert dict(runs.unbound) == {0: seeds[0], 3: seeds[3]}
-    ev = evidence(CH10_CLAIMS, runs)["ch10.unbound_against_identity"]
-    assert ev.values == [-2.3, -1.86] and ev.verdict == "reproduced" and ev.release is None
-    assert (
-        evidence(CH10_CLAIMS, GradientRuns.of({0: reading(ratio=0.4)}, {}, None))[
-            "ch10.unbound_against_identity"
-        ].verdict
-        == "not reproduced"
-    )
-    assert evidence(CH10_CLAIMS, GradientRuns({42: reading()}))["ch10.unbound_against_identity"].verdict == "untested"
-
-
 def test_the_claims_read_the_seeds_that_bound():
     summary = pd.DataFrame({"seed": [42, 0, 1], "phase2": [2900, None, 4300]})
     readings = {42: reading(form=0.95), 0: reading(form=-0.98), 1: reading(form=0.91)}
@@ -254,49 +217,6 @@ def test_record_all_records_numbers_claims_and_seeds(monkeypatch):
     bounds = yaml.safe_load((ROOT / "book" / "thresholds" / "10_why_it_composes.yml").read_text())
     for profile in ("smoke", "cpu"):
         assert set(bounds[profile]) <= set(records)
-
-
-# ------------------------------------------------------------------ the library's readings
-def test_direction_spread_against_a_literal_loop(model):
-    u = circuits.variable_directions(model, TC).numpy()
-    cosines = [
-        abs(float(u[i] @ u[j]) / (np.linalg.norm(u[i]) * np.linalg.norm(u[j])))
-        for i, j in itertools.permutations(range(len(u)), 2)
-    ]
-    lengths = [float(np.linalg.norm(row)) for row in u]
-    got = theory.direction_spread(model, TC)
-    assert got["mean_abs_cos"] == pytest.approx(sum(cosines) / len(cosines), rel=1e-9)
-    assert got["norm_ratio"] == pytest.approx(max(lengths) / min(lengths), rel=1e-9)
-
-
-def test_key_split_adds_up_to_the_whole_gradient(model):
-    tokens, labels = (torch.from_numpy(x) for x in Task(TC).sample(24, np.random.default_rng(0)))
-    parts = theory.key_split_blocks(model, TC, tokens, labels)
-    whole = theory.gradient_variable_block(model, TC, tokens, labels)
-    assert list(parts) == ["context", "query"]
-    np.testing.assert_allclose(sum(parts.values()), whole, rtol=1e-6, atol=1e-9 * np.abs(whole).max())
-
-
-def test_first_identity_step_needs_more_than_half_the_rows():
-    over = pd.DataFrame({"step": [100, 200, 300], "rows_diag_max": [0.1, 0.5, 0.9]})
-    assert theory.first_identity_step(over) == 300
-    assert theory.first_identity_step(over.assign(rows_diag_max=0.0)) is None
-
-
-def test_read_gradient_matches_its_parts(model):
-    task = Task(TC)
-    tokens, labels = (torch.from_numpy(x) for x in task.sample(16, np.random.default_rng(1)))
-    zero = tuple(torch.from_numpy(x) for x in task.eval_pools(8, seed=5)["0var_train"])
-    torch.manual_seed(2)
-    late = AssignAddModel(SMOKE_TRAIN.model).double().eval()
-    r = theory.read_gradient(model, late, TC, (tokens, labels), zero, step=300, final_step=900)
-    grad = theory.gradient_variable_block(model, TC, tokens, labels)
-    assert r.learned == pytest.approx(theory.block_similarity(grad, circuits.variable_qk_block(late, TC)))
-    assert r.form == pytest.approx(theory.block_similarity(grad, theory.associative_memory_block(model, TC)))
-    assert r.zero_ratio == pytest.approx(
-        circuits.block_diagonality(theory.gradient_variable_block(model, TC, *zero))["ratio"]
-    )
-    assert r.numbers()["gradient_query_diag_mean"] == pytest.approx(np.diag(r.split["query"]).mean())
 
 
 SMOKE_BOUNDS = load_thresholds("10_why_it_composes")["smoke"]

@@ -1,12 +1,12 @@
-"""Chapter 11's module: one override path for both sweeps, the claims on each side of their rules
-with their sentences, the threshold prose in each case, the dip note against chance, the words of
-comparisons against the printed numbers, charts that show chance, records and their bounds."""
+"""Chapter 11's module: one override path for both sweeps, the claims the page reads with their
+prose, the threshold prose in each case, the dip note against chance, the words of comparisons
+against the printed numbers, charts that show chance, records and their bounds (the claims' rules
+and readings: assign_add/test_aa_claims.py)."""
 
 from __future__ import annotations
 
 import math
 import re
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -22,7 +22,7 @@ from mechbook.assign_add.sweeps import LOSS_BOUND, Sweeps, SweepsConfig, read_sw
 from mechbook.assign_add.task import POOL_NAMES
 from mechbook.book.checks import check_spread, load_spread, load_thresholds
 from mechbook.chapters import ch11_how_much_data as ch11
-from mechbook.claims import Evidence, by_id, evidence
+from mechbook.claims import evidence
 
 CHANCE = 1 / 59
 
@@ -104,65 +104,6 @@ def test_level_is_checked():
     with pytest.raises(ValueError, match="level"):
         SweepsConfig(base.f_train, base.r_train, (0.1, 0.9), (0.1, 0.9), level=1.5)
     assert all(c.level == aa_claims.LEVEL for c in ch11.CONFIGS.values())
-
-
-@pytest.mark.parametrize(
-    "distance, verdict, word",
-    [
-        (0.05, "reproduced", "Reproduced"),
-        (0.2, "not reproduced", "Not reproduced"),  # the paper's rule alone: no looser band
-        (0.4, "not reproduced", "Not reproduced"),
-    ],
-)
-@pytest.mark.parametrize("knob", ["f", "r"])
-def test_threshold_claims_on_each_side_of_their_rule(knob, distance, verdict, word):
-    claim = by_id(CH11_CLAIMS)[f"ch11.{knob}_threshold"]
-    ev = claim.evidence({0: distance})
-    assert ev.verdict == verdict
-    assert ev.sentence().startswith(f"**{word}.** The paper ({knob} ≥ ~{sweeps.PAPER_THRESHOLDS[knob]})")
-    assert f"{distance:.2f}" in ev.sentence()
-
-
-def threshold_evidence(frame: pd.DataFrame) -> Evidence:
-    """The threshold claim of the sweep of runs ``frame``, read as the chapter reads it."""
-    knob = str(frame["knob"].iloc[0])
-    claim = by_id(CH11_CLAIMS)[f"ch11.{knob}_threshold"]
-    readings = SimpleNamespace(**{knob: read_sweep(frame, 0.9), f"{knob}_runs": frame})
-    return evidence([claim], readings)[claim.id]
-
-
-def test_threshold_evidence_measures_the_distance_or_says_why_not():
-    ev = threshold_evidence(runs("f", [0.1, 0.5], [0.5, 1.0]))
-    assert ev.values == [pytest.approx(abs(0.42 - 0.25))] and ev.verdict == "not reproduced"
-    assert threshold_evidence(runs("f", [0.1, 0.5], [0.3, 0.6])).values == [pytest.approx(0.5 - 0.25)]
-    untrained = threshold_evidence(runs("r", [0.1, 0.5], [0.3, 0.6], losses=[4.1, 4.0]))
-    assert untrained.verdict == "confounded" and untrained.values == [pytest.approx(0.5 - 0.2)]
-    assert "2 of the 2 runs the thresholds rest on did not fit" in untrained.sentence()
-    assert "r = 0.1 (seed 0), r = 0.5 (seed 0)" in untrained.sentence()
-
-
-def test_an_r_threshold_rests_on_runs_that_learned_their_two_var_rows():
-    """A low training loss is not enough for an r run: its 2-var training accuracy must reach
-    TWO_VAR_FIT at every value up to the crossing; a run past the crossing does not matter."""
-    frame = runs("r", [0.1, 0.5, 0.9], [0.5, 1.0, 1.0])
-    frame["2var_train"] = [1.0, 1.0, 0.5]  # the run past the crossing has not learned its 2-var rows
-    assert threshold_evidence(frame).verdict == "not reproduced"
-    frame["2var_train"] = [aa_claims.TWO_VAR_FIT - 0.01, 1.0, 1.0]
-    ev = threshold_evidence(frame)
-    assert (
-        ev.verdict == "confounded"
-        and "1 of the 2 runs" in ev.sentence()
-        and "2-var training accuracy ≥ 0.99" in (ev.sentence())
-    )
-    assert aa_claims.fits(frame).tolist() == [False, True, True]
-    assert aa_claims.fits(frame.assign(knob="f")).tolist() == [True, True, True]  # f runs: the loss alone
-
-
-def test_the_r_fit_claim_reads_the_lowest_two_var_training_accuracy():
-    r = runs("r", [0.1, 0.5], [0.5, 1.0], seeds=(0, 1))
-    r["2var_train"] = [0.78, 0.995, 0.999, 1.0]
-    found = evidence(CH11_CLAIMS, make_sweeps(runs("f", [0.1, 0.5], [0.5, 1.0]), r))["ch11.r_runs_fit"]
-    assert dict(found.rebuild) == {0: 0.78, 1: 0.995} and found.verdict == "partly"
 
 
 @pytest.mark.parametrize("loss, verdict", [(0.05, "reproduced"), (0.93, "not reproduced")])
@@ -308,29 +249,6 @@ def test_the_moves_claim_on_each_side_of_its_rule(early_scores, verdict):
     assert ("has settled" in prose) == (verdict == "not reproduced")
     title = ch11.budgets_chart(sw).to_dict()["hconcat"][0]["title"]["text"][0]
     assert title.startswith("f threshold: ") and "→" in title
-
-
-def test_a_seed_without_a_threshold_at_the_end_gives_no_shift():
-    end = runs("f", [0.1, 0.5], [0.3, 0.6])
-    early = runs("f", [0.1, 0.5], [0.3, 0.5])
-    assert aa_claims.shift(read_sweep(early, 0.9), read_sweep(end, 0.9)) == {0: None}
-    found = evidence(CH11_CLAIMS, make_sweeps(end, runs("r", [0.1, 0.5], [0.5, 1.0]), f_early=early))
-    assert found["ch11.f_threshold_moves"].verdict == "untested"
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(0, 1), min_size=3, max_size=3), st.lists(st.floats(0, 1), min_size=3, max_size=3))
-def test_a_shift_is_early_minus_end_or_its_lower_bound(early_scores, end_scores):
-    values = [0.1, 0.5, 0.9]
-    early = read_sweep(runs("f", values, early_scores), 0.9)
-    end = read_sweep(runs("f", values, end_scores), 0.9)
-    (moved,) = aa_claims.shift(early, end).values()
-    if math.isnan(end.threshold):
-        assert moved is None
-    elif math.isnan(early.threshold):
-        assert moved == pytest.approx(values[-1] - end.threshold)
-    else:
-        assert moved == pytest.approx(early.threshold - end.threshold)
 
 
 def test_the_setup_says_how_long_each_sweep_trains_and_what_its_size_may_change():

@@ -166,3 +166,33 @@ def test_figure3_compares_the_sentences_words_in_fishs_row():
     assert got == {"scores": {}, "missing": ["fish"], "pond_rank": None}
     only_pond = _tok([UNK, "pond", "fish"])
     assert figure3_reading(_maps(only_pond))["pond_rank"] is None
+
+
+def test_the_models_vocabulary_counts_the_chapters_words_it_keeps():
+    """in_model_vocabulary against a literal count: lexicon words and scene pairs of chapter 1's
+    vocabulary that a smaller vocabulary keeps, and the words it loses to <unk>."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from mechbook.leading_terms.associations import CONTEXT_PAIRS
+    from mechbook.leading_terms.maps import in_model_vocabulary
+
+    big = [w for pair in CONTEXT_PAIRS for w in pair] + ["red", "happy", "ran"]
+    small = ["fish", "pond", "water", "red"]
+    lexicon = pd.DataFrame(
+        {"word": ["red", "happy", "ran", "fish"], "class": ["adjective", "adjective", "verb", "noun"]}
+    )
+    maps = SimpleNamespace(tokenizer=SimpleNamespace(token_to_id={w: i for i, w in enumerate(big)}), lexicon=lexicon)
+    model = SimpleNamespace(token_to_id={w: i for i, w in enumerate(small)}, vocab_size=len(small))
+    got = in_model_vocabulary(maps, model)
+    pairs_kept = sum(a in small and b in small for a, b in CONTEXT_PAIRS)
+    assert got == {
+        "model_vocab_size": 4,
+        "lexicon": 4,
+        "lexicon_kept": 2,
+        "lexicon_lost": ["happy", "ran"],
+        "pairs": len(CONTEXT_PAIRS),
+        "pairs_kept": pairs_kept,
+    }
+    assert pairs_kept == 2, "fish-pond and fish-water"

@@ -1,5 +1,6 @@
-"""Chapters dealt to lanes by their expected cost: a chapter that opens another's runs stays after
-it in its process, and the lanes' work is balanced (longest group first, to the least loaded lane)."""
+"""mechbook.book.run's lanes: chapters dealt to lanes by their expected cost; a chapter that opens
+another's runs stays after it in its process, and the lanes' work is balanced (longest group
+first, to the least loaded lane)."""
 
 from __future__ import annotations
 
