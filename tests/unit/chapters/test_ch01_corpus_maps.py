@@ -24,7 +24,6 @@ from mechbook.leading_terms.maps import FIGURE5, FIGURE5_TOP, chapter_maps, map_
 from mechbook.leading_terms.readings import MapsReadings, read_maps
 from mechbook.leading_terms.stats import corpus_stats
 
-needs_sample = pytest.mark.skipif(not SAMPLE.exists(), reason="needs the TinyStories sample")
 CFG = ch01.CONFIGS["smoke"]
 
 

@@ -187,8 +187,6 @@ def test_a_shorter_paper_run_is_held_to_the_papers_dates():
 
 # ---------------------------------------------------------------- claims
 
-# name -> (a value that meets the rule, one that misses it, one between: partly, or None)
-
 
 def test_the_phase_dates_count_the_seeds_when_the_rebuild_is_the_papers_run():
     d = fake_dynamics()
