@@ -207,6 +207,11 @@ def check_allocatable(config: Any, nbytes: float, what: str, fix: str) -> None:
     memory = physical_memory()
     if memory is not None and nbytes > memory:
         raise ValueError(
-            f"{type(config).__name__} needs about {nbytes / 2**30:,.1f} GiB for {what}, more than this machine's "
-            f"{memory / 2**30:,.1f} GiB of memory: {fix}"
+            f"{type(config).__name__} needs about {_size(nbytes)} for {what}, more than this machine's "
+            f"{_size(memory)} of memory: {fix}"
         )
+
+
+def _size(nbytes: float) -> str:
+    """``nbytes`` in GiB from 1 GiB up, else in MiB."""
+    return f"{nbytes / 2**30:,.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:,.1f} MiB"

@@ -31,7 +31,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from mechbook.device import default_device
-from mechbook.validation import POSITIVE, at_least, check_fields, one_of
+from mechbook.validation import POSITIVE, at_least, check_allocatable, check_fields, one_of
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -48,6 +48,17 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, d_vocab=at_least(2), n_ctx=POSITIVE, n_layers=POSITIVE, dtype=one_of(sorted(DTYPES)))
+        check_allocatable(
+            self,
+            self.n_parameters * DTYPES[self.dtype].itemsize,
+            "its weights",
+            "lower d_vocab (the tokenizer's vocabulary) or n_layers",
+        )
+
+    @property
+    def n_parameters(self) -> int:
+        """Trainable numbers of the model: W_O plus W, V (|V| x |V| each) and P (T) per layer."""
+        return self.d_vocab**2 * (1 + 2 * self.n_layers) + self.n_layers * self.n_ctx
 
     @property
     def torch_dtype(self) -> torch.dtype:

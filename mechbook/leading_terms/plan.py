@@ -49,8 +49,18 @@ def step_flops(cfg: ModelConfig, batch_size: int) -> int:
 
 
 def parameter_count(cfg: ModelConfig) -> int:
-    """Trainable numbers of the model: W_O plus W, V (|V| x |V| each) and P (T) per layer."""
-    return cfg.d_vocab**2 * (1 + 2 * cfg.n_layers) + cfg.n_layers * cfg.n_ctx
+    """Trainable numbers of the model (:attr:`~mechbook.leading_terms.model.ModelConfig.n_parameters`)."""
+    return cfg.n_parameters
+
+
+def training_bytes(cfg: ModelConfig, batch_size: int) -> int:
+    """An upper estimate of the memory a training step holds at once, in bytes: the weights and
+    their gradients, and per sequence position the |V|-wide residuals, products and their
+    gradients of every layer and of the logits, and every layer's (T x T) scores, pattern and
+    their gradient."""
+    itemsize = cfg.torch_dtype.itemsize
+    per_position = cfg.d_vocab * (4 * cfg.n_layers + 3) + 3 * cfg.n_layers * cfg.n_ctx
+    return itemsize * (2 * cfg.n_parameters + batch_size * cfg.n_ctx * per_position)
 
 
 def measure_saved_bytes(cfg: ModelConfig, batch_size: int) -> int:

@@ -32,11 +32,11 @@ from mechbook.device import default_device
 from mechbook.leading_terms import leading
 from mechbook.leading_terms.corpus import CorpusConfig, load_corpus
 from mechbook.leading_terms.model import AttentionModel, ModelConfig, parameter_names
-from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs
+from mechbook.leading_terms.plan import cannot_fill_batch, steps_for_epochs, training_bytes
 from mechbook.leading_terms.stats import CorpusStats, cached_corpus_stats, corpus_stats
 from mechbook.leading_terms.tokenize import SequenceSet, Tokenizer
 from mechbook.progress import progress
-from mechbook.validation import POSITIVE, SEED, above, at_least, check_fields
+from mechbook.validation import POSITIVE, SEED, above, at_least, check_allocatable, check_fields
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,12 @@ def train(
     bases = leading.bases(stats)
     if bases["W_O"].shape != (model_cfg.d_vocab, model_cfg.d_vocab) or bases["P"].shape != (model_cfg.n_ctx,):
         raise ValueError("stats do not match the model config: compute them from the same tokens and vocabulary")
+    check_allocatable(
+        train_cfg,
+        training_bytes(model_cfg, train_cfg.batch_size or tokens.shape[0]),
+        f"a step at |V| {model_cfg.d_vocab:,} and T {model_cfg.n_ctx} (weights, gradients, one batch's activations)",
+        "lower batch_size, or the vocabulary or context of the model",
+    )
     first = first_batch_bases(tokens.numpy(), model_cfg.d_vocab, train_cfg)
     torch.manual_seed(train_cfg.seed)
     net = AttentionModel(model_cfg, device=device)

@@ -23,7 +23,7 @@ from mechbook.data import data_fingerprint
 from mechbook.determinism import deterministic
 from mechbook.progress import progress
 from mechbook.pythia.checkpoints import scaled_schedule
-from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_fields
+from mechbook.validation import POSITIVE, SEED, above, at_least, between, check_allocatable, check_fields
 
 EOS = "<|endoftext|>"
 
@@ -72,6 +72,23 @@ class MiniatureConfig:
             raise ValueError(f"d_model={self.d_model} must be a multiple of n_heads={self.n_heads}")
         if self.steps % self.n_linear:
             raise ValueError(f"steps={self.steps} must be a multiple of n_linear={self.n_linear} (checkpoint spacing)")
+        check_allocatable(
+            self,
+            training_bytes(self),
+            "training (the weights, their gradients, AdamW's state and one batch's activations)",
+            "lower batch_size, context, bpe_vocab or the model's sizes",
+        )
+
+
+def training_bytes(cfg: MiniatureConfig) -> int:
+    """An upper estimate of the memory the miniature's training holds at once, in bytes (float32):
+    its parameters four times (weights, gradients, AdamW's two moments), and per sequence position
+    every layer's residual-wide activations and MLP, its attention scores and patterns, and the
+    logits with their gradient, twice (activations and their gradients)."""
+    vocab, d = cfg.bpe_vocab + 1, cfg.d_model
+    parameters = (2 * vocab + cfg.context) * d + cfg.n_layers * (4 * d * d + 2 * d * cfg.d_mlp + 9 * d + cfg.d_mlp)
+    per_position = cfg.n_layers * (12 * d + 2 * cfg.d_mlp + 3 * cfg.n_heads * cfg.context) + 2 * vocab
+    return 4 * (4 * parameters + 2 * cfg.batch_size * cfg.context * per_position)
 
     @property
     def schedule(self) -> list[int]:

@@ -261,3 +261,10 @@ def test_task_sample_refuses_a_bad_size_with_one_line():
     tokens, labels = task.sample(np.int64(3), rng)
     assert tokens.shape == (3, 16) and labels.shape == (3,)
     assert SEED.admits(0) and not SEED.admits(-1)
+
+
+def test_a_miniature_this_machine_cannot_hold_is_refused_with_one_line():
+    from mechbook.pythia.miniature import MiniatureConfig
+
+    with pytest.raises(ValueError, match=r"^MiniatureConfig needs about [\d,.]+ GiB for training .*lower batch_size"):
+        MiniatureConfig(batch_size=10**7)

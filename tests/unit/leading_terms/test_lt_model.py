@@ -168,3 +168,16 @@ def test_a_batch_smaller_than_the_vocabulary_takes_the_dense_path():
     model(torch.randint(0, 11, (3, 4)))  # 12 >= 11 positions
     assert len(called) == 1
     assert_close_scaled(small, original(tokens), terms=logit_terms(3))
+
+
+@settings(max_examples=15, deadline=None)
+@given(vocab=st.integers(2, 40), context=st.integers(1, 12), layers=st.integers(1, 3))
+def test_n_parameters_counts_the_models_parameters(vocab, context, layers):
+    cfg = ModelConfig(vocab, context, layers)
+    assert cfg.n_parameters == sum(p.numel() for p in AttentionModel(cfg).parameters())
+
+
+def test_a_vocabulary_this_machine_cannot_hold_is_refused_with_one_line():
+    with pytest.raises(ValueError, match=r"^ModelConfig needs about [\d,.]+ GiB for its weights, .*lower d_vocab") as e:
+        ModelConfig(10**7, 64)
+    assert "\n" not in str(e.value)

@@ -141,3 +141,16 @@ def test_run_config_takes_steps_or_epochs():
     with pytest.raises(ValueError, match="exactly one of steps and epochs"):
         RunConfig(corpus, lr=0.1, batch_size=4, log_every=1, steps=3, epochs=2.0)
     assert RunConfig(corpus, lr=0.1, batch_size=4, log_every=1, epochs=2.0).train_cfg(10).steps == 5
+
+
+def test_a_batch_this_machine_cannot_hold_is_refused_before_training(monkeypatch):
+    """The model fits, one step's activations do not: one line, before any weight is allocated."""
+    from mechbook import validation
+
+    monkeypatch.setattr(validation, "physical_memory", lambda: 2**16)  # a 64 KiB machine
+    tokens = markov_tokens(40, 17, vocab=8, seed=0)
+    cfg = ModelConfig(8, 16)
+    with pytest.raises(
+        ValueError, match=r"^TrainConfig needs about [\d.]+ MiB for a step at \|V\| 8 .*lower batch_size"
+    ):
+        train(tokens, corpus_stats(tokens, 8), cfg, TrainConfig(lr=0.1, steps=2, batch_size=32), device="cpu")
