@@ -79,6 +79,11 @@ class MiniatureConfig:
             "lower batch_size, context, bpe_vocab or the model's sizes",
         )
 
+    @property
+    def schedule(self) -> list[int]:
+        """Checkpoint steps: 0, 1, 2, 4, ... then every ``steps / n_linear`` steps."""
+        return scaled_schedule(self.steps, self.steps // self.n_linear)
+
 
 def training_bytes(cfg: MiniatureConfig) -> int:
     """An upper estimate of the memory the miniature's training holds at once, in bytes (float32):
@@ -89,11 +94,6 @@ def training_bytes(cfg: MiniatureConfig) -> int:
     parameters = (2 * vocab + cfg.context) * d + cfg.n_layers * (4 * d * d + 2 * d * cfg.d_mlp + 9 * d + cfg.d_mlp)
     per_position = cfg.n_layers * (12 * d + 2 * cfg.d_mlp + 3 * cfg.n_heads * cfg.context) + 2 * vocab
     return 4 * (4 * parameters + 2 * cfg.batch_size * cfg.context * per_position)
-
-    @property
-    def schedule(self) -> list[int]:
-        """Checkpoint steps: 0, 1, 2, 4, ... then every ``steps / n_linear`` steps."""
-        return scaled_schedule(self.steps, self.steps // self.n_linear)
 
 
 @dataclass
