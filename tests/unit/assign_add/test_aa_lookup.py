@@ -4,7 +4,7 @@ hand-written backward against autograd's, over sizes, stacks and random weights.
 
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tolerance import assert_close_scaled
 
@@ -88,6 +88,7 @@ def test_lookup_gradients_are_the_hooked_models_gradients():
 
 
 @settings(max_examples=25, deadline=None)
+@example(size=(16, 8, 24), runs=1, batch=4, n_pos=13, scale=4.0, seed=1)  # 1.03x the one-chain bound
 @given(**CASES)
 def test_the_written_backward_is_autograds_backward_of_the_same_function(size, runs, batch, n_pos, scale, seed):
     """The hand-written backward of lookup_logits against autograd's derivative of the same tables
@@ -103,7 +104,9 @@ def test_the_written_backward_is_autograds_backward_of_the_same_function(size, r
         logits = logits_fn(params, tokens, torch.float64)
         F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum").backward()
         grads.append({n: p.grad for n, p in params.items()})
-    terms = 2 * _logit_terms(d_model, d_head, d_mlp, n_pos) + batch * n_pos
+    # each side runs the whole chain with its own rounding (the autograd side's products are not
+    # the written side's), so their difference is bounded by the two chains' errors added
+    terms = 2 * (2 * _logit_terms(d_model, d_head, d_mlp, n_pos) + batch * n_pos)
     scale_of = max(float(g.abs().max()) for g in grads[1].values())
     for name, want in grads[1].items():
         assert_close_scaled(grads[0][name], want, terms=terms, scale=scale_of, msg=name)
